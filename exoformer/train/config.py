@@ -1,0 +1,138 @@
+"""`TrainConfig`: the training recipe of one run, validated once at construction.
+
+Torch-free so that the registry, hashing and cost model can read it. Defaults are the paper's recipe
+(official_code.md section 4): Muon + AdamW, warmup-stable-decay, z-loss, 262,144 tokens per step,
+38,147 steps (10B tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from exoformer.errors import UserError, did_you_mean
+
+PRECISIONS = ("auto", "fp32", "bf16-autocast", "official-pure-bf16")
+"""auto: bf16 autocast with fp32 master weights on GPU, fp32 on CPU. official-pure-bf16 mimics the
+author's code: bf16 weights and optimizer states, no master copy (hazard H4)."""
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class TrainConfig:
+    """One training run's recipe. Every field changes the result, so every field is hashed."""
+
+    steps: int = 38_147
+    """Optimizer steps (official: 38,147 x 262,144 = 10.0B tokens)."""
+    batch_tokens: int = 262_144
+    """Global tokens per optimizer step, over all ranks and accumulation micro-steps."""
+    micro_batch_seqs: int = 16
+    """Sequences per micro-batch per rank; accumulation steps = batch_tokens / (seq_len * this * ranks)."""
+    seq_len: int = 2048
+    """Tokens per packed training sequence."""
+    seed: int = 42
+    """Seeds model init, data order and every RNG."""
+    data: str = "fineweb-edu-10b"
+    """'smoke' (the bundled synthetic corpus) or a dataset name / directory of modded-nanogpt shards."""
+    doc_masking: bool = True
+    """Attention never crosses an EOT-delimited document boundary inside a packed sequence."""
+
+    muon_lr: float = 0.01
+    """Peak LR of Muon (every 2-D weight inside the stack, anchor projection, dynamic-MLP weights)."""
+    muon_momentum: float = 0.95
+    """Muon Nesterov momentum after warm-up."""
+    muon_momentum_start: float = 0.85
+    """Muon momentum at step 0 and at the last step (warm-up and cool-down)."""
+    muon_momentum_steps: int = 100
+    """Length of the momentum warm-up and of the cool-down."""
+    muon_weight_decay: float = 0.1
+    """Cautious weight decay of Muon (decay only where update and weight agree in sign)."""
+    muon_beta2: float = 0.95
+    """NorMuon-style second-moment EMA."""
+    adam_lr: float = 0.003
+    """Peak LR of AdamW (embeddings, head, 1-D parameters, norm gains, dynamic-MLP bias)."""
+    coef_lr: float = 0.003
+    """Peak LR of the mixing-coefficient AdamW group."""
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.95
+    adam_eps: float = 1e-8
+    adam_weight_decay: float = 0.0
+
+    warmup_steps: int = 1000
+    """Linear LR warm-up (f(s) = (s+1)/warmup for s < warmup)."""
+    decay_fraction: float = 0.2
+    """Last fraction of steps with linear decay (official: int(0.2 * steps) steps)."""
+    final_lr_fraction: float = 0.1
+    """LR multiplier the decay ends at (not zero)."""
+    grad_clip: float = 1.0
+    """Global gradient-norm clip."""
+    z_loss: float = 1e-5
+    """Weight of mean(logsumexp^2), counted once (the official code logs it twice, hazard H3)."""
+
+    precision: str = "auto"
+    """One of PRECISIONS."""
+    compile: bool = False
+    """torch.compile the model (GPU speed; never changes the math)."""
+
+    val_every: int = 100
+    """Validation loss every this many steps (0: never during training)."""
+    val_batches: int = 10
+    """Validation batches of micro_batch_seqs sequences used during training (always the same ones)."""
+    final_val_tokens: int = 100_000_000
+    """Tokens of the final validation perplexity (paper: the 100M-token validation shard)."""
+    checkpoint_every: int = 1000
+    """Checkpoint every this many steps, and always at the end."""
+    keep_checkpoints: int = 2
+    """Newest checkpoints kept on disk (older ones are deleted after a newer one is safely written)."""
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def tokens(self) -> int:
+        return self.steps * self.batch_tokens
+
+    def accumulation_steps(self, world_size: int = 1) -> int:
+        per_micro = self.seq_len * self.micro_batch_seqs * world_size
+        if self.batch_tokens % per_micro:
+            raise UserError(
+                f"batch_tokens={self.batch_tokens} is not a multiple of seq_len*micro_batch_seqs*ranks={per_micro}",
+                where="train.batch_tokens", fix="choose batch_tokens, micro_batch_seqs or the GPU count to divide evenly")
+        return self.batch_tokens // per_micro
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict, *, where: str = "train") -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                raise UserError(f"unknown train field {key!r}", where=where, fix=did_you_mean(key, known))
+        return cls(**data)
+
+
+_TYPES = {"int": (int, "an integer"), "float": ((int, float), "a number"), "str": (str, "a string"),
+          "bool": (bool, "true or false")}
+
+
+def _validate(cfg: TrainConfig) -> None:
+    for f in fields(cfg):
+        value = getattr(cfg, f.name)
+        expected, noun = _TYPES[str(f.type)]
+        if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
+            raise UserError(f"must be {noun}, got {value!r}", where=f"train.{f.name}", fix=f"write {noun}")
+    positive = ("steps", "batch_tokens", "micro_batch_seqs", "seq_len", "val_batches", "checkpoint_every",
+                "keep_checkpoints", "final_val_tokens")
+    for name in positive:
+        if getattr(cfg, name) <= 0:
+            raise UserError(f"must be positive, got {getattr(cfg, name)}", where=f"train.{name}", fix="use a value > 0")
+    if cfg.precision not in PRECISIONS:
+        raise UserError(f"unknown precision {cfg.precision!r}", where="train.precision",
+                        fix=did_you_mean(cfg.precision, PRECISIONS))
+    if not 0.0 <= cfg.decay_fraction <= 1.0:
+        raise UserError(f"must lie in [0, 1], got {cfg.decay_fraction}", where="train.decay_fraction", fix="use 0.2")
+    if cfg.batch_tokens % cfg.seq_len:
+        raise UserError(f"batch_tokens={cfg.batch_tokens} is not a multiple of seq_len={cfg.seq_len}",
+                        where="train.batch_tokens", fix="make batch_tokens a multiple of seq_len")
+
+
+TRAIN_FIELDS = tuple(f.name for f in fields(TrainConfig))
