@@ -1,0 +1,257 @@
+"""Fuzz `validate` with mutated registry files: every one must give exit 2 and exactly one `error:` line naming
+file:line (or file and field), the problem and, where one exists, a suggestion. Never a traceback.
+
+Most cases run in-process against a temporary copy of the registry (fast); a few run through reproduce.py.
+"""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from exoformer.cli import main
+from exoformer.harness.registry import DEFAULT_REGISTRY
+from exoformer.harness.reported import DEFAULT_REPORTED
+from exoformer.harness.spec import FIELD_TYPES
+
+REPO = Path(__file__).resolve().parents[2]
+FUZZ_OK = {"groups": {"fuzz": {"why": "fuzz group", "specs": {"fuzz-spec": {"variant": "e-exoformer", "seed": 5}}}}}
+
+
+def _wrong_values(type_name):
+    base = type_name.removesuffix(" | None")
+    return {"int": ["abc", [1], 1.5], "float": ["fast", [0.1]], "bool": ["maybe", 3], "str": [12, ["a"]],
+            "tuple[str, ...]": ["q", [1, 2]]}[base]
+
+
+def _typo(name):
+    return name[:-1] if len(name) > 3 else name + "x"
+
+
+def _spec_case(body):
+    data = yaml.safe_load(yaml.safe_dump(FUZZ_OK))
+    data["groups"]["fuzz"]["specs"]["fuzz-spec"].update(body)
+    return {"fuzz.yaml": yaml.safe_dump(data, sort_keys=False)}
+
+
+def _nest(dotted, value):
+    if "." in dotted:
+        section, key = dotted.split(".", 1)
+        return {section: {key: value}}
+    return {dotted: value}
+
+
+def _cases():
+    cases = []
+    for key, type_name in FIELD_TYPES.items():  # wrong types for every field
+        for i, bad in enumerate(_wrong_values(type_name)):
+            cases.append((f"type-{key}-{i}", _spec_case(_nest(key, bad)), ["fuzz.yaml:", key]))
+    for key in FIELD_TYPES:  # misspelt keys: a did-you-mean
+        if key in ("note",):
+            continue
+        typo = ".".join([*key.split(".")[:-1], _typo(key.split(".")[-1])])
+        cases.append((f"typo-{key}", _spec_case(_nest(typo, 1)), ["fuzz.yaml:", "did you mean"]))
+    values = [("model.n_layer", 0), ("model.n_head", 7), ("model.anchor", "h3"), ("model.granularity", "rowwise"),
+              ("model.mix_paths", ["v", "q"]), ("model.anchor_norm_paths", ["x"]), ("train.steps", -1),
+              ("train.precision", "bf16"), ("train.batch_tokens", 1000), ("train.decay_fraction", 2.0),
+              ("train.seq_len", 100000), ("eval.suite", "paperr"), ("eval.num_fewshot", -1), ("eval.limit", 0),
+              ("analysis.probes", ["token_similarty"]), ("analysis.ablations", ["anchors"]),
+              ("analysis.n_sequences", 0), ("analysis.seq_len", 999999), ("train.micro_batch_seqs", 3)]
+    for key, bad in values:
+        cases.append((f"value-{key}", _spec_case(_nest(key, bad)), ["fuzz.yaml:", key.split(".")[0]]))
+    for name, body, expect in [
+        ("bad-variant", {"variant": "e-exoformr"}, ["fuzz.yaml:", "did you mean"]),
+        ("bad-preset", {"preset": "451m"}, ["fuzz.yaml:", "did you mean"]),
+        ("bad-shape-map", {"shape": "1b"}, ["fuzz.yaml:", "shape"]),
+        ("bad-shape-name", {"shape": {"450m": "2b"}}, ["fuzz.yaml:", "unknown shape"]),
+        ("train-seed", {"train": {"seed": 3}}, ["fuzz.yaml:", "seed"]),
+        ("section-not-map", {"model": 3}, ["fuzz.yaml:", "model"]),
+        ("unknown-top", {"varient": "base"}, ["fuzz.yaml:", "did you mean 'variant'"]),
+        ("same-config", {"variant": "base", "seed": 42}, ["fuzz.yaml:", "same config"]),
+        ("anchor-without-mix", {"variant": "base", "model": {"anchor": "h0"}}, ["fuzz.yaml:", "anchor"]),
+        ("g-without-gate", {"variant": "base", "model": {"mix_paths": ["g"], "anchor": "h0"}}, ["fuzz.yaml:", "mix_paths"]),
+    ]:
+        cases.append((name, _spec_case(body), expect))
+    fz = "groups:\n  fuzz:\n    why: fuzz group\n"
+    structural = {
+        "dup-spec-name": ({"fuzz.yaml": fz + "    specs:\n      base-s42: {variant: base}\n"}, ["fuzz.yaml:5", "duplicate"]),
+        "dup-group": ({"fuzz.yaml": "groups:\n  table1:\n    why: x\n"}, ["fuzz.yaml:2", "duplicate group"]),
+        "no-variant": ({"fuzz.yaml": fz + "    specs:\n      a1: {seed: 1}\n"}, ["fuzz.yaml:5", "variant"]),
+        "no-why": ({"fuzz.yaml": "groups:\n  fuzz:\n    specs:\n      a1: {variant: base}\n"}, ["fuzz.yaml:2", "why"]),
+        "bad-name": ({"fuzz.yaml": fz + "    specs:\n      Bad*Name: {variant: base}\n"}, ["fuzz.yaml:5", "invalid"]),
+        "group-typo": ({"fuzz.yaml": fz + "    spec:\n      a1: {variant: base}\n"}, ["fuzz.yaml:4", "did you mean"]),
+        "file-typo": ({"fuzz.yaml": "group:\n  fuzz: {why: x}\n"}, ["fuzz.yaml:1", "did you mean 'groups'"]),
+        "not-a-mapping": ({"fuzz.yaml": "- a\n- b\n"}, ["fuzz.yaml:1"]),
+        "specs-list": ({"fuzz.yaml": fz + "    specs: [a, b]\n"}, ["fuzz.yaml:4", "specs"]),
+        "sweep-bad-placeholder": ({"fuzz.yaml": fz + "    sweeps:\n      - name: \"x-{sed}\"\n        grid: {seed: [1]}\n"
+                                                "        variant: base\n"}, ["fuzz.yaml:5", "did you mean"]),
+        "sweep-empty-axis": ({"fuzz.yaml": fz + "    sweeps:\n      - name: \"x-{seed}\"\n        grid: {seed: []}\n"
+                                           "        variant: base\n"}, ["fuzz.yaml:", "empty"]),
+        "sweep-no-grid": ({"fuzz.yaml": fz + "    sweeps:\n      - name: x\n        variant: base\n"}, ["fuzz.yaml:5", "grid"]),
+        "sweep-axis-not-key": ({"fuzz.yaml": fz + "    sweeps:\n      - name: \"x-{foo}\"\n        grid: {foo: [1]}\n"
+                                             "        variant: base\n"}, ["fuzz.yaml:", "not a spec key"]),
+        "sweep-dup-names": ({"fuzz.yaml": fz + "    sweeps:\n      - name: \"xx\"\n        grid: {seed: [1, 2]}\n"
+                                          "        variant: base\n"}, ["fuzz.yaml:", "duplicate"]),
+        "sweep-bad-value": ({"fuzz.yaml": fz + "    sweeps:\n      - name: \"x-{seed}\"\n        grid: {seed: [1, two]}\n"
+                                          "        variant: base\n"}, ["fuzz.yaml:6", "seed"]),
+        "broken-yaml-bracket": ({"fuzz.yaml": "groups: [\n  fuzz: 1\n"}, ["fuzz.yaml:", "invalid YAML"]),
+        "broken-yaml-indent": ({"fuzz.yaml": "groups:\n  fuzz:\n    why: a\n   specs: 1\n"}, ["fuzz.yaml:", "invalid YAML"]),
+        "broken-yaml-tab": ({"fuzz.yaml": "groups:\n\tfuzz: 1\n"}, ["fuzz.yaml:2", "invalid YAML"]),
+        "broken-yaml-quote": ({"fuzz.yaml": "groups:\n  fuzz:\n    why: \"open\n"}, ["fuzz.yaml:", "invalid YAML"]),
+        "dup-key": ({"fuzz.yaml": fz + "    why: again\n"}, ["fuzz.yaml:4", "duplicate key"]),
+        "include-cycle": ({"fuzz.yaml": "include: [cyc.yaml]\n", "cyc.yaml": "include: [fuzz.yaml]\n"},
+                          ["include cycle", "fuzz.yaml", "cyc.yaml"]),
+        "include-self": ({"fuzz.yaml": "include: [fuzz.yaml]\n"}, ["include cycle", "fuzz.yaml"]),
+        "include-missing": ({"fuzz.yaml": "include: [tabels.yaml]\n"}, ["fuzz.yaml:1", "did you mean 'tables.yaml'"]),
+        "include-not-list": ({"fuzz.yaml": "include: tables.yaml\n"}, ["fuzz.yaml:1", "include"]),
+        "unreached-file": ({"orphan.yaml": "groups: {}\n"}, ["orphan.yaml", "include"]),
+        "table-missing-spec": ({"fuzz.yaml": "tables:\n  t9:\n    title: x\n    columns: [val_ppl]\n    rows:\n"
+                                             "      - {id: r, label: R, specs: [base-s43]}\n"},
+                               ["fuzz.yaml:6", "did you mean 'base-s42'"]),
+        "table-bad-column": ({"fuzz.yaml": "tables:\n  t9:\n    title: x\n    columns: [val_pl]\n    rows:\n"
+                                           "      - {id: r, label: R, specs: [base-s42]}\n"}, ["fuzz.yaml:2", "did you mean"]),
+        "table-dup-id": ({"fuzz.yaml": "tables:\n  table1: {title: x, columns: [val_ppl], rows: [{id: r, label: R, specs: [base-s42]}]}\n"},
+                         ["fuzz.yaml:2", "duplicate table"]),
+        "table-no-rows": ({"fuzz.yaml": "tables:\n  t9: {title: x, columns: [val_ppl]}\n"}, ["fuzz.yaml:2", "rows"]),
+        "table-bad-convention": ({"fuzz.yaml": "tables:\n  t9: {title: x, columns: [piqa], convention: {piqa: f1}, "
+                                               "rows: [{id: r, label: R, specs: [base-s42]}]}\n"}, ["fuzz.yaml:2", "acc"]),
+        "table-dup-row": ({"fuzz.yaml": "tables:\n  t9:\n    title: x\n    columns: [val_ppl]\n    rows:\n"
+                                        "      - {id: r, label: R, specs: [base-s42]}\n      - {id: r, label: S, specs: [gated-s42]}\n"},
+                          ["fuzz.yaml:7", "duplicate row"]),
+        "table-not-in-reported": ({"fuzz.yaml": "tables:\n  t9:\n    title: x\n    columns: [val_ppl]\n    rows:\n"
+                                                "      - {id: r, label: R, specs: [base-s42]}\n"}, ["reported.yaml", "t9/r/val_ppl"]),
+        "figure-missing-spec": ({"fuzz.yaml": "figures:\n  f9: {title: x, kind: curves, specs: [gated-s41], series: [val_loss]}\n"},
+                                ["fuzz.yaml:2", "did you mean"]),
+        "figure-bad-kind": ({"fuzz.yaml": "figures:\n  f9: {title: x, kind: curve, specs: [gated-s42], series: [val_loss]}\n"},
+                            ["fuzz.yaml:2", "did you mean 'curves'"]),
+        "figure-bad-series": ({"fuzz.yaml": "figures:\n  f9: {title: x, kind: curves, specs: [gated-s42], series: [val_los]}\n"},
+                              ["fuzz.yaml:2", "did you mean 'val_loss'"]),
+        "figure-bad-table": ({"fuzz.yaml": "figures:\n  f9: {title: x, kind: curves, specs: ['table:tabel1'], series: [val_loss]}\n"},
+                             ["fuzz.yaml:2", "did you mean 'table1'"]),
+        "preset-dup": ({"fuzz.yaml": "presets:\n  smoke: {why: x, shape: smoke}\n"}, ["fuzz.yaml:2", "duplicate preset"]),
+        "preset-no-why": ({"fuzz.yaml": "presets:\n  p2: {shape: smoke}\n"}, ["fuzz.yaml:2", "why"]),
+        "preset-bad-shape": ({"fuzz.yaml": "presets:\n  p2: {why: x, shape: [a]}\n"}, ["fuzz.yaml:2", "shape"]),
+        "preset-unknown-shape": ({"fuzz.yaml": "presets:\n  p2: {why: x, shape: smok}\n"}, ["fuzz.yaml:2", "did you mean 'smoke'"]),
+        "preset-bad-profile": ({"fuzz.yaml": "presets:\n  p2: {why: x, shape: smoke, profile: h10}\n"}, ["fuzz.yaml:2", "did you mean"]),
+        "preset-variant-key": ({"fuzz.yaml": "presets:\n  p2: {why: x, shape: smoke, variant: base}\n"}, ["fuzz.yaml:2", "variant"]),
+        "preset-bad-train": ({"fuzz.yaml": "presets:\n  p2:\n    why: x\n    shape: smoke\n    train: {stepz: 3}\n"},
+                             ["fuzz.yaml:5", "did you mean 'train.steps'"]),
+        "shape-bad-field": ({"fuzz.yaml": "shapes:\n  s9: {n_layers: 3}\n"}, ["fuzz.yaml:2", "did you mean 'n_layer'"]),
+        "shape-clash": ({"fuzz.yaml": "shapes:\n  smoke: {n_layer: 3}\n"}, ["fuzz.yaml:2", "variants.yaml"]),
+        "shape-bad-type": ({"fuzz.yaml": "shapes:\n  s9: {n_layer: three}\n"}, ["fuzz.yaml:2", "integer"]),
+        "metric-bad-better": ({"fuzz.yaml": "metrics:\n  m9: {description: x, better: up}\n"}, ["fuzz.yaml:2", "better"]),
+    }
+    for name, (files, expect) in structural.items():
+        cases.append((name, files, expect))
+    return cases
+
+
+def _reported_cases():
+    """Mutations of reported.yaml: (old text, new text, expected substrings)."""
+    return [
+        ("base:\n      val_ppl: {value: 14.79, source: WEB, version: v4}", "base:\n      val_ppl: {value: 14.79, source: WEBB, version: v4}",
+         ["reported.yaml:", "did you mean 'WEB'"]),
+        ("val_ppl: {value: 14.79, source: WEB, version: v4}", "val_ppl: {value: '14.79', source: WEB, version: v4}",
+         ["reported.yaml:", "number"]),
+        ("val_ppl: {value: 14.79, source: WEB, version: v4}", "val_ppl: {value: 14.79, source: WEB, version: v5}",
+         ["reported.yaml:", "version"]),
+        ("val_ppl: {value: 14.79, source: WEB, version: v4}", "val_pl: {value: 14.79, source: WEB, version: v4}",
+         ["reported.yaml:", "did you mean 'val_ppl'"]),
+        ("  table1:\n    base:", "  table1:\n    bse:", ["reported.yaml:", "did you mean 'base'"]),
+        ("  table1:\n    base:", "  tabel1:\n    base:", ["reported.yaml:", "did you mean 'table1'"]),
+        ("val_ppl: {value: 14.79, source: WEB, version: v4}", "val_ppl: {value: null}", ["reported.yaml:", "reason"]),
+        ("val_ppl: {value: 14.79, source: WEB, version: v4}", "val_ppl: {value: 14.79, source: WEB, version: v4, guess: 1}",
+         ["reported.yaml:", "guess"]),
+        ("      val_ppl: {value: 14.79, source: WEB, version: v4}\n", "", ["reported.yaml", "table1/base/val_ppl", "missing"]),
+        ("minuend: granularity/e-nuresformer/val_ppl", "minuend: granularity/e-nuresformer/val_pp",
+         ["reported.yaml:", "minuend"]),
+        ("column_maxima:\n", "column_maxima:\n  tble1: {}\n", ["reported.yaml:", "did you mean 'table1'"]),
+        ("paper:", "papers:", ["reported.yaml:", "did you mean 'paper'"]),
+    ]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz")
+    reg = root / "experiments"
+    shutil.copytree(DEFAULT_REGISTRY, reg)
+    text = (reg / "registry.yaml").read_text()
+    (reg / "registry.yaml").write_text(text.rstrip() + "\n  - fuzz.yaml\n")
+    (reg / "fuzz.yaml").write_text(yaml.safe_dump(FUZZ_OK))
+    reported = root / "reported.yaml"
+    shutil.copy(DEFAULT_REPORTED, reported)
+    return reg, reported
+
+
+def _validate(capsys, reg, reported):
+    code = main(["validate", "--registry", str(reg), "--reported", str(reported)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_unmutated_copy_validates(workspace, capsys):
+    code, out, err = _validate(capsys, *workspace)
+    assert code == 0, err
+
+
+CASES = _cases()
+REPORTED_CASES = _reported_cases()
+
+
+def test_there_are_at_least_200_mutations():
+    assert len(CASES) + len(REPORTED_CASES) >= 200
+
+
+def _check(code, err, expect, case_id):
+    assert code == 2, f"{case_id}: exit {code}, stderr {err!r}"
+    assert err.startswith("error: ") and err.count("\n") == 1, f"{case_id}: not one line: {err!r}"
+    assert "Traceback" not in err
+    for piece in expect:
+        assert piece in err, f"{case_id}: {piece!r} not in {err!r}"
+
+
+@pytest.mark.parametrize("case_id,files,expect", CASES, ids=[c[0] for c in CASES])
+def test_mutated_registry_file_gives_one_line_error(workspace, capsys, case_id, files, expect):
+    reg, reported = workspace
+    originals = {name: (reg / name).read_text() if (reg / name).exists() else None for name in files}
+    try:
+        for name, text in files.items():
+            (reg / name).write_text(text)
+        code, _, err = _validate(capsys, reg, reported)
+    finally:
+        for name, text in originals.items():
+            if text is None:
+                (reg / name).unlink()
+            else:
+                (reg / name).write_text(text)
+    _check(code, err, expect, case_id)
+
+
+@pytest.mark.parametrize("i", range(len(REPORTED_CASES)))
+def test_mutated_reported_yaml_gives_one_line_error(workspace, capsys, i):
+    reg, reported = workspace
+    old, new, expect = REPORTED_CASES[i]
+    original = reported.read_text()
+    assert old in original, old
+    try:
+        reported.write_text(original.replace(old, new, 1))
+        code, _, err = _validate(capsys, reg, reported)
+    finally:
+        reported.write_text(original)
+    _check(code, err, expect, f"reported-{i}")
+
+
+@pytest.mark.parametrize("files", [{"fuzz.yaml": "groups: [\n"}, {"fuzz.yaml": "include: [fuzz.yaml]\n"}])
+def test_a_few_mutations_through_the_real_entry_point(tmp_path, files):
+    reg = tmp_path / "experiments"
+    shutil.copytree(DEFAULT_REGISTRY, reg)
+    (reg / "registry.yaml").write_text((reg / "registry.yaml").read_text().rstrip() + "\n  - fuzz.yaml\n")
+    for name, text in files.items():
+        (reg / name).write_text(text)
+    res = subprocess.run([sys.executable, "reproduce.py", "validate"], cwd=REPO, capture_output=True, text=True,
+                         env={"EXOFORMER_REGISTRY": str(reg), "PATH": ""}, timeout=120)
+    assert res.returncode == 2 and res.stderr.startswith("error: ") and res.stderr.count("\n") == 1, res.stderr
+    assert "fuzz.yaml" in res.stderr and "Traceback" not in res.stderr

@@ -1,0 +1,166 @@
+"""The registry as shipped: counts, names, validation, plan output, reported numbers, torch-free verbs."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from exoformer.cli import main
+from exoformer.harness.registry import Registry
+from exoformer.harness.reported import load_reported
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return Registry()
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_shows_between_180_and_240_unique_specs(capsys):
+    code, out, _ = run_cli(capsys, "list", "--json")
+    assert code == 0
+    data = json.loads(out)
+    names = [s["name"] for s in data["specs"]]
+    assert 180 <= len(names) <= 240
+    assert len(set(names)) == len(names)
+    assert len({s["hash"] for s in data["specs"]}) == len(names)  # no config is declared twice
+    assert {"name", "group", "hash", "variant", "preset"} <= set(data["specs"][0])
+
+
+def test_validate_passes(capsys):
+    code, out, err = run_cli(capsys, "validate")
+    assert code == 0, err
+    assert out.startswith("ok: ")
+
+
+def test_coverage_of_the_paper(registry):
+    variants = {registry.resolve(n).variant for n in registry.specs}
+    for v in ["base", "gated", "resformer", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer",
+              "s-nuresformer-qknorm", "dynamic-s-exoformer", "e-exoformer-no-anchor-norm", "e-exoformer-postnorm-qkvg",
+              "static-e-exoformer-from-h2", "dynamic-e-exoformer-from-h1", "e-exoformer-vg", "e-nuresformer-vg"]:
+        assert v in variants
+    for row in registry.tables["table1"].rows:
+        assert [registry.resolve(s).seed for s in row.specs] == [42, 1337, 2027]
+    subsets = {(s.model.anchor, s.model.mix_paths) for s in map(registry.resolve, registry.tables["path-subsets"].spec_names())}
+    assert len(subsets) == 30  # 15 non-empty subsets x {internal, h0}
+    for fid in ["val-loss-table1", "accuracy-bars-table1", "lambda-heatmaps", "attention-sink", "token-similarity",
+                "pca-components", "spike-scores", "similarity-to-embeddings", "gate-sparsity", "layer-similarity"]:
+        assert fid in registry.figures
+
+
+def test_presets_give_the_paper_recipe_and_smoke_scale(registry):
+    base, gated = registry.resolve("base-s42"), registry.resolve("gated-s42")
+    assert (base.model.n_layer, gated.model.n_layer, base.model.d_model) == (32, 29, 1024)
+    assert base.train.tokens == 38_147 * 262_144 and base.eval.num_fewshot == 5 and base.eval.suite == "paper"
+    one_b = registry.resolve("1b-dynamic-e-exoformer")
+    assert (one_b.model.n_layer, one_b.model.d_model, one_b.train.steps) == (32, 1536, 76_294)
+    smoke = registry.resolve("base-s42", preset="smoke")
+    assert smoke.name == "base-s42" and smoke.shape == "smoke" and smoke.train.data == "smoke"
+    assert smoke.hash != base.hash
+    ladder = registry.resolve("ladder-125m-base-s42")
+    assert 115e6 < ladder.model.num_parameters() < 140e6
+    assert registry.resolve("ladder-125m-base-s42", preset="smoke").shape == "smoke"
+
+
+def test_reported_table1_round_trips(registry):
+    cells = load_reported(registry)
+    rows = [r.id for r in registry.tables["table1"].rows]
+    assert [cells[("table1", r, "avg6")].value for r in rows] == [48.14, 48.80, 49.65, 49.09, 49.68, 49.85, 50.27]
+    assert [cells[("table1", r, "val_ppl")].value for r in rows] == [14.79, 14.64, 14.32, 14.25, 14.15, 14.13, 14.09]
+    assert all(cells[("table1", r, "avg6")].source == "WEB" for r in rows)
+    assert cells[("table1", "base", "piqa")] is None  # per-task numbers are unknown, never guessed
+
+
+def test_plan_table1_h100_and_smoke(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "plan", "table1", "--preset", "450m", "--profile", "h100", "--json",
+                           "--runs-dir", str(tmp_path))
+    data = json.loads(out)
+    assert code == 0 and len(data["specs"]) == 7
+    assert all(s["gpu_hours"] > 1 and s["action"] == "run" for s in data["specs"])
+    assert data["total"]["gpu_hours"] == pytest.approx(sum(s["gpu_hours"] for s in data["specs"]))
+    code, out, _ = run_cli(capsys, "plan", "table1", "--preset", "smoke", "--json", "--runs-dir", str(tmp_path))
+    data = json.loads(out)
+    assert all(s["cpu_minutes"] is not None and s["gpu_hours"] is None for s in data["specs"])
+    code, out, _ = run_cli(capsys, "plan", "table1", "--preset", "smoke", "--runs-dir", str(tmp_path))
+    assert "CPU-min" in out and out.count(" run ") == 7 and "total:" in out
+
+
+def test_plan_reads_status_files(capsys, tmp_path, registry):
+    done, started = registry.resolve("base-s42"), registry.resolve("gated-s42")
+    (tmp_path / "base-s42" / done.hash12).mkdir(parents=True)
+    (tmp_path / "base-s42" / done.hash12 / "STATUS").write_text("SUCCEEDED\n")
+    ckpt = tmp_path / "gated-s42" / started.hash12 / "checkpoints"
+    ckpt.mkdir(parents=True)
+    (ckpt / "step_100.pt").write_bytes(b"x")
+    (ckpt.parent / "STATUS").write_text("FAILED preempted\n")
+    _, out, _ = run_cli(capsys, "plan", "table1", "--json", "--runs-dir", str(tmp_path))
+    actions = {s["name"]: s["action"] for s in json.loads(out)["specs"]}
+    assert actions["base-s42"] == "skip" and actions["gated-s42"] == "resume" and actions["resformer-s42"] == "run"
+    _, out, _ = run_cli(capsys, "show", "base-s42", "--json", "--runs-dir", str(tmp_path))
+    assert json.loads(out)["status"] == "SUCCEEDED"
+
+
+def test_cost_model_matches_hand_formula(registry):
+    from exoformer.harness.cost import training_flops
+
+    s = registry.resolve("base-s42")
+    n = s.model.num_parameters() - s.model.vocab_size * s.model.d_model
+    expected = 6 * n * s.train.tokens + 12 * s.model.n_layer * s.model.d_model * 2048 * s.train.tokens / 2
+    assert training_flops(s) == pytest.approx(expected)
+
+
+def test_mfu_override_scales_gpu_hours(capsys, tmp_path):
+    _, a, _ = run_cli(capsys, "plan", "base-s42", "--profile", "h100", "--json", "--runs-dir", str(tmp_path))
+    _, b, _ = run_cli(capsys, "plan", "base-s42", "--profile", "h100", "--json", "--runs-dir", str(tmp_path),
+                      "--set", "profile.gpu.mfu=0.2")
+    assert json.loads(b)["total"]["gpu_hours"] == pytest.approx(2 * json.loads(a)["total"]["gpu_hours"])
+
+
+def test_targets_glob_table_figure_and_unknown(registry, capsys):
+    assert registry.select("base-s*") == ["base-s42", "base-s1337", "base-s2027"]
+    assert len(registry.select("table1", replicates=True)) == 21
+    assert "e-exoformer-s42" in registry.select("lambda-heatmaps")
+    code, _, err = run_cli(capsys, "plan", "tabel1")
+    assert code == 2 and "did you mean 'table1'" in err and err.count("\n") == 1
+
+
+def test_show_prints_resolved_yaml_hash_and_params(capsys):
+    code, out, _ = run_cli(capsys, "show", "dynamic-e-exoformer-s42", "--set", "placement.partition=gpu")
+    assert code == 0 and "dynamic: true" in out and "partition: gpu" in out and "# parameters:" in out
+
+
+def test_planning_verbs_do_not_import_torch(tmp_path):
+    code = (
+        "import sys, io, contextlib\n"
+        "from exoformer.cli import main\n"
+        f"for argv in (['list'], ['show', 'base-s42'], ['plan', 'table1', '--runs-dir', {str(tmp_path)!r}], ['validate']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        assert main(argv) == 0, argv\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "print('clean')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "clean" in res.stdout, res.stderr
+
+
+def test_reproduce_py_entry_point_exit_codes():
+    ok = subprocess.run([sys.executable, "reproduce.py", "validate"], cwd=REPO, capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "reproduce.py", "show", "nope"], cwd=REPO, capture_output=True, text=True)
+    assert ok.returncode == 0 and bad.returncode == 2
+    assert bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+def test_smoke_preset_agrees_with_the_training_engineers_smoke_recipe(registry):
+    smoke_module = pytest.importorskip("exoformer.train.smoke")
+    spec = registry.resolve("base-s42", preset="smoke")
+    for key, value in smoke_module.SMOKE_TRAIN.items():
+        assert getattr(spec.train, key) == value, key
