@@ -17,6 +17,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results should read like any other file
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -38,6 +39,12 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=False) + "\n")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def fsync_dir(directory: str | os.PathLike) -> None:

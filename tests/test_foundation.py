@@ -58,3 +58,12 @@ def test_train_config_from_dict_rejects_unknown_keys_with_suggestion():
         TrainConfig.from_dict({"muon_lrr": 0.02})
     with pytest.raises(UserError, match="not a multiple"):
         TrainConfig(batch_tokens=4096, seq_len=256, micro_batch_seqs=3).accumulation_steps()
+
+
+def test_atomic_write_gives_normal_file_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = atomic_write_text(tmp_path / "a.txt", "x")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644

@@ -1,0 +1,93 @@
+"""Token data: shards (shards.py), the offline tokenizer (tokenizer.py) and the bundled smoke world (smoke/).
+
+`resolve_data(name_or_dir)` turns what a spec's `data:` field says into a directory of shards:
+- "smoke": the bundled corpus, generated once into the cache (env EXOFORMER_CACHE, default
+  <repo>/results/cache/) under a name keyed by the generator's version, parameters and source, built in a
+  temporary folder and renamed into place (a crash never leaves a half corpus), reused afterwards;
+- "fineweb-edu-10b": env EXOFORMER_DATA_DIR, else <repo>/data/finewebedu10B (what `prefetch` downloads);
+- any other value: a directory path holding `*_train_*.bin` and `*_val_*.bin` shards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+from exoformer.errors import UserError, did_you_mean
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NAMED_DATA = ("smoke", "fineweb-edu-10b")
+
+__all__ = ["resolve_data", "smoke_data_dir", "cache_dir", "validate_data_dir", "NAMED_DATA"]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("EXOFORMER_CACHE") or REPO_ROOT / "results" / "cache")
+
+
+def validate_data_dir(directory: str | os.PathLike) -> Path:
+    """A directory with valid train and val shards (headers and lengths checked, tokens not read)."""
+    from exoformer.data.shards import find_shards, read_header
+
+    directory = Path(directory)
+    for split in ("train", "val"):
+        for shard in find_shards(directory, split):
+            read_header(shard)
+    return directory
+
+
+def _smoke_key() -> str:
+    """Changes whenever the generator's version, parameters or source code change."""
+    from exoformer.data.smoke import corpus
+
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"version": corpus.GENERATOR_VERSION, "config": asdict(corpus.SmokeCorpusConfig())},
+                             sort_keys=True).encode())
+    for source in sorted(Path(corpus.__file__).parent.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return f"v{corpus.GENERATOR_VERSION}-{digest.hexdigest()[:12]}"
+
+
+def smoke_data_dir() -> Path:
+    """The smoke corpus directory, generated on first use (a few seconds) and reused afterwards."""
+    from exoformer.data.smoke import corpus
+
+    target = cache_dir() / f"smoke-{_smoke_key()}"
+    if (target / corpus.META_FILE).is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".building", dir=target.parent))
+    try:
+        corpus.write_corpus(building)
+        try:
+            os.rename(building, target)
+        except OSError:  # another process finished first (the target exists and is not empty): use theirs
+            if not (target / corpus.META_FILE).is_file():
+                raise
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return target
+
+
+def resolve_data(name_or_dir: str | os.PathLike) -> Path:
+    """The shard directory for a `data:` value: "smoke", "fineweb-edu-10b" or a directory path."""
+    value = str(name_or_dir)
+    if value == "smoke":
+        return smoke_data_dir()
+    if value == "fineweb-edu-10b":
+        directory = Path(os.environ.get("EXOFORMER_DATA_DIR") or REPO_ROOT / "data" / "finewebedu10B")
+        if not directory.is_dir():
+            raise UserError("FineWeb-Edu 10B shards not found", where=str(directory),
+                            fix="run `python reproduce.py prefetch` (or set EXOFORMER_DATA_DIR), or use data: smoke")
+        return validate_data_dir(directory)
+    directory = Path(value).expanduser()
+    if not directory.is_dir():
+        hint = did_you_mean(value, NAMED_DATA)
+        raise UserError(f"data is neither a known name nor an existing directory ({hint})", where=value,
+                        fix="use data: smoke, data: fineweb-edu-10b or a folder of *_train_*.bin/*_val_*.bin shards")
+    return validate_data_dir(directory.resolve())

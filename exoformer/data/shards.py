@@ -1,0 +1,137 @@
+"""modded-nanogpt token shards: a 256 x int32 header, then uint16 token ids.
+
+Header words (little-endian int32): [0] magic 20240520, [1] version 1, [2] token count, [3:256] zeros.
+The author's loader memory-maps the whole file as uint16 and so trains on the 512 header words as if they
+were tokens (official_code.md section 7, hazard H1, which is why their vocab is 57,601). `read_shard`
+validates the header and returns only the tokens after it; nothing here ever yields a header word.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from exoformer.errors import UserError
+from exoformer.io import atomic_write_bytes
+
+MAGIC = 20240520
+VERSION = 1
+HEADER_WORDS = 256
+HEADER_BYTES = HEADER_WORDS * 4
+TOKEN_DTYPE = np.dtype("<u2")
+MAX_TOKEN_ID = 65535  # uint16
+
+NOT_A_SHARD = "not a modded-nanogpt token shard"
+
+
+def read_header(path: str | os.PathLike) -> int:
+    """Validate a shard's header and its length against it; return the token count."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise UserError("token shard not found", where=str(path), fix="check the data directory") from None
+    if size < HEADER_BYTES:
+        raise UserError(
+            f"file is {size} bytes, shorter than the {HEADER_BYTES}-byte header: {NOT_A_SHARD} (or a truncated one)",
+            where=str(path),
+        )
+    header = np.fromfile(path, dtype="<i4", count=HEADER_WORDS)
+    magic, version, count = int(header[0]), int(header[1]), int(header[2])
+    if magic != MAGIC:
+        raise UserError(f"bad magic {magic} (expected {MAGIC}): {NOT_A_SHARD}", where=str(path))
+    if version != VERSION:
+        raise UserError(f"unsupported shard version {version} (expected {VERSION})", where=str(path))
+    if count < 0:
+        raise UserError(f"negative token count {count} in the header: corrupt shard", where=str(path))
+    expected = HEADER_BYTES + 2 * count
+    if size != expected:
+        kind = "truncated" if size < expected else "padded"
+        raise UserError(
+            f"{kind} shard: file is {size} bytes but its header promises {count} tokens "
+            f"({expected} bytes = {HEADER_BYTES} + 2 x {count})",
+            where=str(path),
+            fix="re-download or regenerate the shard",
+        )
+    return count
+
+
+def read_shard(path: str | os.PathLike) -> np.memmap:
+    """Memory-map exactly the tokens of a validated shard (read-only uint16, header words excluded)."""
+    count = read_header(path)
+    if count == 0:  # np.memmap cannot map zero bytes
+        return np.zeros(0, dtype=TOKEN_DTYPE)  # type: ignore[return-value]
+    return np.memmap(path, dtype=TOKEN_DTYPE, mode="r", offset=HEADER_BYTES, shape=(count,))
+
+
+def encode_shard(tokens: Iterable[int] | np.ndarray) -> bytes:
+    """The bytes of a shard holding `tokens`; refuses ids outside uint16 rather than wrapping them."""
+    array = np.asarray(tokens if isinstance(tokens, np.ndarray) else list(tokens))
+    if array.ndim != 1:
+        raise UserError(f"tokens must be a 1-D sequence, got shape {array.shape}")
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise UserError(f"tokens must be integers, got dtype {array.dtype}")
+    if array.size and (int(array.min()) < 0 or int(array.max()) > MAX_TOKEN_ID):
+        raise UserError(
+            f"token ids must lie in [0, {MAX_TOKEN_ID}] to fit uint16 shards, got [{int(array.min())}, "
+            f"{int(array.max())}]",
+            fix="use a vocabulary of at most 65,536 ids",
+        )
+    header = np.zeros(HEADER_WORDS, dtype="<i4")
+    header[0], header[1], header[2] = MAGIC, VERSION, array.size
+    return header.tobytes() + array.astype(TOKEN_DTYPE).tobytes()
+
+
+def write_shard(path: str | os.PathLike, tokens: Iterable[int] | np.ndarray) -> Path:
+    """Write a shard atomically (temp file, fsync, rename): a crash never leaves a torn shard."""
+    return atomic_write_bytes(path, encode_shard(tokens))
+
+
+def shard_info(path: str | os.PathLike, *, full: bool = False) -> tuple[int, str]:
+    """(token count, checksum) of a validated shard.
+
+    By default the checksum is a cheap fingerprint ("fp-sha256:...", 1 MiB read at most whatever the shard
+    size): sha256 of the size, the header and 16 evenly spaced 64 KiB blocks. It tells shards apart for
+    provenance; `full=True` hashes every byte ("sha256:...") for a real integrity check.
+    """
+    count = read_header(path)
+    size = HEADER_BYTES + 2 * count
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        if full:
+            while block := f.read(1 << 22):
+                digest.update(block)
+            return count, "sha256:" + digest.hexdigest()
+        digest.update(str(size).encode())
+        block_size = 1 << 16
+        offsets = {0} | {(size - block_size) * i // 15 for i in range(16)} if size > block_size else {0}
+        for offset in sorted(max(0, o) for o in offsets):
+            f.seek(offset)
+            digest.update(f.read(block_size))
+    return count, "fp-sha256:" + digest.hexdigest()
+
+
+def find_shards(directory: str | os.PathLike, split: str) -> list[Path]:
+    """The `*_{split}_*.bin` shards of a directory, sorted by name (the order the author's loader uses)."""
+    directory = Path(directory)
+    fix = "run `python reproduce.py prefetch` or use data: smoke"
+    if not directory.is_dir():
+        raise UserError("data directory not found", where=str(directory), fix=fix)
+    shards = sorted(directory.glob(f"*_{split}_*.bin"))
+    if not shards:
+        raise UserError(f"no '*_{split}_*.bin' token shards in this directory", where=str(directory), fix=fix)
+    return shards
+
+
+def iter_tokens(paths: Iterable[str | os.PathLike], chunk_tokens: int = 1 << 20) -> Iterator[np.ndarray]:
+    """Stream the tokens of several shards in order, as in-memory uint16 chunks of at most `chunk_tokens`."""
+    if chunk_tokens <= 0:
+        raise UserError(f"chunk_tokens must be positive, got {chunk_tokens}")
+    for path in paths:
+        tokens = read_shard(path)
+        for start in range(0, tokens.size, chunk_tokens):
+            yield np.array(tokens[start : start + chunk_tokens])
