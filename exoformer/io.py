@@ -17,7 +17,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results should read like any other file
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; results should read like any other file
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -41,10 +41,13 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int | None =
     return atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=False) + "\n")
 
 
-def _umask() -> int:
+def _read_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+_UMASK = _read_umask()  # read once at import: os.umask is process-wide, so never toggle it mid-run
 
 
 def fsync_dir(directory: str | os.PathLike) -> None:

@@ -61,9 +61,7 @@ def test_train_config_from_dict_rejects_unknown_keys_with_suggestion():
 
 
 def test_atomic_write_gives_normal_file_permissions(tmp_path):
-    old = os.umask(0o022)
-    try:
-        path = atomic_write_text(tmp_path / "a.txt", "x")
-    finally:
-        os.umask(old)
-    assert path.stat().st_mode & 0o777 == 0o644
+    from exoformer import io
+
+    path = atomic_write_text(tmp_path / "a.txt", "x")
+    assert path.stat().st_mode & 0o777 == 0o666 & ~io._UMASK
