@@ -1,0 +1,223 @@
+"""lm-eval adapter: an in-memory ExoTransformer as an `lm_eval.api.model.LM`.
+
+We subclass lm-eval's `TemplateLM`, so the string side of `loglikelihood` is lm-eval's own code: trailing
+context spaces move into the continuation, context+continuation are encoded together and split at
+`len(encode(context))`, and an empty context becomes the prefix token (EOT). Only the token side is ours.
+
+How this differs from the author's adapter (official_code.md section 5), on purpose:
+- batched: requests sorted by total length (longest first), right-padded, one forward per batch, results
+  put back in request order; the author scores one request per forward (batch size 1);
+- log-softmax in fp32 whatever the model dtype (the author takes it on bf16 logits);
+- the context/continuation split is lm-eval's (encode whole, split at len(encode(context))), not a binary
+  search on decoded text;
+- `loglikelihood_rolling` uses lm-eval's rolling windows instead of one forward per token, and
+  `generate_until` is greedy decoding that honours `until` / `max_gen_toks` (the author's divides by a
+  temperature of 0).
+No document mask is passed: as in the author's evaluation, a prompt is one document (training documents
+start with EOT, and an empty context is replaced by EOT).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+import torch
+from lm_eval.api.model import TemplateLM
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+from tqdm import tqdm
+
+from exoformer.errors import UserError
+
+TokenRequest = tuple[Any, list[int], list[int]]  # (cache key, context tokens, continuation tokens)
+
+DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default for generate_until tasks
+
+
+class Tokenizer(Protocol):
+    eot_token_id: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+class ExoLM(TemplateLM):
+    """Score and generate with `model` (logits = model(idx) of shape (B, T, V), context `model.config.seq_len`).
+
+    `tokenizer` defaults to the offline GPT-2 encoding; a smoke model needs its `CompactTokenizer`
+    (`exoformer.data.tokenizer.for_data(data_dir)`). `batch_size` requests share one forward pass.
+    The model is put in eval mode for each call (its previous mode is restored afterwards) and moved to
+    `device`.
+    """
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | None = None, batch_size: int = 32,
+                 device: str | torch.device = "cpu") -> None:
+        super().__init__()
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise UserError(f"batch size must be a positive integer, got {batch_size!r}", where="eval.batch_size")
+        seq_len = getattr(getattr(model, "config", None), "seq_len", None)
+        if not isinstance(seq_len, int) or seq_len < 1:
+            raise TypeError("ExoLM needs a model with `config.seq_len` (an ExoTransformer)")
+        if tokenizer is None:
+            from exoformer.data.tokenizer import gpt2
+
+            tokenizer = gpt2()
+        n_vocab = getattr(tokenizer, "n_vocab", None)
+        vocab_size = getattr(model.config, "vocab_size", None)
+        if isinstance(n_vocab, int) and isinstance(vocab_size, int) and n_vocab > vocab_size:
+            raise UserError(f"the tokenizer has {n_vocab} ids but the model's vocabulary has {vocab_size} rows",
+                            where="eval tokenizer",
+                            fix="use the run's tokenizer: exoformer.data.tokenizer.for_data(<run data dir>) "
+                                "(a compact vocabulary for smoke runs)")
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.max_length = seq_len
+        self._device = torch.device(device)
+        self.model = model.to(self._device)
+
+    # ---- TemplateLM's tokenisation hooks -------------------------------------------------------------
+
+    @property
+    def eot_token_id(self) -> int:
+        return self.tokenizer.eot_token_id
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
+        """Plain encoding: GPT-2 adds no special tokens, so `add_special_tokens` has nothing to switch."""
+        return self.tokenizer.encode(string)
+
+    def tok_decode(self, tokens: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(tokens))
+
+    def get_model_info(self) -> dict:
+        """Recorded by `simple_evaluate` in `results["config"]`."""
+        params = sum(p.numel() for p in self.model.parameters())
+        dtype = next(self.model.parameters()).dtype if params else None
+        return {"model_num_parameters": params, "model_dtype": str(dtype), "max_length": self.max_length,
+                "eval_batch_size": self.batch_size}
+
+    # ---- scoring -----------------------------------------------------------------------------------
+
+    def _loglikelihood_tokens(self, requests: list[TokenRequest], disable_tqdm: bool = False,
+                              **kwargs) -> list[tuple[float, bool]]:
+        """(sum of continuation log-probs, continuation is the greedy output) for each request, in order."""
+        inputs: list[list[int]] = []
+        for _, context_enc, continuation_enc in requests:
+            if len(continuation_enc) > self.max_length:
+                raise ValueError(f"continuation of {len(continuation_enc)} tokens cannot be scored within the "
+                                 f"model's {self.max_length}-token context")
+            if not context_enc and continuation_enc:
+                raise ValueError("context tokens are empty: TemplateLM.loglikelihood puts EOT there")
+            # Left-truncate to seq_len + 1 tokens; the last one is only predicted, never fed.
+            inputs.append((context_enc + continuation_enc)[-(self.max_length + 1):][:-1])
+        targets = [continuation_enc for _, _, continuation_enc in requests]
+        results: list[tuple[float, bool] | None] = [None] * len(requests)
+        for i, target in enumerate(targets):
+            if not target:
+                results[i] = (0.0, True)  # nothing to score: log 1, and trivially the greedy output
+        order = sorted((i for i, target in enumerate(targets) if target),
+                       key=lambda i: (-len(inputs[i]), inputs[i], targets[i]))
+        with self._inference(), tqdm(total=len(requests), desc="loglikelihood", disable=disable_tqdm) as bar:
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start:start + self.batch_size]
+                scored = self._score_batch([inputs[i] for i in batch], [targets[i] for i in batch])
+                for i, result in zip(batch, scored, strict=True):
+                    results[i] = result
+                    key = requests[i][0]
+                    if key is not None:
+                        self.cache_hook.add_partial("loglikelihood", key, result)
+                bar.update(len(batch))
+            bar.update(len(requests) - len(order))
+        return results  # type: ignore[return-value]
+
+    def _score_batch(self, inputs: list[list[int]], targets: list[list[int]]) -> list[tuple[float, bool]]:
+        """One right-padded forward; gather log-probs of each target at the positions that predict it."""
+        lengths = [len(x) for x in inputs]
+        idx = torch.full((len(inputs), max(lengths)), self.eot_token_id, dtype=torch.long)
+        for row, tokens in enumerate(inputs):
+            idx[row, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+        logits = self.model(idx.to(self._device))  # (B, T, V)
+
+        # Position t predicts token t+1, so a continuation of n tokens is read at the last n input positions.
+        rows = [row for row, target in enumerate(targets) for _ in target]
+        positions = [p for length, target in zip(lengths, targets, strict=True)
+                     for p in range(length - len(target), length)]
+        flat_targets = torch.tensor([t for target in targets for t in target], dtype=torch.long, device=self._device)
+        picked = logits[torch.tensor(rows, dtype=torch.long, device=self._device),
+                        torch.tensor(positions, dtype=torch.long, device=self._device)]
+        logprobs = torch.log_softmax(picked.float(), dim=-1)  # (N, V) fp32
+        token_logprobs = logprobs.gather(-1, flat_targets[:, None])[:, 0].double()
+        greedy = (logprobs.argmax(-1) == flat_targets)
+        counts = [len(t) for t in targets]
+        sums = [float(s.sum()) for s in torch.split(token_logprobs.cpu(), counts)]
+        all_greedy = [bool(g.all()) for g in torch.split(greedy.cpu(), counts)]
+        return list(zip(sums, all_greedy, strict=True))
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """Log-likelihood of whole strings with lm-eval's disjoint rolling windows of the model's context.
+
+        Every token is predicted exactly once; the first is conditioned on EOT (`prefix_token_id`).
+        """
+        strings = [req.args[0] for req in requests]
+        windows: list[TokenRequest] = []
+        owner: list[int] = []
+        for doc, string in enumerate(strings):
+            for context, continuation in map(make_disjoint_window, get_rolling_token_windows(
+                    token_list=self.tok_encode(string), prefix_token=self.prefix_token_id,
+                    max_seq_len=self.max_length, context_len=1)):
+                windows.append((None, context, continuation))
+                owner.append(doc)
+        scores = self._loglikelihood_tokens(windows, disable_tqdm=disable_tqdm)
+        totals = [0.0] * len(strings)
+        for doc, (logprob, _) in zip(owner, scores, strict=True):
+            totals[doc] += logprob
+        for string, total in zip(strings, totals, strict=True):
+            self.cache_hook.add_partial("loglikelihood_rolling", (string,), total)
+        return totals
+
+    # ---- generation --------------------------------------------------------------------------------
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """Greedy decoding; stops at EOT, at `max_gen_toks`, or at the first `until` string (cut off)."""
+        outputs: list[str] = []
+        with self._inference():
+            for req in tqdm(requests, desc="generate_until", disable=disable_tqdm):
+                context, gen_kwargs = req.args
+                outputs.append(self._generate_one(context, dict(gen_kwargs or {})))
+                self.cache_hook.add_partial("generate_until", req.args, outputs[-1])
+        return outputs
+
+    def _generate_one(self, context: str, gen_kwargs: dict) -> str:
+        if gen_kwargs.pop("do_sample", False):
+            raise ValueError("ExoLM.generate_until is greedy only; the task asked for do_sample=True")
+        until = gen_kwargs.pop("until", None) or []
+        until = [until] if isinstance(until, str) else list(until)
+        max_gen_toks = int(gen_kwargs.pop("max_gen_toks", DEFAULT_MAX_GEN_TOKS))
+        tokens = self.tok_encode(context) or [self.prefix_token_id]
+        generated: list[int] = []
+        text = ""
+        for _ in range(max_gen_toks):
+            window = (tokens + generated)[-self.max_length:]
+            logits = self.model(torch.tensor([window], dtype=torch.long, device=self._device))
+            next_token = int(logits[0, -1].float().argmax())
+            if next_token == self.eot_token_id:
+                break
+            generated.append(next_token)
+            text = self.tok_decode(generated)
+            if any(stop in text for stop in until):
+                break
+        for stop in until:
+            text = text.split(stop, 1)[0]
+        return text
+
+    @contextlib.contextmanager
+    def _inference(self) -> Iterator[None]:
+        """Eval mode and no autograd for the duration of a call; the caller's mode is restored."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                yield
+        finally:
+            self.model.train(was_training)

@@ -1,0 +1,157 @@
+"""Evaluate a model on a suite with lm-eval, offline, and flatten the results into long-format rows.
+
+Settings follow the author's `run_eval.py` (official_code.md section 5): 5-shot, full splits, lm-eval's
+task-default prompts and splits, and lm-eval's default seeds (`DEFAULT_SEEDS`: random 0, numpy 1234,
+torch 1234, few-shot sampler 1234), which fix the few-shot demonstrations. The differences are in the
+adapter (`ExoLM`: batched, fp32 log-softmax) and in reading the datasets from local files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from exoformer.errors import UserError
+
+# lm-eval 0.4.13's simple_evaluate defaults, passed explicitly so results never depend on a future default.
+DEFAULT_SEEDS = {"random_seed": 0, "numpy_random_seed": 1234, "torch_random_seed": 1234, "fewshot_random_seed": 1234}
+OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+TASK_DIR_ENV = "EXOFORMER_TASK_DIR"
+CACHE_ENV = "EXOFORMER_CACHE"
+# Per-task keys of results["results"] that are not metrics.
+NON_METRIC_KEYS = {"alias", "name", "sample_len"}
+
+
+def default_cache_dir() -> Path:
+    """Where datasets writes its Arrow cache of the task files: `$EXOFORMER_CACHE/hf` or results/cache/hf."""
+    root = os.environ.get(CACHE_ENV)
+    return Path(root) / "hf" if root else Path(__file__).resolve().parents[2] / "results" / "cache" / "hf"
+
+
+def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathLike | None = None,
+             num_fewshot: int = 5, batch_size: int = 32, limit: int | float | None = None,
+             device: str = "cpu", cache_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Run lm-eval's `simple_evaluate` on `suite` and return its results dict, JSON-safe and without samples.
+
+    `model` is an ExoTransformer (wrapped in `ExoLM(model, tokenizer, batch_size, device)`) or an
+    `lm_eval` LM instance (used as is). For the paper suite `data_dir` defaults to `$EXOFORMER_TASK_DIR`;
+    hub datasets are never fetched (the offline flags are set while evaluating). `limit` is lm-eval's
+    per-task document limit, for tests only.
+    """
+    from exoformer.eval.suites import task_configs
+
+    if suite == "paper" and data_dir is None:
+        data_dir = os.environ.get(TASK_DIR_ENV)
+        if not data_dir:
+            raise UserError("the paper suite needs the six task datasets on local disk", where="eval.data_dir",
+                            fix="run `python reproduce.py prefetch` on a machine with internet, then set "
+                                f"{TASK_DIR_ENV}=<prefetch dir>/tasks")
+    if isinstance(num_fewshot, bool) or not isinstance(num_fewshot, int) or num_fewshot < 0:
+        raise UserError(f"num_fewshot must be a non-negative integer, got {num_fewshot!r}", where="eval.num_fewshot")
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    configs = task_configs(suite, data_dir)
+    for cfg in configs:
+        # datasets reads HF_HOME once, at import; passing cache_dir to load_dataset works whenever it was imported.
+        cfg["dataset_kwargs"] = {**cfg.get("dataset_kwargs", {}), "cache_dir": str(cache / "datasets")}
+
+    with _offline_env(cache):
+        import lm_eval
+        from lm_eval.api.model import LM
+        from lm_eval.tasks import TaskManager
+
+        from exoformer.eval.lm import ExoLM
+
+        lm = model if isinstance(model, LM) else ExoLM(model, tokenizer, batch_size=batch_size, device=device)
+        results = lm_eval.simple_evaluate(
+            model=lm, tasks=configs, num_fewshot=num_fewshot, batch_size=batch_size, device=device, limit=limit,
+            log_samples=False, task_manager=TaskManager(include_defaults=False), **DEFAULT_SEEDS)
+    results = dict(results)
+    results.pop("samples", None)
+    return json_safe(results)
+
+
+@contextlib.contextmanager
+def _offline_env(cache: Path) -> Iterator[None]:
+    """Offline flags and HF_HOME for the duration of an evaluation; the previous environment is restored."""
+    updates = {**OFFLINE_ENV, "HF_HOME": str(cache)}
+    saved = {key: os.environ.get(key) for key in updates}
+    os.environ.update(updates)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def json_safe(obj: Any) -> Any:
+    """A copy of `obj` that `json.dumps(..., allow_nan=False)` accepts: non-JSON leaves are dropped, NaN/inf -> None."""
+    if isinstance(obj, dict):
+        out = {}
+        for key, value in obj.items():
+            safe = json_safe(value)
+            if safe is not _DROP:
+                out[str(key)] = safe
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [item for item in map(json_safe, obj) if item is not _DROP]
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    if hasattr(obj, "item") and callable(obj.item):  # numpy / torch scalars
+        try:
+            return json_safe(obj.item())
+        except (TypeError, ValueError):
+            return _DROP
+    return _DROP
+
+
+_DROP = object()
+
+
+def long_rows(results: dict[str, Any], *, spec: str, seed: int) -> list[dict[str, Any]]:
+    """One row per (task, metric): spec, seed, task, metric, value, stderr (None when lm-eval has none), n.
+
+    lm-eval keys are `<metric>,<filter>`; the filter is `none` for these tasks and is dropped from the name
+    (another filter stays in it as `<metric>,<filter>`). `n` is the number of documents scored.
+    """
+    per_task = results.get("results")
+    if not isinstance(per_task, dict) or not per_task:
+        raise UserError("no evaluation results in this lm-eval output", where=f"{spec} (seed {seed})",
+                        fix="re-run the evaluation stage")
+    n_samples = results.get("n-samples", {})
+    rows = []
+    for task in sorted(per_task):
+        metrics = per_task[task]
+        n = n_samples.get(task, {}).get("effective")
+        for key in sorted(metrics):
+            if key in NON_METRIC_KEYS or "," not in key:
+                continue
+            metric, _, filt = key.partition(",")
+            if metric.endswith("_stderr"):
+                continue
+            stderr = metrics.get(f"{metric}_stderr,{filt}")
+            rows.append({"spec": spec, "seed": seed, "task": task,
+                         "metric": metric if filt == "none" else key,
+                         "value": _number(metrics[key]), "stderr": _number(stderr), "n": n})
+    return rows
+
+
+def _number(value: Any) -> float | None:
+    """lm-eval writes 'N/A' for a missing stderr (bootstrap_iters=0); NaN has no JSON form."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def dumps(results: dict[str, Any]) -> str:
+    """Strict JSON text of an `evaluate` result (for eval/results.json)."""
+    return json.dumps(results, indent=2, allow_nan=False)

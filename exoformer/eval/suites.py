@@ -1,0 +1,174 @@
+"""Task suites as lm-eval task configs (dicts usable as `simple_evaluate(tasks=...)`).
+
+`paper`: the paper's six tasks (official_code.md section 5) with lm-eval 0.4.13's own configs, read from
+the YAMLs inside the installed package by lm-eval's own loader, so `include:` is merged and `!function`
+resolves to the real helpers (HellaSwag's `process_docs`, WinoGrande's partial-scoring functions).
+With `data_dir`, the same configs are re-pointed at `<data_dir>/<task>/<split>.jsonl` (what
+`prefetch` writes), so compute nodes evaluate offline. lm-eval pitfalls handled here
+(feasibility.md section 2): every split a config names gets a file (few-shot docs come from `train`),
+paths are absolute (relative ones resolve against the working directory), and `data_files` is a mapping
+(a single path would become a `train` split).
+
+`smoke`: the same six configs, renamed `smoke_<task>` and pointed at the small JSONL files committed under
+`exoformer/eval/smoke_data/` (verified against their checksums first). Prompts, choices, targets and
+metrics are the paper configs' own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from exoformer.errors import UserError, did_you_mean
+
+PAPER_TASKS = ("arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "winogrande")
+SUITES = ("paper", "smoke")
+SMOKE_PREFIX = "smoke_"
+CHECKSUM_FILE = "SHA256SUMS"
+
+# Where each task's YAML lives inside lm_eval/tasks (0.4.13).
+BUILTIN_YAML = {
+    "arc_easy": "arc/arc_easy.yaml",
+    "arc_challenge": "arc/arc_challenge.yaml",
+    "hellaswag": "hellaswag/hellaswag.yaml",
+    "openbookqa": "openbookqa/openbookqa.yaml",
+    "piqa": "piqa/piqa.yaml",
+    "winogrande": "winogrande/default.yaml",
+}
+# lm-eval's metrics for these tasks: acc and length-normalised acc_norm; WinoGrande's partial scoring has acc only.
+EXPECTED_METRICS = {task: ("acc",) if task == "winogrande" else ("acc", "acc_norm") for task in PAPER_TASKS}
+SPLIT_KEYS = ("training_split", "validation_split", "test_split", "fewshot_split")
+
+
+def task_configs(suite: str, data_dir: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+    """The lm-eval task configs of `suite`, in PAPER_TASKS order.
+
+    `paper` without `data_dir` gives the built-in configs unchanged (they name Hugging Face hub datasets);
+    with `data_dir`, every split is read from `<data_dir>/<task>/<split>.jsonl`, checked against
+    `<data_dir>/SHA256SUMS` when that file exists. `smoke` reads the committed smoke files.
+    """
+    if suite == "paper":
+        configs = [builtin_config(task) for task in PAPER_TASKS]
+        if data_dir is None:
+            return configs
+        root = Path(data_dir).expanduser().resolve()
+        if not root.is_dir():
+            raise UserError("task data directory not found", where=str(root),
+                            fix="run `python reproduce.py prefetch` on a machine with internet and point "
+                                "EXOFORMER_TASK_DIR (or eval data_dir) at its tasks/ folder")
+        located = [local_config(cfg, task=cfg["task"], files=_paper_files(root, cfg)) for cfg in configs]
+        verify_checksums(root, [Path(p) for cfg in located for p in cfg["dataset_kwargs"]["data_files"].values()])
+        return located
+    if suite == "smoke":
+        if data_dir is not None:
+            raise UserError("the smoke suite reads the task files shipped in the repository, not a data directory",
+                            where="eval.data_dir", fix="leave data_dir unset for suite 'smoke'")
+        return _smoke_configs()
+    raise UserError(f"unknown evaluation suite {suite!r}", where="eval.suite", fix=did_you_mean(suite, SUITES))
+
+
+def builtin_config(task: str) -> dict[str, Any]:
+    """lm-eval's own config for one of the paper's tasks, `include:` merged and `!function` helpers imported."""
+    import lm_eval.tasks
+    from lm_eval.tasks._yaml_loader import load_yaml  # the loader TaskManager itself uses
+
+    if task not in BUILTIN_YAML:
+        raise UserError(f"unknown paper task {task!r}", fix=did_you_mean(task, BUILTIN_YAML))
+    cfg = load_yaml(Path(lm_eval.tasks.__file__).parent / BUILTIN_YAML[task], resolve_func=True, recursive=True)
+    metrics = tuple(m["metric"] for m in cfg.get("metric_list", []))
+    if cfg.get("task") != task or metrics != EXPECTED_METRICS[task]:
+        raise RuntimeError(f"lm-eval's {BUILTIN_YAML[task]} changed: task {cfg.get('task')!r}, metrics {metrics}; "
+                           "this harness is pinned to lm-eval 0.4.13")
+    return cfg
+
+
+def named_splits(cfg: dict[str, Any]) -> list[str]:
+    """Every split a config names (each must exist in the dataset, even with zero shots: pitfall 1)."""
+    return sorted({cfg[key] for key in SPLIT_KEYS if cfg.get(key)})
+
+
+def eval_split(cfg: dict[str, Any]) -> str:
+    """The split lm-eval scores: test when the config has one, else validation."""
+    return cfg.get("test_split") or cfg["validation_split"]
+
+
+def local_config(cfg: dict[str, Any], *, task: str, files: dict[str, Path]) -> dict[str, Any]:
+    """`cfg` renamed to `task` and reading its splits from local JSONL files (absolute paths)."""
+    located = dict(cfg)
+    located.pop("tag", None)  # a tag of the built-in config (e.g. ai2_arc) means nothing for local copies
+    located.update(task=task, dataset_path="json", dataset_name=None,
+                   dataset_kwargs={"data_files": {split: str(Path(path).resolve()) for split, path in files.items()}})
+    return located
+
+
+def _paper_files(root: Path, cfg: dict[str, Any]) -> dict[str, Path]:
+    files = {split: root / cfg["task"] / f"{split}.jsonl" for split in named_splits(cfg)}
+    for path in files.values():
+        if not path.is_file():
+            raise UserError("task data file not found", where=str(path),
+                            fix=f"run `python reproduce.py prefetch` to write {root}/<task>/<split>.jsonl for "
+                                f"every split lm-eval's {cfg['task']} config names ({', '.join(files)})")
+    return files
+
+
+def verify_checksums(root: Path, files: list[Path]) -> None:
+    """Check `files` against `<root>/SHA256SUMS` (sha256sum format) when it exists; every file must be listed."""
+    sums_path = root / CHECKSUM_FILE
+    if not sums_path.is_file():
+        return
+    expected = read_checksums(sums_path)
+    for path in files:
+        rel = path.resolve().relative_to(root).as_posix()
+        if rel not in expected:
+            raise UserError(f"{rel} is not listed in {sums_path}", where=str(path),
+                            fix="re-run `python reproduce.py prefetch` so data and checksums agree")
+        found = sha256_file(path)
+        if found != expected[rel]:
+            raise UserError(f"checksum mismatch: sha256 {found[:12]}... but {CHECKSUM_FILE} says "
+                            f"{expected[rel][:12]}...", where=str(path),
+                            fix="the file changed since it was fetched: re-run `python reproduce.py prefetch`")
+
+
+def read_checksums(path: Path) -> dict[str, str]:
+    sums: dict[str, str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        digest, sep, name = line.partition("  ")
+        if not sep or len(digest) != 64:
+            raise UserError("not a sha256sum line (expected '<64 hex>  <relative path>')",
+                            where=f"{path}:{number}", fix="regenerate it with `python reproduce.py prefetch`")
+        sums[name.strip().removeprefix("./")] = digest.lower()
+    return sums
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _smoke_configs() -> list[dict[str, Any]]:
+    from exoformer.data.smoke.tasks import smoke_task_files, verify_smoke_data
+
+    verify_smoke_data()
+    files = smoke_task_files()
+    configs = []
+    for task in PAPER_TASKS:
+        cfg = builtin_config(task)
+        name = SMOKE_PREFIX + task
+        splits = files.get(name) or files.get(task)
+        if not splits:
+            raise UserError(f"no smoke data for task {name}", where="exoformer/eval/smoke_data",
+                            fix="regenerate it with `python -m exoformer.data.smoke.tasks`")
+        missing = [split for split in named_splits(cfg) if split not in splits]
+        if missing:
+            raise UserError(f"smoke task {name} lacks the split(s) {', '.join(missing)} that lm-eval's {task} "
+                            "config names", where="exoformer/eval/smoke_data",
+                            fix="regenerate it with `python -m exoformer.data.smoke.tasks`")
+        configs.append(local_config(cfg, task=name, files={s: Path(splits[s]) for s in named_splits(cfg)}))
+    return configs
