@@ -1,0 +1,81 @@
+"""The `validate` and `evaluate` stages of a run (docs/architecture.md "Runs").
+
+`validate_stage`: the final validation perplexity of the run's newest checkpoint (paper: exp of the mean
+loss on the 100M-token validation shard; `train.final_val_tokens`) -> `eval/validation.json`, which also
+holds its long-format rows (task "validation", metrics "ppl" and "loss").
+`evaluate_stage`: lm-eval on the spec's suite (`eval.suite`, `eval.num_fewshot`, `eval.batch_size`,
+`eval.limit`) -> `eval/results.json` (lm-eval's dict without per-sample logs) and `eval/long.jsonl`
+(one row per task and metric). Both write atomically and return a small summary for `stages/<name>.json`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from exoformer.io import atomic_write_json, atomic_write_text
+
+VALIDATION_FILE = "eval/validation.json"
+RESULTS_FILE = "eval/results.json"
+LONG_FILE = "eval/long.jsonl"
+VALIDATION_TASK = "validation"
+
+
+def _say(ctx: Any, text: str) -> None:
+    """ctx.log may be a logger or a plain callable (or absent)."""
+    log = getattr(ctx, "log", None)
+    if log is None:
+        return
+    (log.info if hasattr(log, "info") else log)(text)
+
+
+def _device(ctx: Any) -> str | None:
+    device = getattr(ctx, "device", None)
+    return None if device is None else str(device)
+
+
+def validation_rows(result: dict[str, Any], *, spec: str, seed: int) -> list[dict[str, Any]]:
+    """Long rows of a final validation: ppl and loss (no stderr: one deterministic pass), n = tokens scored."""
+    return [{"spec": spec, "seed": seed, "task": VALIDATION_TASK, "metric": metric, "value": float(result[key]),
+             "stderr": None, "n": int(result["tokens"])}
+            for metric, key in (("ppl", "val_ppl"), ("loss", "val_loss"))]
+
+
+def validate_stage(ctx: Any) -> dict[str, Any]:
+    """Final validation loss / perplexity from the newest checkpoint -> eval/validation.json."""
+    from exoformer.train.loop import final_validation
+
+    spec, run_dir = ctx.spec, Path(ctx.run_dir)
+    _say(ctx, f"validate: {spec.train.final_val_tokens:,} validation tokens")
+    result = final_validation(spec.model, spec.train, run_dir, device=_device(ctx))
+    record = {**result, "rows": validation_rows(result, spec=spec.name, seed=spec.seed)}
+    atomic_write_json(run_dir / VALIDATION_FILE, record)
+    _say(ctx, f"validate: val_loss {result['val_loss']:.4f}, ppl {result['val_ppl']:.3f} "
+              f"on {result['tokens']:,} tokens")
+    return {"val_loss": result["val_loss"], "val_ppl": result["val_ppl"], "tokens": result["tokens"],
+            "file": VALIDATION_FILE}
+
+
+def evaluate_stage(ctx: Any) -> dict[str, Any]:
+    """lm-eval on the spec's suite with the run's own tokenizer -> eval/results.json and eval/long.jsonl."""
+    from exoformer.data.tokenizer import for_data
+    from exoformer.eval.run import dumps, evaluate, long_rows
+    from exoformer.train.checkpoint import load_model_from_run
+    from exoformer.train.loop import resolve_data_dir
+
+    spec, run_dir = ctx.spec, Path(ctx.run_dir)
+    device = _device(ctx) or "cpu"
+    model, _ = load_model_from_run(run_dir, map_location=device)
+    tokenizer = for_data(resolve_data_dir(spec.train.data))  # compact vocabulary for smoke runs, else GPT-2
+    ev = spec.eval
+    _say(ctx, f"evaluate: suite {ev.suite}, {ev.num_fewshot}-shot, batch {ev.batch_size}"
+              + (f", limit {ev.limit}" if ev.limit else ""))
+    results = evaluate(model, tokenizer, ev.suite, num_fewshot=ev.num_fewshot, batch_size=ev.batch_size,
+                       limit=ev.limit, device=device)
+    rows = long_rows(results, spec=spec.name, seed=spec.seed)
+    atomic_write_text(run_dir / RESULTS_FILE, dumps(results))
+    atomic_write_text(run_dir / LONG_FILE, "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))
+    summary = {f"{r['task']}/{r['metric']}": r["value"] for r in rows}
+    _say(ctx, "evaluate: " + ", ".join(f"{k} {v:.4f}" for k, v in summary.items() if v is not None))
+    return {"suite": ev.suite, "rows": len(rows), "metrics": summary, "file": LONG_FILE}

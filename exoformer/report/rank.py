@@ -1,0 +1,37 @@
+"""Kendall's tau-b: rank agreement between two orderings of the same rows, ties allowed.
+
+tau_b = (C - D) / sqrt((n0 - n1) (n0 - n2)), with C / D the concordant / discordant pairs,
+n0 = n(n-1)/2, n1 = pairs tied in x, n2 = pairs tied in y (a pair tied in both counts in both).
+Pairs tied in either variable are neither concordant nor discordant. O(n^2): tables have tens of rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """tau-b of paired values; None when it is undefined (fewer than 2 pairs, or one side all tied)."""
+    if len(x) != len(y):
+        raise ValueError(f"x and y differ in length ({len(x)} vs {len(y)})")
+    n = len(x)
+    concordant = discordant = tied_x = tied_y = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx, dy = x[i] - x[j], y[i] - y[j]
+            if dx == 0:
+                tied_x += 1
+            if dy == 0:
+                tied_y += 1
+            if dx == 0 or dy == 0:
+                continue
+            if (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    n0 = n * (n - 1) // 2
+    denominator = math.sqrt((n0 - tied_x) * (n0 - tied_y))
+    if denominator == 0:
+        return None
+    return (concordant - discordant) / denominator

@@ -1,0 +1,34 @@
+"""What `run TABLE` shows when its runs have finished: the table beside the paper's values, and its figures.
+
+For the run verb (exoformer/harness/cli_run.py) to call after local/inline runs end; torch is imported only
+if a lambda heatmap is drawn, which this never does (only `curves` and `bars` figures of the table).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from exoformer.harness.registry import Registry
+from exoformer.report.collect import collect
+from exoformer.report.figures import DEFAULT_OUT, draw
+from exoformer.report.tables import build_table, render
+
+SUMMARY_FIGURE_KINDS = ("curves", "bars")
+
+
+def table_figures(registry: Registry, table_id: str) -> list[str]:
+    """Figures drawn from this table's rows (declared with `table:<id>`) that need no analysis outputs."""
+    return [fid for fid, fig in registry.figures.items()
+            if f"table:{table_id}" in fig.specs and fig.kind in SUMMARY_FIGURE_KINDS
+            and not any(s.startswith("analysis.") for s in fig.series)]
+
+
+def report_table(registry: Registry, table_id: str, *, runs_root: str | os.PathLike, preset: str | None = None,
+                 figures_dir: str | os.PathLike = DEFAULT_OUT) -> tuple[str, list[Path]]:
+    """(markdown table, written figure paths) for `table_id` from the runs under `runs_root`."""
+    built = build_table(registry, table_id, collect(runs_root, preset=preset), preset=preset, runs_root=runs_root)
+    written: list[Path] = []
+    for fid in table_figures(registry, table_id):
+        written += draw(registry, fid, runs_root=runs_root, out_dir=figures_dir, preset=preset)
+    return render(built, "md"), written

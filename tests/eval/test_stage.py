@@ -1,0 +1,66 @@
+"""The validate and evaluate stages on a tiny run directory trained for a few steps on the smoke corpus."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+
+import pytest
+import torch
+
+from exoformer.eval.stage import evaluate_stage, validate_stage
+from exoformer.harness.pipeline import StageContext
+from exoformer.harness.registry import Registry
+from exoformer.report.collect import collect
+from exoformer.train.loop import train
+
+TINY = ["train.steps=3", "train.batch_tokens=1024", "train.micro_batch_seqs=4", "train.seq_len=256",
+        "train.warmup_steps=1", "train.muon_momentum_steps=1", "train.val_every=2", "train.val_batches=1",
+        "train.checkpoint_every=3", "train.final_val_tokens=1024", "train.precision=fp32", "eval.limit=3",
+        "eval.num_fewshot=1", "model.n_layer=2", "model.d_model=64", "model.n_head=2"]
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory):
+    """A tiny smoke-shaped E-ExoFormer trained 3 steps, then validated and evaluated (3 docs per task)."""
+    torch.set_num_threads(1)
+    spec = Registry().resolve("e-exoformer-s42", preset="smoke", overrides=TINY)
+    run_dir = tmp_path_factory.mktemp("runs") / spec.name / spec.hash12
+    run_dir.mkdir(parents=True)
+    (run_dir / "spec.yaml").write_text(json.dumps(spec.to_dict()))  # JSON is YAML
+    train(spec.model, spec.train, run_dir)
+    ctx = StageContext(run_dir=run_dir, spec=spec, device="cpu", log=logging.getLogger("test_stage"))
+    return ctx, validate_stage(ctx), evaluate_stage(ctx)
+
+
+def test_validate_stage_writes_validation_json_with_rows(staged):
+    tiny_run, summary, _ = staged
+    record = json.loads((tiny_run.run_dir / "eval" / "validation.json").read_text())
+    assert summary["tokens"] == 1024 == record["tokens"]
+    assert record["val_ppl"] == pytest.approx(math.exp(record["val_loss"]))
+    rows = {r["metric"]: r for r in record["rows"]}
+    assert set(rows) == {"ppl", "loss"}
+    assert rows["ppl"]["task"] == "validation" and rows["ppl"]["value"] == pytest.approx(record["val_ppl"])
+    assert rows["ppl"]["spec"] == "e-exoformer-s42" and rows["ppl"]["seed"] == 42
+    assert 1 < record["val_ppl"] < 2048 * 2  # a 3-step model is near uniform over the 2,048-id vocabulary
+
+
+def test_evaluate_stage_writes_results_without_samples_and_long_rows(staged):
+    tiny_run, _, summary = staged
+    results = json.loads((tiny_run.run_dir / "eval" / "results.json").read_text())
+    assert "samples" not in results
+    assert set(results["results"]) == {f"smoke_{t}" for t in ("arc_challenge", "arc_easy", "hellaswag",
+                                                              "openbookqa", "piqa", "winogrande")}
+    lines = (tiny_run.run_dir / "eval" / "long.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert len(rows) == summary["rows"] == 11  # acc + acc_norm for five tasks, acc for WinoGrande
+    assert all(set(r) == {"spec", "seed", "task", "metric", "value", "stderr", "n"} for r in rows)
+    assert all(r["n"] == 3 and 0 <= r["value"] <= 1 for r in rows)
+
+
+def test_collect_reads_the_stage_outputs(staged):
+    tiny_run = staged[0]
+    frame = collect(tiny_run.run_dir.parent.parent, preset="smoke")
+    assert {"validation", "arc_easy", "winogrande"} <= set(frame["task"])
+    assert set(frame["spec"]) == {"e-exoformer-s42"}

@@ -1,0 +1,59 @@
+"""Synthetic run directories for the report tests: the layout of docs/architecture.md "Runs", no training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from exoformer.harness.registry import Registry
+from exoformer.harness.tables import TASKS
+
+_REGISTRY: Registry | None = None
+
+
+def registry() -> Registry:
+    global _REGISTRY
+    if _REGISTRY is None:
+        _REGISTRY = Registry()
+    return _REGISTRY
+
+
+def make_run(root: Path, spec_name: str, *, preset: str = "450m", accuracies: dict[str, float] | None = None,
+             acc_norm_offset: float = 0.0, stderr: float = 0.01, ppl: float | None = 15.0,
+             state: str = "SUCCEEDED", curve: list[tuple[int, float]] | None = None, eval_rows: bool = True,
+             task_prefix: str = "") -> Path:
+    """A run directory of `spec_name` under `preset` at its current hash, with results.
+
+    accuracies: task -> acc (fraction); acc_norm = acc + acc_norm_offset (WinoGrande has acc only).
+    """
+    spec = registry().resolve(spec_name, preset=preset)
+    run_dir = root / spec_name / spec.hash12
+    (run_dir / "eval").mkdir(parents=True, exist_ok=True)
+    (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
+    (run_dir / "STATUS").write_text(json.dumps({"state": state, "stage": "evaluate"}))
+    if eval_rows and accuracies is not None:
+        rows = []
+        for task in TASKS:
+            if task not in accuracies:
+                continue
+            acc = accuracies[task]
+            metrics = {"acc": acc} if task == "winogrande" else {"acc": acc, "acc_norm": acc + acc_norm_offset}
+            for metric, value in metrics.items():
+                rows.append({"spec": spec_name, "seed": spec.seed, "task": task_prefix + task, "metric": metric,
+                             "value": value, "stderr": stderr, "n": 1000})
+        (run_dir / "eval" / "long.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if ppl is not None:
+        rows = [{"spec": spec_name, "seed": spec.seed, "task": "validation", "metric": "ppl", "value": ppl,
+                 "stderr": None, "n": 4096}]
+        (run_dir / "eval" / "validation.json").write_text(json.dumps({"val_ppl": ppl, "rows": rows}))
+    if curve is not None:
+        lines = [{"kind": "val", "step": i + 1, "tokens": tokens, "val_loss": loss} for i, (tokens, loss)
+                 in enumerate(curve)]
+        (run_dir / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return run_dir
+
+
+def uniform(acc: float) -> dict[str, float]:
+    return {task: acc for task in TASKS}
