@@ -54,8 +54,8 @@ class ChunkedShards:
     def num_chunks(self) -> int:
         return int(self.offsets[-1])
 
-    def chunk(self, index: int) -> np.ndarray:
-        """T+1 tokens of one chunk (the inputs and the one extra target token)."""
+    def chunk(self, index: int) -> tuple[np.ndarray, int]:
+        """(T+1 tokens of one chunk: the inputs and the one extra target token, index of its shard)."""
         shard = int(np.searchsorted(self.offsets, index, side="right")) - 1
         start = (index - int(self.offsets[shard])) * self.seq_len
         return self.tokens[shard][start : start + self.seq_len + 1], shard

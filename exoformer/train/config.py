@@ -95,7 +95,8 @@ class TrainConfig:
         if self.batch_tokens % per_micro:
             raise UserError(
                 f"batch_tokens={self.batch_tokens} is not a multiple of seq_len*micro_batch_seqs*ranks={per_micro}",
-                where="train.batch_tokens", fix="choose batch_tokens, micro_batch_seqs or the GPU count to divide evenly")
+                where="train.batch_tokens",
+                fix="choose batch_tokens, micro_batch_seqs or the GPU count to divide evenly")
         return self.batch_tokens // per_micro
 
     def to_dict(self) -> dict:

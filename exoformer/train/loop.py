@@ -1,0 +1,343 @@
+"""The training loop: one function that trains (or resumes, or finishes) one run in `out_dir`.
+
+Recipe per update (official_code.md 4.2-4.3): set both LRs and the Muon momentum from the step; for each
+micro-batch, forward (bf16 autocast on GPU), loss = (CE + z)/accumulation, backward (DDP all-reduces on
+the last micro-batch only); clip the global grad norm to 1.0; step Muon and AdamW; zero grads.
+Step numbers count updates done: a train line with step s follows the s-th update, and checkpoint
+step_s holds the state after it (the official final checkpoint lacks the last update, hazard H11; ours
+does not).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from exoformer.data.loader import Batch, TrainBatches, validation_batches
+from exoformer.errors import UserError
+from exoformer.model.config import ModelConfig
+from exoformer.train import distributed as dist_util
+from exoformer.train.checkpoint import check_resumable, latest_checkpoint, load_checkpoint, save_checkpoint
+from exoformer.train.config import TrainConfig
+from exoformer.train.loss import lm_loss, official_logged_loss
+from exoformer.train.optim import build_optimizers, set_schedules
+from exoformer.train.schedule import lr_multiplier_for, momentum_for
+from exoformer.train.state import MetricsLog, rng_state, seed_everything, set_rng_state
+
+log = logging.getLogger(__name__)
+
+EXIT_PREEMPTED = 75
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
+
+
+@dataclass(kw_only=True, slots=True)
+class TrainResult:
+    step: int
+    tokens: int
+    final_train_loss: float | None
+    interrupted: bool
+
+
+ModelBuilder = Callable[[ModelConfig], nn.Module]
+
+
+def _default_builder(config: ModelConfig) -> nn.Module:
+    from exoformer.model import ExoTransformer
+
+    return ExoTransformer(config)
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """auto: bf16 autocast with fp32 master weights on CUDA, plain fp32 on CPU."""
+    if precision == "auto":
+        return "bf16-autocast" if device.type == "cuda" else "fp32"
+    return precision
+
+
+def autocast_for(precision: str, device: torch.device):
+    if precision in ("bf16-autocast", "official-pure-bf16"):
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def to_official_pure_bf16(model: nn.Module) -> None:
+    """Hazard H4: Linear and Embedding weights in bf16 with no master copy; norms and coefficients stay fp32."""
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.to(torch.bfloat16)
+
+
+def resolve_data_dir(data: str) -> Path:
+    path = Path(data)
+    if path.is_dir():
+        return path
+    from exoformer.data import resolve_data
+
+    return Path(resolve_data(data))
+
+
+def eot_id_for(data_dir: Path) -> int:
+    from exoformer.data.tokenizer import for_data
+
+    return for_data(data_dir).eot_token_id
+
+
+class StopRequest:
+    """SIGTERM / SIGUSR2 (Slurm's warning before a time limit or preemption) set a flag read at step boundaries.
+
+    Installed only in the main thread; the previous handlers are restored on exit. Under submitit this
+    replaces submitit's own USR2 handler for the duration of training: the loop saves and returns, and
+    the caller decides to requeue (exit code 75).
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, object] = {}
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+class Progress:
+    """A one-line progress bar on a terminal; plain log lines every ~2% of the run otherwise (rank 0 only)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.enabled = total, enabled
+        self.tty = enabled and sys.stderr.isatty()
+        self.every = max(1, total // 50)
+
+    def update(self, step: int, text: str) -> None:
+        if not self.enabled:
+            return
+        if self.tty:
+            done = int(30 * step / self.total)
+            sys.stderr.write(f"\r[{'#' * done}{'.' * (30 - done)}] {step}/{self.total} {text}")
+            sys.stderr.flush()
+            if step == self.total:
+                sys.stderr.write("\n")
+        elif step % self.every == 0 or step == self.total:
+            print(f"step {step}/{self.total} {text}", flush=True)
+
+    def note(self, text: str) -> None:
+        if self.enabled:
+            print(("\n" if self.tty else "") + text, flush=True)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, batches: Iterable[Batch], *, device: torch.device, precision: str,
+             doc_masking: bool) -> tuple[float, float, int]:
+    """Token-weighted mean CE and mean lse^2 over the batches of every rank; returns (ce, z, tokens)."""
+    was_training = model.training
+    model.eval()
+    sums = torch.zeros(3, dtype=torch.float64, device=device)
+    for batch in batches:
+        x, y = batch.x.to(device), batch.y.to(device)
+        with autocast_for(precision, device):
+            logits = model(x, batch.doc_starts.to(device) if doc_masking else None)
+        _, ce, z = lm_loss(logits, y, 0.0)
+        n = y.numel()
+        sums += torch.stack([ce.double() * n, z.double() * n, torch.tensor(float(n), dtype=torch.float64,
+                                                                             device=device)])
+    model.train(was_training)
+    dist_util.all_reduce_sum(sums)
+    n = int(sums[2].item())
+    if n == 0:
+        return math.nan, math.nan, 0
+    return float(sums[0] / n), float(sums[1] / n), n
+
+
+def train(model_config: ModelConfig, train_config: TrainConfig, out_dir: str | Path, *,
+          device: str | torch.device | None = None, build_model: ModelBuilder | None = None) -> TrainResult:
+    """Train, resume or (when finished) do nothing; see the module docstring. `build_model` defaults to
+    ExoTransformer (tests pass small stand-ins)."""
+    if model_config.seq_len < train_config.seq_len:
+        raise UserError(f"train.seq_len={train_config.seq_len} exceeds model.seq_len={model_config.seq_len}",
+                        where="train.seq_len", fix="use a shorter sequence or a model built for it")
+    env = dist_util.distributed_env()
+    device = dist_util.pick_device(device, env)
+    started = dist_util.init_process_group(env, device)
+    try:
+        return _train(model_config, train_config, Path(out_dir), env, device, build_model or _default_builder)
+    finally:
+        if started:
+            torch.distributed.destroy_process_group()
+
+
+def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist_util.DistEnv,
+           device: torch.device, build_model: ModelBuilder) -> TrainResult:
+    ckpt_dir = out_dir / "checkpoints"
+    resume_path = latest_checkpoint(ckpt_dir)
+    state = load_checkpoint(resume_path) if resume_path else None
+    if state is not None:
+        check_resumable(state, model_config.to_dict(), cfg.to_dict(), where=str(resume_path))
+        if state["step"] >= cfg.steps:
+            if env.is_main:
+                print(f"{out_dir}: already finished ({state['step']} steps); nothing to do", flush=True)
+            return TrainResult(step=state["step"], tokens=state["tokens"],
+                               final_train_loss=state.get("final_train_loss"), interrupted=False)
+
+    if env.is_main:
+        data_dir = resolve_data_dir(cfg.data)
+    dist_util.barrier()
+    if not env.is_main:
+        data_dir = resolve_data_dir(cfg.data)
+    eot = eot_id_for(data_dir)
+
+    seed_everything(cfg.seed)
+    model = build_model(model_config)
+    precision = resolve_precision(cfg.precision, device)
+    if precision == "official-pure-bf16":
+        to_official_pure_bf16(model)
+    model.to(device)
+    muon, adamw = build_optimizers(model, cfg)
+    loader = TrainBatches(data_dir, seq_len=cfg.seq_len, step_seqs=cfg.batch_tokens // cfg.seq_len,
+                          micro_batch_seqs=cfg.micro_batch_seqs, seed=cfg.seed, rank=env.rank,
+                          world_size=env.world_size, vocab_size=model_config.vocab_size, eot=eot)
+    loader.shards.check_vocab()
+    accumulation = cfg.accumulation_steps(env.world_size)
+    val_set = list(validation_batches(data_dir, seq_len=cfg.seq_len, batch_seqs=cfg.micro_batch_seqs,
+                                      max_seqs=cfg.val_batches * cfg.micro_batch_seqs,
+                                      vocab_size=model_config.vocab_size, eot=eot, rank=env.rank,
+                                      world_size=env.world_size))
+
+    step, tokens, last_loss = 0, 0, None
+    if state is not None:
+        model.load_state_dict(state["model"])
+        muon.load_state_dict(state["muon"])
+        adamw.load_state_dict(state["adamw"])
+        loader.load_state_dict(state["loader"])
+        set_rng_state(state["rng"])
+        step, tokens, last_loss = state["step"], state["tokens"], state.get("final_train_loss")
+        del state
+
+    forward = model
+    if env.world_size > 1:
+        forward = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
+                                                      else None)
+    if cfg.compile:
+        forward = torch.compile(forward)
+    metrics = MetricsLog(out_dir / "metrics.jsonl", resume_step=step) if env.is_main else None
+    progress = Progress(cfg.steps, env.is_main)
+    if env.is_main:
+        progress.note(f"{'resuming at' if step else 'starting'} step {step}/{cfg.steps}: "
+                      f"{env.world_size} rank(s) on {device.type}, precision {precision}, "
+                      f"{accumulation} micro-batch(es) of {cfg.micro_batch_seqs}x{cfg.seq_len} per rank")
+
+    def save(at_step: int) -> None:
+        if env.is_main:
+            save_checkpoint(ckpt_dir, at_step, {
+                "format": 1, "step": at_step, "tokens": tokens, "final_train_loss": last_loss,
+                "model": model.state_dict(), "muon": muon.state_dict(), "adamw": adamw.state_dict(),
+                "schedule": {"lr_multiplier": lr_multiplier_for(cfg, at_step),
+                             "muon_momentum": momentum_for(cfg, at_step)},
+                "loader": loader.state_dict(), "rng": rng_state(), "world_size": env.world_size,
+                "model_config": model_config.to_dict(), "train_config": cfg.to_dict(),
+            }, keep=cfg.keep_checkpoints)
+        dist_util.barrier()
+
+    autocast = autocast_for(precision, device)
+    interrupted = False
+    try:
+        with StopRequest() as stop:
+            while step < cfg.steps:
+                started = time.perf_counter()
+                set_schedules((muon, adamw), lr_multiplier_for(cfg, step), momentum_for(cfg, step))
+                micro_batches = loader.next_step()
+                loss_sum = torch.zeros((), device=device)
+                for i, batch in enumerate(micro_batches):
+                    is_last = i == len(micro_batches) - 1
+                    no_sync = forward.no_sync() if env.world_size > 1 and not is_last and hasattr(
+                        forward, "no_sync") else contextlib.nullcontext()
+                    with no_sync:
+                        with autocast:
+                            logits = forward(batch.x.to(device, non_blocking=True),
+                                             batch.doc_starts.to(device) if cfg.doc_masking else None)
+                        loss, _, _ = lm_loss(logits, batch.y.to(device, non_blocking=True), cfg.z_loss)
+                        (loss / accumulation).backward()
+                    loss_sum += loss.detach()
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                muon.step()
+                adamw.step()
+                muon.zero_grad(set_to_none=True)
+                adamw.zero_grad(set_to_none=True)
+                step += 1
+                tokens += cfg.batch_tokens
+                shared = torch.stack([loss_sum / accumulation, torch.tensor(float(stop.requested), device=device)])
+                dist_util.all_reduce_sum(shared)
+                last_loss = float(shared[0]) / env.world_size
+                stop_now = bool(shared[1] > 0)
+                elapsed = time.perf_counter() - started
+                lr = muon.param_groups[0]["lr"]
+                if metrics:
+                    metrics.write({"kind": "train", "step": step, "tokens": tokens, "loss": last_loss,
+                                   "lr": lr, "grad_norm": float(grad_norm), "ms_per_step": 1000 * elapsed,
+                                   "tokens_per_s": cfg.batch_tokens / elapsed})
+                progress.update(step, f"loss {last_loss:.4f} lr {lr:.2e} {1000 * elapsed:.0f} ms/step")
+                if cfg.val_every and (step % cfg.val_every == 0 or step == cfg.steps):
+                    ce, z, _ = evaluate(model, val_set, device=device, precision=precision,
+                                        doc_masking=cfg.doc_masking)
+                    if metrics:
+                        metrics.write({"kind": "val", "step": step, "tokens": tokens, "val_loss": ce,
+                                       "val_loss_official": official_logged_loss(ce, z, cfg.z_loss)})
+                    progress.note(f"step {step}: val_loss {ce:.4f}")
+                if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop_now:
+                    save(step)
+                if stop_now and step < cfg.steps:
+                    interrupted = True
+                    progress.note(f"stop requested: saved step {step}; resume by running the same command")
+                    break
+    finally:
+        if metrics:
+            metrics.close()
+    return TrainResult(step=step, tokens=tokens, final_train_loss=last_loss, interrupted=interrupted)
+
+
+def final_validation(model_config: ModelConfig, train_config: TrainConfig, out_dir: str | Path, *,
+                     tokens: int | None = None, device: str | torch.device | None = None,
+                     build_model: ModelBuilder | None = None) -> dict:
+    """Validation loss and perplexity of the run's newest checkpoint on the first `tokens` validation tokens
+    (default train_config.final_val_tokens), in order. The mean is token-weighted (the official full-val
+    mean is unweighted over batches, hazard H11). `val_loss` is pure CE (ppl = exp(val_loss));
+    `val_loss_official` adds the z term twice as the official logs do (H3)."""
+    env = dist_util.distributed_env()
+    device = dist_util.pick_device(device, env)
+    path = latest_checkpoint(Path(out_dir) / "checkpoints")
+    if path is None:
+        raise UserError("no complete checkpoint", where=str(Path(out_dir) / "checkpoints"), fix="train the run first")
+    state = load_checkpoint(path)
+    check_resumable(state, model_config.to_dict(), train_config.to_dict(), where=str(path))
+    model = (build_model or _default_builder)(model_config)
+    precision = resolve_precision(train_config.precision, device)
+    if precision == "official-pure-bf16":
+        to_official_pure_bf16(model)
+    model.load_state_dict(state["model"])
+    model.to(device)
+    data_dir = resolve_data_dir(train_config.data)
+    budget = train_config.final_val_tokens if tokens is None else tokens
+    batches = validation_batches(data_dir, seq_len=train_config.seq_len, batch_seqs=train_config.micro_batch_seqs,
+                                 max_seqs=max(1, budget // train_config.seq_len), vocab_size=model_config.vocab_size,
+                                 eot=eot_id_for(data_dir))
+    ce, z, n = evaluate(model, batches, device=device, precision=precision, doc_masking=train_config.doc_masking)
+    return {"val_loss": ce, "val_ppl": math.exp(ce), "tokens": n, "step": state["step"],
+            "val_loss_official": official_logged_loss(ce, z, train_config.z_loss)}

@@ -1,0 +1,153 @@
+"""Optimisers of the paper's recipe: Muon for hidden matrices, AdamW for the rest (official_code.md 4.3).
+
+`param_groups` splits a model's parameters by rule (never by a list of names) into
+  muon: every 2-D weight that is not an embedding, the LM head or a mixing coefficient
+        (attention and MLP matrices, the exogenous anchor projection, the dynamic-MLP weights);
+  adam: embeddings, the LM head, every 1-D parameter (norm gains, the dynamic-MLP bias, ...);
+  coef: every parameter whose own name starts with `coef_` (the mixing coefficients, AdamW "lambda" group).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import torch
+from torch import Tensor, nn
+
+from exoformer.train.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+POLAR_EXPRESS_COEFFICIENTS = (
+    (8.156554524902461, -22.48329292557795, 15.878769915207462),
+    (4.042929935166739, -2.808917465908714, 0.5000178451051316),
+    (3.8916678022926607, -2.772484153217685, 0.5060648178503393),
+    (3.285753657755655, -2.3681294933425376, 0.46449024233003106),
+    (2.3465413258596377, -1.7097828382687081, 0.42323551169305323),
+)
+"""(a, b, c) of the 5 Polar Express iterations (safety 1e-2, cushion 0.02), as in the official muon.py."""
+
+GROUPS = ("muon", "adam", "coef")
+
+
+def param_groups(model: nn.Module) -> dict[str, list[tuple[str, nn.Parameter]]]:
+    """Assign every trainable parameter to exactly one of GROUPS by rule; assert totality; log the counts."""
+    embedding_ids = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    head = getattr(model, "lm_head", None)
+    head_ids = {id(p) for p in head.parameters()} if isinstance(head, nn.Module) else set()
+    groups: dict[str, list[tuple[str, nn.Parameter]]] = {g: [] for g in GROUPS}
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if name.rsplit(".", 1)[-1].startswith("coef_"):
+            groups["coef"].append((name, p))
+        elif id(p) in embedding_ids or id(p) in head_ids or p.ndim < 2:
+            groups["adam"].append((name, p))
+        elif p.ndim == 2:
+            groups["muon"].append((name, p))
+        else:
+            raise ValueError(f"parameter {name} has shape {tuple(p.shape)}; no optimiser rule covers >2-D tensors")
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    assigned = [id(p) for g in groups.values() for _, p in g]
+    assert len(assigned) == len(set(assigned)) == len({id(p) for p in trainable}), "optimiser groups overlap or miss"
+    log.info("optimiser groups: " + ", ".join(
+        f"{g}={len(ps)} tensors/{sum(p.numel() for _, p in ps):,} params" for g, ps in groups.items()))
+    return groups
+
+
+def polar_express(update: Tensor) -> Tensor:
+    """Approximate the orthogonal polar factor U V^T of `update` (5 Polar Express iterations).
+
+    Runs in bf16 on CUDA (as the official code) and in fp32 on CPU, where bf16 matmuls are slow and fp32
+    keeps the exact-resume tests bitwise. Works on the wide orientation (transposed when rows > cols).
+    """
+    x = update.to(torch.bfloat16 if update.is_cuda else torch.float32)
+    transposed = x.size(-2) > x.size(-1)
+    if transposed:
+        x = x.mT
+    x = x / (x.norm() * 1.02 + 1e-6)
+    for a, b, c in POLAR_EXPRESS_COEFFICIENTS:
+        gram = x @ x.mT
+        x = a * x + (b * gram + c * (gram @ gram)) @ x
+    return x.mT if transposed else x
+
+
+class Muon(torch.optim.Optimizer):
+    """Polar-Express Muon with a NorMuon-style second moment and cautious weight decay (official muon/muon.py).
+
+    Per 2-D parameter W (rows x cols) with gradient G, in this order:
+    Nesterov momentum (buf = mu*buf + (1-mu)*G; U = (1-mu)*G + mu*buf); O = polar_express(U);
+    v = beta2*v + (1-beta2)*mean(O^2) per row (rows >= cols) or per column; O' = O/sqrt(max(v, 1e-10))
+    rescaled to ||O||_F; O' *= sqrt(max(1, rows/cols)); cautious decay W -= lr*wd*[O'*W >= 0]*W; W -= lr*O'.
+    The momentum buffer has the parameter's dtype (bf16 under official-pure-bf16); v is fp32.
+    State round-trips exactly through the inherited state_dict/load_state_dict.
+    """
+
+    def __init__(self, params, *, lr: float = 0.01, momentum: float = 0.95, weight_decay: float = 0.1,
+                 beta2: float = 0.95) -> None:
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, beta2=beta2))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, mu, wd, beta2 = group["lr"], group["momentum"], group["weight_decay"], group["beta2"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.ndim != 2:
+                    raise ValueError(f"Muon handles 2-D weights only, got shape {tuple(p.shape)}")
+                state = self.state[p]
+                rows, cols = p.shape
+                if not state:
+                    state["momentum_buffer"] = torch.zeros_like(p)
+                    moment_shape = (rows, 1) if rows >= cols else (1, cols)
+                    state["second_moment"] = torch.zeros(moment_shape, dtype=torch.float32, device=p.device)
+                grad = p.grad.to(p.dtype)
+                buf = state["momentum_buffer"]
+                buf.lerp_(grad, 1 - mu)
+                update = grad.lerp(buf, mu)
+                ortho = polar_express(update).float()
+                v = state["second_moment"]
+                v.lerp_(ortho.square().mean(dim=1 if rows >= cols else 0, keepdim=True), 1 - beta2)
+                normed = ortho * v.clamp_min(1e-10).rsqrt()
+                normed = normed * (ortho.norm() / normed.norm().clamp_min(1e-10))
+                normed = normed * math.sqrt(max(1.0, rows / cols))
+                if wd:
+                    agree = (normed * p.float()) >= 0
+                    p.sub_(p * agree.to(p.dtype), alpha=lr * wd)
+                p.sub_(normed.to(p.dtype), alpha=lr)
+        return loss
+
+
+def build_optimizers(model: nn.Module, cfg: TrainConfig) -> tuple[Muon, torch.optim.AdamW]:
+    """Muon over the `muon` group; one AdamW with the `adam` and `coef` groups (both lr 0.003, no decay).
+
+    Each param group keeps its peak LR in `base_lr`; the loop sets lr = base_lr * lr_multiplier(step).
+    """
+    groups = param_groups(model)
+    muon = Muon([p for _, p in groups["muon"]], lr=cfg.muon_lr, momentum=cfg.muon_momentum,
+                weight_decay=cfg.muon_weight_decay, beta2=cfg.muon_beta2)
+    muon.param_groups[0]["base_lr"] = cfg.muon_lr
+    adam_groups = [
+        dict(params=[p for _, p in groups["adam"]], lr=cfg.adam_lr, base_lr=cfg.adam_lr, name="adam"),
+        dict(params=[p for _, p in groups["coef"]], lr=cfg.coef_lr, base_lr=cfg.coef_lr, name="coef"),
+    ]
+    adam_groups = [g for g in adam_groups if g["params"]]
+    on_cuda = all(p.is_cuda for g in adam_groups for p in g["params"])
+    adamw = torch.optim.AdamW(adam_groups, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps,
+                              weight_decay=cfg.adam_weight_decay, fused=True if on_cuda else None)
+    return muon, adamw
+
+
+def set_schedules(optimizers: tuple[Muon, torch.optim.AdamW], lr_factor: float, muon_momentum: float) -> None:
+    muon, adamw = optimizers
+    for opt in optimizers:
+        for group in opt.param_groups:
+            group["lr"] = group["base_lr"] * lr_factor
+    for group in muon.param_groups:
+        group["momentum"] = muon_momentum

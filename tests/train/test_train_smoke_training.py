@@ -1,0 +1,33 @@
+"""The bundled smoke corpus trains: val loss falls well below the corpus's unigram entropy."""
+
+import json
+
+import numpy as np
+import pytest
+
+from exoformer.data import resolve_data
+from exoformer.data.shards import find_shards, read_shard
+from exoformer.model import variant_config
+from exoformer.train.config import TrainConfig
+from exoformer.train.loop import train
+from exoformer.train.smoke import SMOKE_TRAIN
+
+
+def unigram_entropy_nats(data_dir) -> float:
+    counts = sum(np.bincount(np.asarray(read_shard(p)), minlength=65536) for p in find_shards(data_dir, "train"))
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_smoke_shape_learns_the_smoke_corpus(tmp_path):
+    data = resolve_data("smoke")
+    entropy = unigram_entropy_nats(data)
+    recipe = TrainConfig(**(SMOKE_TRAIN | dict(steps=60, val_every=30, checkpoint_every=60)))
+    result = train(variant_config("gated", "smoke"), recipe, tmp_path)
+    assert result.step == 60 and not result.interrupted
+    vals = [json.loads(line)["val_loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+            if '"val"' in line]
+    assert len(vals) == 2 and vals[1] < vals[0]
+    assert vals[-1] < 0.75 * entropy, (vals, entropy)
