@@ -19,6 +19,13 @@ VERBS: dict[str, str] = {
     "show": "exoformer.harness.cli_show",
     "plan": "exoformer.harness.cli_plan",
     "validate": "exoformer.harness.cli_validate",
+    "run": "exoformer.harness.cli_run",
+    "status": "exoformer.harness.cli_status",
+    "table": "exoformer.report.cli_table",
+    "diff": "exoformer.report.cli_diff",
+    "figure": "exoformer.report.cli_figure",
+    "prefetch": "exoformer.report.cli_prefetch",
+    "claims": "exoformer.report.cli_claims",
 }
 """Verb name -> module. Later verbs (run, status, table, diff, figure, prefetch) register here."""
 

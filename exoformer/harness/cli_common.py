@@ -53,11 +53,10 @@ def run_dir(spec: Spec, cli_dir: str | None) -> Path:
 
 def run_state(directory: Path) -> tuple[str | None, bool]:
     """(first word of STATUS or None, whether a checkpoint exists) of a run directory."""
-    status = None
-    path = directory / "STATUS"
-    if path.is_file():
-        words = path.read_text(encoding="utf-8", errors="replace").split()
-        status = words[0] if words else None
+    from exoformer.harness.runs import read_status  # STATUS is JSON (docs/architecture.md "Runs")
+
+    record = read_status(directory)
+    status = record.state if record else None
     ckpt = directory / "checkpoints"
     has_ckpt = ckpt.is_dir() and any(ckpt.iterdir())
     return status, has_ckpt

@@ -1,0 +1,112 @@
+"""The launch lock and the job manifest of a runs root: a spec is never launched twice.
+
+`run` takes `<root>/.launch.lock` (flock: released by the kernel when the process dies, so a crash never
+leaves a stale lock), decides per spec, records its claim in `<root>/manifest.json` (spec hash -> backend,
+job id, submitit folder, launcher pid, host) and only then releases. A second `run` that starts at the same
+moment waits for the lock, then sees the claim and, while the claim's job is alive, skips the spec.
+The manifest is what maintainers of submitit suggest for re-attaching to jobs (ecosystem.md B3, #1625).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from exoformer.io import atomic_write_json
+
+LOCK_FILE = ".launch.lock"
+MANIFEST_FILE = "manifest.json"
+
+
+@dataclass(kw_only=True, slots=True)
+class Claim:
+    """Who launched a spec: for slurm a job id (array task `A_i`); for local the controller PID once it runs;
+    for inline (and local jobs still waiting for a slot) the launcher's PID."""
+
+    hash: str
+    name: str
+    run_dir: str
+    backend: str
+    host: str
+    launcher_pid: int
+    job_id: str | None = None
+    folder: str | None = None
+    submitted: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@contextmanager
+def launch_lock(root: Path, *, timeout_s: float = 600.0) -> Iterator[None]:
+    """Exclusive lock on the runs root; waits up to `timeout_s` (a launcher holds it for seconds at most)."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{root / LOCK_FILE} held for over {timeout_s:.0f} s") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def read_manifest(root: Path) -> dict[str, Claim]:
+    try:
+        data = json.loads((Path(root) / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    fields = Claim.__dataclass_fields__
+    return {h: Claim(**{k: v for k, v in c.items() if k in fields}) for h, c in data.items() if isinstance(c, dict)}
+
+
+def write_manifest(root: Path, manifest: dict[str, Claim]) -> None:
+    atomic_write_json(Path(root) / MANIFEST_FILE, {h: c.to_dict() for h, c in sorted(manifest.items())})
+
+
+def update_claims(root: Path, claims: list[Claim]) -> None:
+    """Merge claims into the manifest (takes the lock; do not call while holding it)."""
+    with launch_lock(root):
+        manifest = read_manifest(root)
+        manifest.update({c.hash: c for c in claims})
+        write_manifest(root, manifest)
+
+
+def new_claim(*, spec_hash: str, name: str, run_dir: Path, backend: str) -> Claim:
+    return Claim(hash=spec_hash, name=name, run_dir=str(run_dir), backend=backend, host=socket.gethostname(),
+                 launcher_pid=os.getpid(), submitted=time.time())
+
+
+def pid_alive(pid: int | None, *, expect: str | None = None) -> bool:
+    """Whether process `pid` runs on this machine (and, with `expect`, its command line contains it:
+    guards against a recycled PID)."""
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: trust kill(0)
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z":  # a zombie has finished
+        return False
+    return expect is None or expect in cmdline

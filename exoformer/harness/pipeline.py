@@ -1,0 +1,283 @@
+"""The per-spec pipeline as one resumable job: train -> validate -> evaluate -> analyse (docs/architecture.md "Runs").
+
+Each stage is `fn(ctx: StageContext) -> dict`; its dict goes to `stages/<name>.json` when it returns, and a
+restarted job skips stages that have that file. Stages owned by other packages are imported when the job
+runs; a missing module means the stage does not exist yet: it is recorded in STATUS `skipped` (never
+faked) and a later `run` resumes the run to do it.
+
+`PipelineJob` is what the backends execute. It is a submitit `Checkpointable`: on Slurm's USR2 (time limit or
+preemption) the training loop saves at the next step boundary and returns `interrupted`; the job then
+hands the signal back to submitit's handler, which calls `checkpoint()` and requeues the job (`scontrol
+requeue` on Slurm, exit code 144 under the local executor), and the next attempt resumes from the checkpoint
+(ecosystem.md B4). Multi-task jobs export torch.distributed variables from submitit's job environment (B5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from exoformer.harness import runs
+from exoformer.harness.spec import Spec
+
+try:  # the job class must be a Checkpointable when submitit is there; inline runs work without it
+    from submitit.helpers import Checkpointable as _JobBase
+except ImportError:  # pragma: no cover - submitit is a pinned requirement
+    _JobBase = object  # type: ignore[misc,assignment]
+
+STAGES = ("train", "validate", "evaluate", "analyse")
+"""Stage order (architecture.md "Runs")."""
+
+STAGE_SOURCES: dict[str, tuple[str, str]] = {
+    "train": ("exoformer.harness.pipeline", "train_stage"),
+    "validate": ("exoformer.eval.stage", "validate_stage"),
+    "evaluate": ("exoformer.eval.stage", "evaluate_stage"),
+    "analyse": ("exoformer.analysis.stage", "analyse_stage"),
+}
+"""Stage name -> (module, function). Tests may swap entries for fakes."""
+
+INTERRUPTED, DONE = "interrupted", "done"
+
+
+@dataclass(kw_only=True, slots=True)
+class StageContext:
+    run_dir: Path
+    spec: Spec
+    device: str | None
+    log: logging.Logger
+
+
+class StageInterrupted(Exception):
+    """The train stage stopped on SIGTERM/SIGUSR2 after saving a checkpoint: requeue, do not fail."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__(f"stopped at step {result.get('step')}")
+        self.result = result
+
+
+def train_stage(ctx: StageContext) -> dict[str, Any]:
+    """Train (or resume) into the run directory with exoformer.train.loop.train."""
+    from exoformer.train.loop import train
+
+    if ctx.spec.train.data:
+        _record_data(ctx)
+    result = train(ctx.spec.model, ctx.spec.train, ctx.run_dir, device=ctx.device)
+    summary = {"step": result.step, "tokens": result.tokens, "final_train_loss": result.final_train_loss}
+    if result.interrupted:
+        raise StageInterrupted(summary)
+    return summary
+
+
+def _record_data(ctx: StageContext) -> None:
+    """Data checksums go to provenance.json once (the shards never change under a run)."""
+    if "data_checksums" in runs.read_provenance(ctx.run_dir).get("job", {}):
+        return
+    from exoformer.train.loop import resolve_data_dir
+
+    data_dir = resolve_data_dir(ctx.spec.train.data)
+    runs.record_job_provenance(ctx.run_dir, {"data_dir": str(data_dir),
+                                             "data_checksums": runs.data_checksums(data_dir)})
+
+
+def resolve_stage(name: str) -> Callable[[StageContext], dict] | None:
+    """The stage function, or None when its package is not there yet (an error inside it still raises)."""
+    module_name, attr = STAGE_SOURCES[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name and (module_name == err.name or module_name.startswith(err.name + ".")):
+            return None
+        raise
+    return getattr(module, attr, None)
+
+
+def missing_stages(spec: Spec) -> list[str]:
+    """Stages that would be skipped now (for dedup: a SUCCEEDED run with a newly available stage resumes)."""
+    return [s for s in STAGES if _wanted(s, spec) and resolve_stage(s) is None]
+
+
+def _wanted(stage: str, spec: Spec) -> bool:
+    return stage != "analyse" or spec.analysis.enabled
+
+
+# --------------------------------------------------------------------------------------------- logging
+
+class _Tee(io.TextIOBase):
+    """Writes to the attempt log and, for inline runs, to the terminal too."""
+
+    def __init__(self, *streams: TextIO) -> None:
+        self.streams = streams
+
+    def write(self, text: str) -> int:
+        for s in self.streams:
+            s.write(text)
+            s.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        for s in self.streams:
+            s.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def _capture(log_path: Path, echo: bool) -> Iterator[logging.Logger]:
+    """stdout, stderr and a logger all go to logs/attempt-N.log (plus the terminal when `echo`)."""
+    with log_path.open("a", encoding="utf-8", buffering=1) as f:
+        out = _Tee(f, sys.__stdout__) if echo and sys.__stdout__ else _Tee(f, sys.stdout)
+        err = _Tee(f, sys.__stderr__) if echo and sys.__stderr__ else _Tee(f, sys.stderr)
+        logger = logging.getLogger(f"exoformer.run.{log_path.parent.parent.name}")
+        handler = logging.StreamHandler(out)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                yield logger
+            finally:
+                logger.removeHandler(handler)
+
+
+# --------------------------------------------------------------------------------------------- the job
+
+def _job_id_and_rank() -> tuple[str | None, int, int]:
+    """(job id, global rank, number of tasks) under submitit; (None, 0, 1) in process."""
+    if "SUBMITIT_EXECUTOR" not in os.environ:
+        return None, 0, 1
+    import submitit
+
+    env = submitit.JobEnvironment()
+    return str(env.job_id), env.global_rank, env.num_tasks
+
+
+def export_distributed_env() -> None:
+    """MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK (and CUDA_VISIBLE_DEVICES per task) from submitit's job
+    environment, for exoformer.train's env:// process group (ecosystem.md B5; submitit #1704)."""
+    from submitit.helpers import TorchDistributedEnvironment
+
+    TorchDistributedEnvironment().export(set_cuda_visible_devices=True)
+
+
+def _device_info() -> dict[str, Any]:
+    info: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        info["cuda"] = torch.version.cuda
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
+            info["gpu_count"] = torch.cuda.device_count()
+    except ImportError:  # pragma: no cover
+        pass
+    return info
+
+
+def run_pipeline(run_dir: Path, spec: Spec, *, backend: str, job_id: str | None = None, device: str | None = None,
+                 echo: bool = False) -> str:
+    """Run the stages not yet done. Returns DONE or INTERRUPTED; a failing stage writes FAILED (reason, traceback
+    path) and re-raises, so that submitit also records the error (never swallowed, ecosystem.md B3)."""
+    run_dir = Path(run_dir)
+    if run_dir.name != spec.hash12:
+        raise ValueError(f"{run_dir} is not the run directory of hash {spec.hash12}")
+    log_path = runs.new_log_path(run_dir, job_id)
+    previous = runs.read_status(run_dir)
+    status = runs.write_status(run_dir, runs.Status(
+        state=runs.RUNNING, stage=None, log=str(log_path), job_id=job_id, backend=backend, started=runs.now(),
+        host=socket.gethostname(), pid=os.getpid(), reason=None))
+    del previous
+    with _capture(log_path, echo) as log:
+        log.info(f"{spec.name} ({spec.hash12}) on {socket.gethostname()}, pid {os.getpid()}, backend {backend}"
+                 + (f", job {job_id}" if job_id else ""))
+        runs.record_job_provenance(run_dir, {**_device_info(), "started": runs.now(), "job_id": job_id})
+        skipped: list[str] = []
+        for stage in STAGES:
+            if not _wanted(stage, spec):
+                log.info(f"{stage}: disabled by the spec")
+                continue
+            if runs.stage_done(run_dir, stage):
+                log.info(f"{stage}: already done")
+                continue
+            fn = resolve_stage(stage)
+            if fn is None:
+                module = STAGE_SOURCES[stage][0]
+                log.info(f"{stage}: skipped ({module} is not available yet)")
+                skipped.append(stage)
+                continue
+            status = runs.update_status(run_dir, stage=stage)
+            started = time.time()
+            log.info(f"{stage}: start")
+            try:
+                result = fn(StageContext(run_dir=run_dir, spec=spec, device=device, log=log))
+            except StageInterrupted as stop:
+                log.info(f"{stage}: interrupted ({stop}); checkpoint saved, requeueing")
+                runs.update_status(run_dir, state=runs.PENDING, reason=f"interrupted in {stage} at step "
+                                   f"{stop.result.get('step')}; requeued", pid=None)
+                return INTERRUPTED
+            except BaseException as err:
+                trace = traceback.format_exc()
+                print(trace, file=sys.stderr)
+                trace_path = run_dir / "logs" / f"{log_path.stem}.traceback.txt"
+                runs.atomic_write_text(trace_path, trace)
+                reason = f"{stage}: {type(err).__name__}: {' '.join(str(err).split())}"[:500]
+                runs.update_status(run_dir, state=runs.FAILED, reason=reason, log=str(trace_path), pid=None)
+                raise
+            runs.record_stage(run_dir, stage, {"stage": stage, "seconds": round(time.time() - started, 3),
+                                                "finished": runs.now(), "result": result})
+            log.info(f"{stage}: done in {time.time() - started:.1f} s")
+        reason = f"stages not available yet: {', '.join(skipped)}" if skipped else None
+        runs.update_status(run_dir, state=runs.SUCCEEDED, stage=None, reason=reason, skipped=skipped, pid=None)
+        log.info("SUCCEEDED" + (f" ({reason})" if reason else ""))
+    del status
+    return DONE
+
+
+class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
+    """The callable submitit runs: `PipelineJob()(run_dir, spec, backend)`. Stateless, so that submitit's default
+    `checkpoint()` (resubmit self with the same arguments) resumes from the run directory."""
+
+    def __call__(self, run_dir: str, spec: Spec, backend: str) -> dict[str, Any]:
+        job_id, rank, tasks = _job_id_and_rank()
+        if tasks > 1:
+            export_distributed_env()
+        if rank != 0:  # other ranks only train (DDP); rank 0 owns the run directory
+            if not runs.stage_done(Path(run_dir), "train"):
+                with contextlib.suppress(StageInterrupted):
+                    train_stage(StageContext(run_dir=Path(run_dir), spec=spec, device=None,
+                                             log=logging.getLogger("exoformer.run")))
+            return {"state": "rank-done", "rank": rank}
+        outcome = run_pipeline(Path(run_dir), spec, backend=backend, job_id=job_id)
+        if outcome == INTERRUPTED and job_id is not None:
+            _requeue_through_submitit()
+        status = runs.read_status(Path(run_dir))
+        return {"state": status.state if status else None, "outcome": outcome, "run_dir": run_dir}
+
+
+def _requeue_through_submitit() -> None:
+    """The training loop took USR2/SIGTERM and returned; give USR2 back to submitit's handler (restored by
+    then), which calls checkpoint() and requeues within its timeout budget, then exits."""
+    signal.raise_signal(signal.SIGUSR2)
+    time.sleep(5)  # the handler runs at the next bytecode; exiting is its job
+
+
+def run_inline(run_dir: Path, spec: Spec, *, echo: bool = True) -> str:
+    """In process (tests, debugging): the outcome, with failures recorded in STATUS instead of raised."""
+    try:
+        return run_pipeline(run_dir, spec, backend="inline", echo=echo)
+    except Exception:  # noqa: BLE001 - recorded in STATUS with its traceback by run_pipeline
+        return runs.FAILED

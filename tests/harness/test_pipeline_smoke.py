@@ -1,0 +1,126 @@
+"""End to end on CPU through the real CLI: a smoke spec on the local backend (submitit LocalExecutor), the
+second call skipping it, `status`, the concurrency guarantee and the SIGKILL crash -> --retry-failed resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from exoformer.harness import runs
+from exoformer.harness.registry import Registry
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def tiny(steps: int = 4, checkpoint_every: int = 2) -> list[str]:
+    """The smoke preset cut down to seconds: 512-token steps, a few eval examples, one analysis sequence."""
+    sets = [f"train.steps={steps}", "train.batch_tokens=512", "train.micro_batch_seqs=2",
+            f"train.checkpoint_every={checkpoint_every}", "train.val_every=0", "train.val_batches=1",
+            "train.final_val_tokens=512", "train.warmup_steps=1", "train.muon_momentum_steps=1", "eval.limit=2",
+            "analysis.n_sequences=1"]
+    return ["--preset", "smoke", *[a for s in sets for a in ("--set", s)]]
+
+
+def cli(*args: str, runs_dir: Path, timeout: float = 600, check: bool = False) -> subprocess.CompletedProcess:
+    env = {**os.environ, "EXOFORMER_RUNS_DIR": str(runs_dir), "OMP_NUM_THREADS": "1"}
+    env.pop("SLURM_CONF", None)
+    done = subprocess.run([sys.executable, str(REPO / "reproduce.py"), *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=REPO)
+    if check:
+        assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def run_dir_of(name: str, args: list[str], root: Path) -> Path:
+    sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+    return runs.run_dir_for(Registry().resolve(name, preset="smoke", overrides=sets), root)
+
+
+@pytest.mark.slow
+def test_local_smoke_run_then_skip_then_status(tmp_path):
+    args = tiny()
+    first = cli("run", "base-s42", *args, "--backend", "local", runs_dir=tmp_path, check=True)
+    run_dir = run_dir_of("base-s42", args, tmp_path)
+    status = runs.read_status(run_dir)
+    assert status.state == runs.SUCCEEDED, first.stdout + first.stderr
+    assert status.backend == "local" and status.job_id and status.skipped == []
+    for name in ("spec.yaml", "provenance.json", "STATUS", "metrics.jsonl", "eval/validation.json",
+                 "eval/results.json", "eval/long.jsonl", *(f"stages/{s}.json" for s in
+                                                            ("train", "validate", "evaluate", "analyse"))):
+        assert (run_dir / name).is_file(), name
+    assert list((run_dir / "checkpoints").iterdir()) and list((run_dir / "analysis").iterdir())
+    prov = json.loads((run_dir / "provenance.json").read_text())
+    assert prov["job"]["data_checksums"] and prov["job"]["torch"]
+    assert json.loads((run_dir / "stages" / "train.json").read_text())["result"]["step"] == 4
+    started = time.monotonic()
+    second = cli("run", "base-s42", *args, "--backend", "local", runs_dir=tmp_path, check=True)
+    assert time.monotonic() - started < 15
+    assert "skip: SUCCEEDED" in second.stdout and "skipped 1" in second.stdout
+    assert len(list((run_dir / "logs").glob("attempt-*.log"))) == 1
+    shown = cli("status", "--json", runs_dir=tmp_path, check=True)
+    rows = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert [(r["spec"], r["state"], r["step"], r["total_steps"]) for r in rows] == [("base-s42", "SUCCEEDED", 4, 4)]
+
+
+@pytest.mark.slow
+def test_two_concurrent_runs_launch_each_spec_once(tmp_path):
+    args = tiny(steps=2)
+    env = {**os.environ, "EXOFORMER_RUNS_DIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    env.pop("SLURM_CONF", None)
+    cmd = [sys.executable, str(REPO / "reproduce.py"), "run", "base-s[14]*", *args, "--backend", "inline"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    names = Registry().select("base-s[14]*")
+    assert len(names) == 2
+    for name in names:
+        run_dir = run_dir_of(name, args, tmp_path)
+        assert runs.read_status(run_dir).state == runs.SUCCEEDED
+        attempts = list((run_dir / "logs").glob("attempt-*.log"))
+        assert len(attempts) == 1, (name, attempts, outs)
+    launched = sum(out.count(" launch\n") for out in outs)
+    assert launched == 2, outs  # each spec launched by exactly one of the two commands
+
+
+@pytest.mark.slow
+def test_sigkill_mid_training_is_failed_then_resumes_from_checkpoint(tmp_path):
+    args = tiny(steps=120, checkpoint_every=5)
+    run_dir = run_dir_of("base-s42", args, tmp_path)
+    env = {**os.environ, "EXOFORMER_RUNS_DIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    env.pop("SLURM_CONF", None)
+    launcher = subprocess.Popen([sys.executable, str(REPO / "reproduce.py"), "run", "base-s42", *args, "--backend",
+                                 "local"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                cwd=REPO)
+    deadline = time.monotonic() + 300
+    while True:  # wait for a complete checkpoint (its checksum side-car is written last) and the job's PID
+        status = runs.read_status(run_dir)
+        ckpts = sorted((run_dir / "checkpoints").glob("step_*.pt.sha256")) if run_dir.is_dir() else []
+        if status and status.pid and status.stage == "train" and ckpts:
+            break
+        assert launcher.poll() is None and time.monotonic() < deadline, launcher.communicate()[0]
+        time.sleep(0.2)
+    killed_at = int(ckpts[-1].name.removeprefix("step_").split(".")[0])
+    os.kill(status.pid, signal.SIGKILL)
+    out = launcher.communicate(timeout=120)[0]
+    assert launcher.returncode == 1, out
+    shown = cli("status", "base-s42", *args, "--json", runs_dir=tmp_path)
+    row = json.loads(shown.stdout.splitlines()[0])
+    assert row["state"] == "FAILED" and row["reason"].startswith("dead:"), row
+    assert shown.returncode == 1
+    assert killed_at > 0
+    skipped = cli("run", "base-s42", *args, "--backend", "local", runs_dir=tmp_path, check=True)
+    assert "skip: FAILED" in skipped.stdout
+    cli("run", "base-s42", *args, "--backend", "local", "--retry-failed", runs_dir=tmp_path, check=True)
+    assert runs.read_status(run_dir).state == runs.SUCCEEDED
+    second_log = sorted((run_dir / "logs").glob("attempt-002*.log"))[0].read_text()
+    assert "resuming at step" in second_log, second_log[:2000]
+    resumed_at = int(second_log.split("resuming at step ")[1].split("/")[0])
+    assert resumed_at >= killed_at > 0
