@@ -111,7 +111,25 @@ def run(args: argparse.Namespace) -> int:
                            on_done=None if args.json else _announce)
     elif args.wait:
         _wait_slurm([i for items in launch.values() for i in items])
-    return _summary(specs, decisions, roots, time.time() - started, backend.name, args)
+    code = _summary(specs, decisions, roots, time.time() - started, backend.name, args)
+    finished = backend.name != "slurm" or args.wait
+    if finished and args.target in reg.tables and len(set(roots.values())) == 1 and not args.json:
+        _print_table(reg, args.target, next(iter(roots.values())), specs[0].preset if specs else None)
+    return code
+
+
+def _print_table(reg, table_id: str, root: Path, preset: str | None) -> None:
+    """After a table's runs end: the table beside the paper's numbers, and its figures (issue 6)."""
+    from exoformer.report.summary import report_table
+
+    try:
+        text, written = report_table(reg, table_id, runs_root=root, preset=preset)
+    except UserError as err:  # the runs are done either way; say why the table could not be built
+        print(f"table {table_id}: not built: {err}", flush=True)
+        return
+    print(f"\n{text}")
+    if written:
+        print("figures: " + ", ".join(str(p) for p in written if p.suffix == ".png"), flush=True)
 
 
 def _submit(backend, items, root: Path, manifest: dict) -> None:
