@@ -65,3 +65,13 @@ def test_atomic_write_gives_normal_file_permissions(tmp_path):
 
     path = atomic_write_text(tmp_path / "a.txt", "x")
     assert path.stat().st_mode & 0o777 == 0o666 & ~io._UMASK
+
+
+def test_temporary_env_restores_set_and_unset_keys(monkeypatch):
+    from exoformer.environ import temporary_env
+
+    monkeypatch.setenv("EXO_T_SET", "old")
+    monkeypatch.delenv("EXO_T_UNSET", raising=False)
+    with temporary_env({"EXO_T_SET": "new", "EXO_T_UNSET": "x"}):
+        assert os.environ["EXO_T_SET"] == "new" and os.environ["EXO_T_UNSET"] == "x"
+    assert os.environ["EXO_T_SET"] == "old" and "EXO_T_UNSET" not in os.environ

@@ -12,10 +12,10 @@ import contextlib
 import json
 import math
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from exoformer.environ import temporary_env
 from exoformer.errors import UserError
 
 # lm-eval 0.4.13's simple_evaluate defaults, passed explicitly so results never depend on a future default.
@@ -75,20 +75,9 @@ def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathL
     return json_safe(results)
 
 
-@contextlib.contextmanager
-def _offline_env(cache: Path) -> Iterator[None]:
+def _offline_env(cache: Path) -> contextlib.AbstractContextManager:
     """Offline flags and HF_HOME for the duration of an evaluation; the previous environment is restored."""
-    updates = {**OFFLINE_ENV, "HF_HOME": str(cache)}
-    saved = {key: os.environ.get(key) for key in updates}
-    os.environ.update(updates)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    return temporary_env({**OFFLINE_ENV, "HF_HOME": str(cache)})
 
 
 def json_safe(obj: Any) -> Any:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from exoformer.environ import temporary_env
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness import locking
 from exoformer.harness.pipeline import PipelineJob, run_inline
@@ -98,9 +99,8 @@ class LocalBackend:
         executor = self._executor(root)
         queue, running = list(items), []
         threads = str(self.threads_per_job or os.environ.get("OMP_NUM_THREADS") or 1)
-        saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-        try:
-            os.environ.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)  # inherited by the job process
+        # inherited by the job processes
+        with temporary_env({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}):
             while queue or running:
                 while queue and len(running) < self.concurrency:
                     item = queue.pop(0)
@@ -114,12 +114,6 @@ class LocalBackend:
                     running.remove(pair)
                     if on_done:
                         on_done(pair[0])
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
 
 class SlurmBackend:
