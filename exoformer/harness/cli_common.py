@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-from exoformer.harness.registry import REPO_ROOT, Registry
+from exoformer.harness import runs
+from exoformer.harness.registry import Registry
 from exoformer.harness.spec import Spec, parse_override
-
-DEFAULT_RUNS = REPO_ROOT / "results" / "runs"
 
 
 def add_registry_arg(parser: argparse.ArgumentParser) -> None:
@@ -41,14 +39,8 @@ def split_overrides(overrides: list[str]) -> tuple[list[str], dict[str, object]]
     return spec_sets, profile_sets
 
 
-def runs_root(spec: Spec, cli_dir: str | None) -> Path:
-    """--runs-dir, else the spec's placement.runs_root, else $EXOFORMER_RUNS_DIR, else results/runs."""
-    chosen = cli_dir or spec.placement.runs_root or os.environ.get("EXOFORMER_RUNS_DIR")
-    return Path(chosen) if chosen else DEFAULT_RUNS
-
-
 def run_dir(spec: Spec, cli_dir: str | None) -> Path:
-    return runs_root(spec, cli_dir) / spec.name / spec.hash12
+    return runs.run_dir_for(spec, runs.runs_root(cli_dir, spec))
 
 
 def run_state(directory: Path) -> tuple[str | None, bool]:

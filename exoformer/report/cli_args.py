@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-from exoformer.harness.cli_common import DEFAULT_RUNS, add_registry_arg
+from exoformer.harness import runs
+from exoformer.harness.cli_common import add_registry_arg
 
 
 def add_reading_args(parser: argparse.ArgumentParser) -> None:
@@ -18,5 +18,4 @@ def add_reading_args(parser: argparse.ArgumentParser) -> None:
 
 
 def reading_root(args: argparse.Namespace) -> Path:
-    chosen = args.runs_dir or os.environ.get("EXOFORMER_RUNS_DIR")
-    return Path(chosen) if chosen else DEFAULT_RUNS
+    return runs.runs_root(args.runs_dir)
