@@ -1,2 +1,7 @@
 """The report layer: collect run results into one long table, rebuild the paper's tables, diff them against
 the reported numbers, draw the figures. `collect`, `tables`, `diff` and `rank` never import torch."""
+
+NOT_RUN = "not run"
+"""What a cell, line or panel says when the run it needs does not exist (never a made-up value)."""
+NOT_REPORTED = "not reported"
+"""What a cell says when the paper gives no number for it."""

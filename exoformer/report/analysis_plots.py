@@ -26,13 +26,12 @@ from typing import Any
 
 from exoformer.errors import UserError
 from exoformer.io import atomic_write_bytes, atomic_write_text
+from exoformer.report import NOT_REPORTED, NOT_RUN
 
 RunRef = tuple[str, str, "str | os.PathLike | None"]
 """(spec name, label, run directory or None when the run does not exist)."""
 
-NOT_RUN = "not run"
 NOT_ENOUGH_STEPS = "not enough steps"
-NOT_REPORTED = "not reported"
 ABLATION_TITLES = {"none": "as trained", "anchor": "anchor term removed", "self": "own term removed"}
 
 

@@ -27,9 +27,8 @@ from exoformer.errors import UserError
 from exoformer.harness.cli_common import run_dir
 from exoformer.harness.registry import Registry
 from exoformer.harness.reported import load_reported
+from exoformer.report import NOT_REPORTED, NOT_RUN
 
-NOT_RUN = "not run"
-NOT_REPORTED = "not reported"
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

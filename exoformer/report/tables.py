@@ -23,13 +23,12 @@ from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import Registry
 from exoformer.harness.reported import Reported, load_reported
 from exoformer.harness.tables import TASKS, Table, TableRow
+from exoformer.report import NOT_REPORTED, NOT_RUN
 
 AVERAGE = "avg6"
 PERPLEXITY = "val_ppl"
 PERCENT_COLUMNS = (*TASKS, AVERAGE)
 OTHER_METRIC = {"acc": "acc_norm", "acc_norm": "acc"}
-NOT_RUN = "not run"
-NOT_REPORTED = "not reported"
 FORMATS = ("md", "latex", "csv")
 
 
