@@ -1,0 +1,429 @@
+"""The run directory `<runs root>/<spec name>/<hash12>/` and the runs root's own files (docs/architecture.md
+"Runs"). This is the only module that spells their names; everything else asks a `RunDir` for a path.
+
+Torch-free and free of harness imports, so the training loop, the stages, the harness and the report all
+share it without a package cycle. Readers are tolerant: a damaged STATUS reads as DAMAGED with the fix, a
+damaged metrics or result line is reported with file:line, and nothing here ever raises on a torn file
+except where a result would otherwise be silently wrong (result rows).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from exoformer.errors import UserError
+from exoformer.io import atomic_write_json, atomic_write_text
+
+PENDING, RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "INTERRUPTED"
+DAMAGED = "DAMAGED"
+"""Not written by anyone: what a STATUS file that cannot be read as ours reads as."""
+STATES = (PENDING, RUNNING, SUCCEEDED, FAILED, INTERRUPTED)
+ACTIVE_STATES = (PENDING, RUNNING)
+"""States in which some job is (or should be) working on the run."""
+
+# The runs root's own files: the launch lock, the manifest of claims and submitit's job folders.
+LAUNCH_LOCK = ".launch.lock"
+MANIFEST = "manifest.json"
+JOBS_DIR = ".jobs"
+
+_SUBDIRS = ("stages", "checkpoints", "eval", "analysis", "logs")
+_JOB_LOCK = ".job.lock"
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def parse_time(text: str | None) -> _dt.datetime | None:
+    try:
+        return _dt.datetime.fromisoformat(text) if isinstance(text, str) and text else None
+    except ValueError:
+        return None
+
+
+@dataclass(kw_only=True, slots=True)
+class Status:
+    """The STATUS file: who is doing what to the run, and for a failure why and where its traceback is."""
+
+    state: str
+    stage: str | None = None
+    reason: str | None = None
+    log: str | None = None
+    job_id: str | None = None
+    backend: str | None = None
+    updated: str = field(default_factory=now)
+    started: str | None = None
+    host: str | None = None
+    pid: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_STATUS_TYPES = {"state": str, "stage": str, "reason": str, "log": str, "job_id": str, "backend": str,
+                 "updated": str, "started": str, "host": str, "pid": int}
+
+
+def _status_from_dict(data: dict[str, Any]) -> Status | None:
+    """A Status when every known field has its type; None when any does not (then the file is damaged)."""
+    known: dict[str, Any] = {}
+    for f in fields(Status):
+        if f.name not in data or data[f.name] is None:
+            continue
+        value, kind = data[f.name], _STATUS_TYPES[f.name]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            return None
+        known[f.name] = value
+    if known.get("state") not in STATES:
+        return None
+    return Status(**known)
+
+
+class RunDir:
+    """Paths and tolerant readers of one run directory. Cheap to build; touches the disk only when asked."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    # ------------------------------------------------------------------------------------------ paths
+    @property
+    def spec_file(self) -> Path:
+        return self.path / "spec.yaml"
+
+    @property
+    def provenance_file(self) -> Path:
+        return self.path / "provenance.json"
+
+    @property
+    def status_file(self) -> Path:
+        return self.path / "STATUS"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def eval_dir(self) -> Path:
+        return self.path / "eval"
+
+    @property
+    def eval_results(self) -> Path:
+        """lm-eval's result dict, without per-sample logs."""
+        return self.eval_dir / "results.json"
+
+    @property
+    def eval_rows(self) -> Path:
+        """One long-format row per task and metric of the evaluate stage."""
+        return self.eval_dir / "long.jsonl"
+
+    @property
+    def validation(self) -> Path:
+        """The final validation record (ppl, loss and its long rows)."""
+        return self.eval_dir / "validation.json"
+
+    @property
+    def analysis_dir(self) -> Path:
+        return self.path / "analysis"
+
+    @property
+    def analysis_rows(self) -> Path:
+        return self.analysis_dir / "long.jsonl"
+
+    @property
+    def probes(self) -> Path:
+        return self.analysis_dir / "probes.json"
+
+    @property
+    def spikes(self) -> Path:
+        return self.analysis_dir / "spikes.json"
+
+    @property
+    def coefficients(self) -> Path:
+        """Static mixing coefficients per layer and path, for the λ heatmaps (written by the analyse stage)."""
+        return self.analysis_dir / "coefficients.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def stages_dir(self) -> Path:
+        return self.path / "stages"
+
+    def stage_file(self, stage: str) -> Path:
+        return self.stages_dir / f"{stage}.json"
+
+    def display(self, path: Path) -> str:
+        """A path of this run, relative to it (for messages and stage records)."""
+        try:
+            return str(Path(path).relative_to(self.path))
+        except ValueError:
+            return str(path)
+
+    # ------------------------------------------------------------------------------------------ layout
+    def create(self) -> None:
+        for sub in _SUBDIRS:
+            (self.path / sub).mkdir(parents=True, exist_ok=True)
+
+    def has_checkpoint(self) -> bool:
+        """Whether any checkpoint file is there (verified or not: the training loop decides what it resumes)."""
+        try:
+            return any(self.checkpoints.iterdir())
+        except OSError:
+            return False
+
+    # ------------------------------------------------------------------------------------------ STATUS
+    def read_status(self) -> Status | None:
+        """STATUS, None when there is none, or a DAMAGED status (with the fix in `reason`) when it is not ours."""
+        path = self.status_file
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as err:  # a directory, unreadable, ...
+            return _damaged(path, f"cannot be read ({type(err).__name__})")
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return _damaged(path, "is not a JSON status record")
+        status = _status_from_dict(data) if isinstance(data, dict) else None
+        return status if status is not None else _damaged(path, "is not a valid status record")
+
+    def write_status(self, status: Status) -> Status:
+        status.updated = now()
+        atomic_write_json(self.status_file, status.to_dict())
+        return status
+
+    def update_status(self, **changes: Any) -> Status:
+        """Read-modify-write of STATUS (only the job that owns the run calls this while it runs)."""
+        status = self.read_status()
+        if status is None or status.state == DAMAGED:
+            status = Status(state=PENDING)
+        for key, value in changes.items():
+            setattr(status, key, value)
+        return self.write_status(status)
+
+    # ------------------------------------------------------------------------------------------ stages
+    def stage_done(self, stage: str) -> bool:
+        return self.stage_file(stage).is_file()
+
+    def record_stage(self, stage: str, result: dict[str, Any]) -> None:
+        atomic_write_json(self.stage_file(stage), result)
+
+    def missing_stage_records(self, stages: tuple[str, ...] | list[str]) -> list[str]:
+        return [s for s in stages if not self.stage_done(s)]
+
+    # ------------------------------------------------------------------------------------------ the job lock
+    @contextmanager
+    def job_lock(self) -> Iterator[None]:
+        """Held by the one job that works on this run; the kernel releases it when that process dies.
+
+        A second job on the same directory fails at once with a UserError, whatever STATUS or the manifest say.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / _JOB_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise UserError("another job is working on this run directory", where=str(self.path),
+                                fix="wait for it (reproduce.py status), or stop it before running again") from None
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+            yield
+        finally:
+            os.close(fd)
+
+    def job_lock_held(self) -> bool:
+        """Whether a live process holds the job lock (probes it without taking it for long)."""
+        path = self.path / _JOB_LOCK
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    # ------------------------------------------------------------------------------------------ logs
+    def new_log_path(self, job_id: str | None) -> Path:
+        """logs/attempt-<n>[-<job id>].log: one per attempt, numbered in order."""
+        self.logs.mkdir(parents=True, exist_ok=True)
+        n = 1 + sum(1 for _ in self.logs.glob("attempt-*.log"))
+        suffix = f"-{job_id}".replace("/", "_") if job_id else ""
+        return self.logs / f"attempt-{n:03d}{suffix}.log"
+
+    def traceback_path(self, log_path: Path) -> Path:
+        return self.logs / f"{Path(log_path).stem}.traceback.txt"
+
+    # ------------------------------------------------------------------------------------------ provenance
+    def read_provenance(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.provenance_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def write_provenance(self, record: dict[str, Any]) -> None:
+        atomic_write_json(self.provenance_file, record)
+
+    def record_job_provenance(self, extra: dict[str, Any]) -> None:
+        """Merge what only the job knows (host, device, CUDA, data checksums) into provenance.json."""
+        record = self.read_provenance()
+        job = record.get("job")
+        record["job"] = {**(job if isinstance(job, dict) else {}), **extra}
+        self.write_provenance(record)
+
+    # ------------------------------------------------------------------------------------------ metrics
+    def metrics(self, kind: str | None = None, *, problems: list[str] | None = None) -> Iterator[dict[str, Any]]:
+        """Lines of metrics.jsonl (optionally of one `kind`), in file order. A damaged line is skipped and
+        described as `file:line: why` in `problems` (when given): never a traceback."""
+        try:
+            data = self.metrics_file.read_bytes()
+        except OSError:
+            return
+        for number, raw in enumerate(data.splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                row = None
+            if not isinstance(row, dict):
+                if problems is not None:
+                    problems.append(f"{self.metrics_file}:{number}: not a JSON object line (skipped)")
+                continue
+            if kind is None or row.get("kind") == kind:
+                yield row
+
+    def last_train_line(self) -> dict[str, Any] | None:
+        """The newest `kind: train` line of metrics.jsonl, reading only the file's tail."""
+        try:
+            with self.metrics_file.open("rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 65536))
+                tail = f.read().decode("utf-8", errors="replace").splitlines()
+        except OSError:  # missing, or not a file: `status` must still answer
+            return None
+        for line in reversed(tail):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and row.get("kind") == "train":
+                return row
+        return None
+
+    def val_curve(self) -> tuple[list[float], list[float]]:
+        """(tokens, val_loss) of the validation lines of metrics.jsonl, in step order (one per step)."""
+        by_step: dict[int, tuple[float, float]] = {}
+        for row in self.metrics("val"):
+            step, tokens, loss = row.get("step"), row.get("tokens"), row.get("val_loss")
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (step, tokens, loss)):
+                by_step[int(step)] = (float(tokens), float(loss))
+        ordered = [by_step[s] for s in sorted(by_step)]
+        return [t for t, _ in ordered], [v for _, v in ordered]
+
+    # ------------------------------------------------------------------------------------------ results
+    def write_rows(self, path: Path, rows: list[dict[str, Any]]) -> None:
+        atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
+
+    def result_rows(self, spec_name: str) -> list[dict[str, Any]]:
+        """Every long-format result row of the run (evaluate, analyse, validate); a damaged file is a UserError
+        naming file:line, since skipping a row would silently change a table."""
+        rows: list[dict[str, Any]] = []
+        for path in (self.eval_rows, self.analysis_rows):
+            if path.is_file():
+                found = _read_rows(path, spec_name)
+                if not found and path == self.eval_rows:
+                    raise UserError("the run has no evaluation results (empty file)", where=str(path),
+                                    fix=f"re-run its evaluation: reproduce.py run {spec_name} --force")
+                rows.extend(found)
+        if self.validation.is_file():
+            try:
+                record = json.loads(self.validation.read_text(encoding="utf-8"))
+                found = record.get("rows", [])
+                if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
+                    raise ValueError
+            except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+                raise UserError("not a validation record", where=str(self.validation),
+                                fix=f"re-run its validation: reproduce.py run {spec_name} --force") from None
+            rows.extend(found)
+        return rows
+
+    def read_json(self, path: Path) -> Any:
+        """A JSON file of this run, or None when it is absent; a damaged one is a UserError with the fix."""
+        try:
+            return json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            raise UserError("not a readable JSON file", where=str(path),
+                            fix="re-run the stage that wrote it (reproduce.py run TARGET --force)") from None
+
+
+def _damaged(path: Path, why: str) -> Status:
+    return Status(state=DAMAGED, reason=f"{path} {why}; "
+                  "run the same command with --retry-failed to resume it, or --force to start over")
+
+
+def _read_rows(path: Path, spec_name: str) -> list[dict[str, Any]]:
+    rows = []
+    try:
+        lines = path.read_bytes().decode("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        raise UserError("not a UTF-8 text file", where=str(path),
+                        fix=f"re-run the stage that wrote it: reproduce.py run {spec_name} --force") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            raise UserError("not a JSON line", where=f"{path}:{number}",
+                            fix="re-run the stage that wrote it (run TARGET --force)") from None
+        if not isinstance(row, dict) or not {"task", "metric", "value"} <= set(row):
+            raise UserError("a result row needs task, metric and value", where=f"{path}:{number}",
+                            fix="re-run the stage that wrote it (run TARGET --force)")
+        rows.append(row)
+    return rows
+
+
+def run_dir_of(root: str | os.PathLike, name: str, hash12: str) -> RunDir:
+    return RunDir(Path(root) / name / hash12)
+
+
+def is_hash12(name: str) -> bool:
+    return len(name) == 12 and all(c in "0123456789abcdef" for c in name)
+
+
+def iter_run_dirs(root: str | os.PathLike) -> list[RunDir]:
+    """Every `<root>/<name>/<hash12>/` holding a spec file, sorted (directories moved aside by --force, named
+    `<hash12>.old-<time>`, are not runs)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    spec_name = RunDir(root).spec_file.name
+    return [RunDir(p.parent) for p in sorted(root.glob(f"*/*/{spec_name}")) if is_hash12(p.parent.name)]
