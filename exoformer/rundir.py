@@ -427,3 +427,16 @@ def iter_run_dirs(root: str | os.PathLike) -> list[RunDir]:
         return []
     spec_name = RunDir(root).spec_file.name
     return [RunDir(p.parent) for p in sorted(root.glob(f"*/*/{spec_name}")) if is_hash12(p.parent.name)]
+
+
+def read_status(path: str | os.PathLike) -> Status | None:
+    """Shortcut for `RunDir(path).read_status()`."""
+    return RunDir(path).read_status()
+
+
+def write_status(path: str | os.PathLike, status: Status) -> Status:
+    return RunDir(path).write_status(status)
+
+
+def update_status(path: str | os.PathLike, **changes: Any) -> Status:
+    return RunDir(path).update_status(**changes)

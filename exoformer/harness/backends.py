@@ -21,10 +21,9 @@ from exoformer.harness import locking
 from exoformer.harness.pipeline import PipelineJob, run_inline
 from exoformer.harness.profiles import Profile, load_profile
 from exoformer.harness.spec import Spec
+from exoformer.rundir import JOBS_DIR
 
 BACKENDS = ("inline", "local", "slurm")
-JOBS_DIR = ".jobs"
-"""submitit's folder under the runs root: `<root>/.jobs/<job id>/` (logs, pickles, sbatch script)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -101,19 +100,42 @@ class LocalBackend:
         threads = str(self.threads_per_job or os.environ.get("OMP_NUM_THREADS") or 1)
         # inherited by the job processes
         with temporary_env({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}):
-            while queue or running:
-                while queue and len(running) < self.concurrency:
-                    item = queue.pop(0)
-                    job = executor.submit(PipelineJob(), str(item.run_dir), item.spec, "local")
-                    item.claim.job_id, item.claim.folder = str(job.job_id), str(job.paths.folder)
-                    if record:
-                        record([item.claim])
-                    running.append((item, job))
-                time.sleep(self.poll_s)
-                for pair in [p for p in running if p[1].done()]:
-                    running.remove(pair)
-                    if on_done:
-                        on_done(pair[0])
+            try:
+                while queue or running:
+                    while queue and len(running) < self.concurrency:
+                        item = queue.pop(0)
+                        job = executor.submit(PipelineJob(), str(item.run_dir), item.spec, "local")
+                        item.claim.job_id, item.claim.folder = str(job.job_id), str(job.paths.folder)
+                        if record:
+                            record([item.claim])
+                        running.append((item, job))
+                    time.sleep(self.poll_s)
+                    for pair in [p for p in running if p[1].done()]:
+                        running.remove(pair)
+                        if on_done:
+                            on_done(pair[0])
+            except KeyboardInterrupt:
+                self._stop([job for _, job in running])
+                raise
+
+    def _stop(self, jobs: list, *, grace_s: float = 10.0) -> None:
+        """Ctrl-C or SIGINT to the launcher: the jobs' controllers get SIGINT (they stop their tasks), then
+        whatever still runs after `grace_s` is killed, so that no job outlives the launcher."""
+        for job in jobs:
+            try:
+                job.cancel(check=False)
+            except Exception:  # noqa: BLE001 - a job that already ended
+                pass
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and not all(job.done() for job in jobs):
+            try:
+                time.sleep(0.1)
+            except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
+                break
+        for job in jobs:
+            process = getattr(job, "_process", None)
+            if process is not None and process.poll() is None:
+                process.kill()
 
 
 class SlurmBackend:

@@ -4,7 +4,8 @@
 leaves a stale lock), decides per spec, records its claim in `<root>/manifest.json` (spec hash -> backend,
 job id, submitit folder, launcher pid, host) and only then releases. A second `run` that starts at the same
 moment waits for the lock, then sees the claim and, while the claim's job is alive, skips the spec.
-The manifest is what maintainers of submitit suggest for re-attaching to jobs (ecosystem.md B3, #1625).
+The manifest is what maintainers of submitit suggest for re-attaching to jobs (docs/ecosystem.md B3, #1625).
+It carries a format tag, so a foreign `manifest.json` in the runs root is refused, never overwritten.
 """
 
 from __future__ import annotations
@@ -16,14 +17,15 @@ import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from exoformer.errors import UserError
 from exoformer.io import atomic_write_json
+from exoformer.rundir import LAUNCH_LOCK, MANIFEST
 
-LOCK_FILE = ".launch.lock"
-MANIFEST_FILE = "manifest.json"
+MANIFEST_FORMAT = "exoformer.manifest/1"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -49,7 +51,7 @@ class Claim:
 def launch_lock(root: Path, *, timeout_s: float = 600.0) -> Iterator[None]:
     """Exclusive lock on the runs root; waits up to `timeout_s` (a launcher holds it for seconds at most)."""
     root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(root / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -58,7 +60,7 @@ def launch_lock(root: Path, *, timeout_s: float = 600.0) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{root / LOCK_FILE} held for over {timeout_s:.0f} s") from None
+                    raise TimeoutError(f"{root / LAUNCH_LOCK} held for over {timeout_s:.0f} s") from None
                 time.sleep(0.05)
         yield
     finally:
@@ -66,16 +68,42 @@ def launch_lock(root: Path, *, timeout_s: float = 600.0) -> Iterator[None]:
 
 
 def read_manifest(root: Path) -> dict[str, Claim]:
+    """Claims by spec hash; {} when there is no manifest. A file that is not ours is a UserError (kept as is)."""
+    path = Path(root) / MANIFEST
     try:
-        data = json.loads((Path(root) / MANIFEST_FILE).read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
         return {}
-    fields = Claim.__dataclass_fields__
-    return {h: Claim(**{k: v for k, v in c.items() if k in fields}) for h, c in data.items() if isinstance(c, dict)}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = None
+    claims = _claims_of(data)
+    if claims is None:
+        raise UserError("manifest.json in the runs root is not a manifest of this harness", where=str(path),
+                        fix="move it away (it was left untouched) or choose another --runs-dir")
+    return claims
+
+
+def _claims_of(data: Any) -> dict[str, Claim] | None:
+    """Claims of our manifest layout ({format, claims}, or the untagged layout of older harness versions)."""
+    if isinstance(data, dict) and data.get("format") == MANIFEST_FORMAT:
+        data = data.get("claims")
+    elif not (isinstance(data, dict) and all(isinstance(c, dict) and c.get("hash") == h for h, c in data.items())):
+        return None
+    if not isinstance(data, dict):
+        return None
+    names = {f.name for f in fields(Claim)}
+    out = {}
+    for h, c in data.items():
+        try:
+            out[h] = Claim(**{k: v for k, v in c.items() if k in names})
+        except TypeError:
+            return None
+    return out
 
 
 def write_manifest(root: Path, manifest: dict[str, Claim]) -> None:
-    atomic_write_json(Path(root) / MANIFEST_FILE, {h: c.to_dict() for h, c in sorted(manifest.items())})
+    atomic_write_json(Path(root) / MANIFEST, {"format": MANIFEST_FORMAT,
+                                               "claims": {h: c.to_dict() for h, c in sorted(manifest.items())}})
 
 
 def update_claims(root: Path, claims: list[Claim]) -> None:

@@ -1,21 +1,20 @@
 """The per-spec pipeline as one resumable job: train -> validate -> evaluate -> analyse (docs/architecture.md "Runs").
 
-Each stage is `fn(ctx: StageContext) -> dict`; its dict goes to `stages/<name>.json` when it returns, and a
-restarted job skips stages that have that file. Stages owned by other packages are imported when the job
-runs; a missing module means the stage does not exist yet: it is recorded in STATUS `skipped` (never
-faked) and a later `run` resumes the run to do it.
+Each stage is `fn(ctx: StageContext) -> dict`; its dict goes to the run's stage record when it returns, and a
+restarted job skips stages that have one. The job holds the run directory's job lock for its whole life, so
+two jobs never write into one run, whatever STATUS says.
 
 `PipelineJob` is what the backends execute. It is a submitit `Checkpointable`: on Slurm's USR2 (time limit or
 preemption) the training loop saves at the next step boundary and returns `interrupted`; the job then
 hands the signal back to submitit's handler, which calls `checkpoint()` and requeues the job (`scontrol
 requeue` on Slurm, exit code 144 under the local executor), and the next attempt resumes from the checkpoint
-(ecosystem.md B4). Multi-task jobs export torch.distributed variables from submitit's job environment (B5).
+(docs/ecosystem.md B4). Multi-task jobs export torch.distributed variables from submitit's job environment (B5).
+Ctrl-C (KeyboardInterrupt) marks the run INTERRUPTED, which a plain `run` resumes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import logging
 import os
@@ -29,34 +28,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from exoformer.analysis.stage import analyse_stage
+from exoformer.eval.stage import evaluate_stage, validate_stage
 from exoformer.harness import runs
-from exoformer.harness.spec import Spec
+from exoformer.harness.spec import STAGES, Spec, wanted_stages
+from exoformer.rundir import RunDir
 
 try:  # the job class must be a Checkpointable when submitit is there; inline runs work without it
     from submitit.helpers import Checkpointable as _JobBase
 except ImportError:  # pragma: no cover - submitit is a pinned requirement
     _JobBase = object  # type: ignore[misc,assignment]
 
-STAGES = ("train", "validate", "evaluate", "analyse")
-"""Stage order (architecture.md "Runs")."""
-
-STAGE_SOURCES: dict[str, tuple[str, str]] = {
-    "train": ("exoformer.harness.pipeline", "train_stage"),
-    "validate": ("exoformer.eval.stage", "validate_stage"),
-    "evaluate": ("exoformer.eval.stage", "evaluate_stage"),
-    "analyse": ("exoformer.analysis.stage", "analyse_stage"),
-}
-"""Stage name -> (module, function). Tests may swap entries for fakes."""
-
 INTERRUPTED, DONE = "interrupted", "done"
 
 
 @dataclass(kw_only=True, slots=True)
 class StageContext:
+    """What every stage gets: its run directory, the resolved spec, the device to use and the run's logger."""
+
     run_dir: Path
     spec: Spec
     device: str | None
     log: logging.Logger
+
+    @property
+    def files(self) -> RunDir:
+        return RunDir(self.run_dir)
+
+    def say(self, text: str) -> None:
+        self.log.info(text)
 
 
 class StageInterrupted(Exception):
@@ -82,34 +82,19 @@ def train_stage(ctx: StageContext) -> dict[str, Any]:
 
 def _record_data(ctx: StageContext) -> None:
     """Data checksums go to provenance.json once (the shards never change under a run)."""
-    if "data_checksums" in runs.read_provenance(ctx.run_dir).get("job", {}):
+    job = ctx.files.read_provenance().get("job")
+    if isinstance(job, dict) and "data_checksums" in job:
         return
     from exoformer.train.loop import resolve_data_dir
 
     data_dir = resolve_data_dir(ctx.spec.train.data)
-    runs.record_job_provenance(ctx.run_dir, {"data_dir": str(data_dir),
-                                             "data_checksums": runs.data_checksums(data_dir)})
+    ctx.files.record_job_provenance({"data_dir": str(data_dir), "data_checksums": runs.data_checksums(data_dir)})
 
 
-def resolve_stage(name: str) -> Callable[[StageContext], dict] | None:
-    """The stage function, or None when its package is not there yet (an error inside it still raises)."""
-    module_name, attr = STAGE_SOURCES[name]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        if err.name and (module_name == err.name or module_name.startswith(err.name + ".")):
-            return None
-        raise
-    return getattr(module, attr, None)
-
-
-def missing_stages(spec: Spec) -> list[str]:
-    """Stages that would be skipped now (for dedup: a SUCCEEDED run with a newly available stage resumes)."""
-    return [s for s in STAGES if _wanted(s, spec) and resolve_stage(s) is None]
-
-
-def _wanted(stage: str, spec: Spec) -> bool:
-    return stage != "analyse" or spec.analysis.enabled
+STAGE_FUNCTIONS: dict[str, Callable[[StageContext], dict[str, Any]]] = {
+    "train": train_stage, "validate": validate_stage, "evaluate": evaluate_stage, "analyse": analyse_stage,
+}
+"""Stage name -> function (tests swap entries for fakes)."""
 
 
 # --------------------------------------------------------------------------------------------- logging
@@ -190,60 +175,60 @@ def _device_info() -> dict[str, Any]:
 
 def run_pipeline(run_dir: Path, spec: Spec, *, backend: str, job_id: str | None = None, device: str | None = None,
                  echo: bool = False) -> str:
-    """Run the stages not yet done. Returns DONE or INTERRUPTED; a failing stage writes FAILED (reason, traceback
-    path) and re-raises, so that submitit also records the error (never swallowed, ecosystem.md B3)."""
+    """Run the stages not yet done, holding the run's job lock. Returns DONE or INTERRUPTED; a failing stage writes
+    FAILED (reason, traceback path) and re-raises, so that submitit also records the error (never swallowed,
+    docs/ecosystem.md B3). Ctrl-C writes INTERRUPTED and re-raises."""
     run_dir = Path(run_dir)
     if run_dir.name != spec.hash12:
         raise ValueError(f"{run_dir} is not the run directory of hash {spec.hash12}")
-    log_path = runs.new_log_path(run_dir, job_id)
-    previous = runs.read_status(run_dir)
-    status = runs.write_status(run_dir, runs.Status(
-        state=runs.RUNNING, stage=None, log=str(log_path), job_id=job_id, backend=backend, started=runs.now(),
-        host=socket.gethostname(), pid=os.getpid(), reason=None))
-    del previous
+    rd = RunDir(run_dir)
+    with rd.job_lock():
+        return _run_stages(rd, spec, backend=backend, job_id=job_id, device=device, echo=echo)
+
+
+def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, device: str | None, echo: bool) -> str:
+    log_path = rd.new_log_path(job_id)
+    rd.write_status(runs.Status(state=runs.RUNNING, stage=None, log=str(log_path), job_id=job_id, backend=backend,
+                                started=runs.now(), host=socket.gethostname(), pid=os.getpid(), reason=None))
     with _capture(log_path, echo) as log:
         log.info(f"{spec.name} ({spec.hash12}) on {socket.gethostname()}, pid {os.getpid()}, backend {backend}"
                  + (f", job {job_id}" if job_id else ""))
-        runs.record_job_provenance(run_dir, {**_device_info(), "started": runs.now(), "job_id": job_id})
-        skipped: list[str] = []
+        rd.record_job_provenance({**_device_info(), "started": runs.now(), "job_id": job_id})
         for stage in STAGES:
-            if not _wanted(stage, spec):
+            if stage not in wanted_stages(spec):
                 log.info(f"{stage}: disabled by the spec")
                 continue
-            if runs.stage_done(run_dir, stage):
+            if rd.stage_done(stage):
                 log.info(f"{stage}: already done")
                 continue
-            fn = resolve_stage(stage)
-            if fn is None:
-                module = STAGE_SOURCES[stage][0]
-                log.info(f"{stage}: skipped ({module} is not available yet)")
-                skipped.append(stage)
-                continue
-            status = runs.update_status(run_dir, stage=stage)
+            rd.update_status(stage=stage)
             started = time.time()
             log.info(f"{stage}: start")
             try:
-                result = fn(StageContext(run_dir=run_dir, spec=spec, device=device, log=log))
+                result = STAGE_FUNCTIONS[stage](StageContext(run_dir=rd.path, spec=spec, device=device, log=log))
             except StageInterrupted as stop:
                 log.info(f"{stage}: interrupted ({stop}); checkpoint saved, requeueing")
-                runs.update_status(run_dir, state=runs.PENDING, reason=f"interrupted in {stage} at step "
-                                   f"{stop.result.get('step')}; requeued", pid=None)
+                rd.update_status(state=runs.PENDING, reason=f"interrupted in {stage} at step "
+                                 f"{stop.result.get('step')}; requeued", pid=None)
                 return INTERRUPTED
+            except KeyboardInterrupt:
+                log.info(f"{stage}: interrupted (Ctrl-C)")
+                rd.update_status(state=runs.INTERRUPTED, pid=None,
+                                 reason=f"interrupted (Ctrl-C) during {stage}; run the same command to resume")
+                raise
             except BaseException as err:
                 trace = traceback.format_exc()
                 print(trace, file=sys.stderr)
-                trace_path = run_dir / "logs" / f"{log_path.stem}.traceback.txt"
+                trace_path = rd.traceback_path(log_path)
                 runs.atomic_write_text(trace_path, trace)
                 reason = f"{stage}: {type(err).__name__}: {' '.join(str(err).split())}"[:500]
-                runs.update_status(run_dir, state=runs.FAILED, reason=reason, log=str(trace_path), pid=None)
+                rd.update_status(state=runs.FAILED, reason=reason, log=str(trace_path), pid=None)
                 raise
-            runs.record_stage(run_dir, stage, {"stage": stage, "seconds": round(time.time() - started, 3),
-                                                "finished": runs.now(), "result": result})
+            rd.record_stage(stage, {"stage": stage, "seconds": round(time.time() - started, 3),
+                                    "finished": runs.now(), "result": result})
             log.info(f"{stage}: done in {time.time() - started:.1f} s")
-        reason = f"stages not available yet: {', '.join(skipped)}" if skipped else None
-        runs.update_status(run_dir, state=runs.SUCCEEDED, stage=None, reason=reason, skipped=skipped, pid=None)
-        log.info("SUCCEEDED" + (f" ({reason})" if reason else ""))
-    del status
+        rd.update_status(state=runs.SUCCEEDED, stage=None, reason=None, pid=None)
+        log.info("SUCCEEDED")
     return DONE
 
 
@@ -256,7 +241,7 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
         if tasks > 1:
             export_distributed_env()
         if rank != 0:  # other ranks only train (DDP); rank 0 owns the run directory
-            if not runs.stage_done(Path(run_dir), "train"):
+            if not RunDir(run_dir).stage_done("train"):
                 with contextlib.suppress(StageInterrupted):
                     train_stage(StageContext(run_dir=Path(run_dir), spec=spec, device=None,
                                              log=logging.getLogger("exoformer.run")))
@@ -264,7 +249,7 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
         outcome = run_pipeline(Path(run_dir), spec, backend=backend, job_id=job_id)
         if outcome == INTERRUPTED and job_id is not None:
             _requeue_through_submitit()
-        status = runs.read_status(Path(run_dir))
+        status = RunDir(run_dir).read_status()
         return {"state": status.state if status else None, "outcome": outcome, "run_dir": run_dir}
 
 
@@ -276,7 +261,8 @@ def _requeue_through_submitit() -> None:
 
 
 def run_inline(run_dir: Path, spec: Spec, *, echo: bool = True) -> str:
-    """In process (tests, debugging): the outcome, with failures recorded in STATUS instead of raised."""
+    """In process (tests, debugging): the outcome, with failures recorded in STATUS instead of raised (Ctrl-C
+    still propagates, after STATUS says INTERRUPTED)."""
     try:
         return run_pipeline(run_dir, spec, backend="inline", echo=echo)
     except Exception:  # noqa: BLE001 - recorded in STATUS with its traceback by run_pipeline

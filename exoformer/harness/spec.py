@@ -320,3 +320,12 @@ def build_section(cls: type, layer: Layer, section: str, base: dict[str, Any], *
 def _is_file_origin(origin: str) -> bool:
     """True for `file:line` and `--set` origins (the places a user wrote), false for derived ones."""
     return origin.startswith("--set") or (":" in origin and "(" not in origin)
+
+
+STAGES = ("train", "validate", "evaluate", "analyse")
+"""The stages of a run, in order (docs/architecture.md "Runs")."""
+
+
+def wanted_stages(spec: Spec) -> tuple[str, ...]:
+    """The stages this spec runs (its analysis can be switched off)."""
+    return tuple(s for s in STAGES if s != "analyse" or spec.analysis.enabled)

@@ -4,7 +4,8 @@ A run whose STATUS says PENDING or RUNNING is only believed while its job is ali
 (one call for all jobs), else its final state from `sacct`; for local jobs, the submitit controller process;
 for inline runs (and local jobs still waiting for a slot), the launcher process. A dead job that left no
 result (scancel, SIGKILL, OOM, node failure) is marked FAILED with the reason; submitit's `result()` would
-wait forever on it (feasibility.md, Slurm pitfall 3), so it is never called here.
+wait forever on it (docs/feasibility.md, Slurm pitfall 3), so it is never called here. A live process holding
+the run's job lock is alive whatever STATUS says.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from exoformer.harness import locking, runs
+from exoformer.rundir import RunDir
 
 
 @dataclass(kw_only=True, slots=True)
@@ -93,22 +95,38 @@ def liveness(claim: locking.Claim | None, status: runs.Status, view: SlurmView) 
     return Liveness(alive=False, reason=f"launcher process {claim.launcher_pid} died without a result")
 
 
-def reconcile(run_dir: Path, claim: locking.Claim | None, view: SlurmView) -> runs.Status | None:
-    """STATUS of a run, with a dead job turned into FAILED (written, atomically) and the reason why."""
-    status = runs.read_status(run_dir)
+def reconcile(run_dir: Path, claim: locking.Claim | None, view: SlurmView, *, write: bool = True
+              ) -> runs.Status | None:
+    """STATUS of a run, with a dead job turned into FAILED and the reason why (written atomically unless
+    `write=False`, as `plan` asks: it must not change anything)."""
+    rd = RunDir(run_dir)
+    status = rd.read_status()
     if status is None or status.state not in runs.ACTIVE_STATES:
+        return status
+    if rd.job_lock_held():
         return status
     live = liveness(claim, status, view)
     if live.alive is not False:
         return status
-    fresh = runs.read_status(run_dir)  # the job may have finished between the two looks
+    fresh = rd.read_status()  # the job may have finished between the two looks
     if fresh is None or fresh.state not in runs.ACTIVE_STATES or fresh.updated != status.updated:
         return fresh
     fresh.state = runs.FAILED
     fresh.reason = f"dead: {live.reason}" + (f" (during {fresh.stage})" if fresh.stage else "")
     fresh.log = live.log or fresh.log
     fresh.pid = None
-    return runs.write_status(run_dir, fresh)
+    return rd.write_status(fresh) if write else fresh
+
+
+def claim_alive(run_dir: Path, claim: locking.Claim | None, view: SlurmView) -> bool:
+    """Whether some job is working on the run when STATUS cannot tell (missing or damaged): a live holder of the
+    job lock, or a claim whose job is alive (or cannot be told dead from here)."""
+    if RunDir(run_dir).job_lock_held():
+        return True
+    if claim is None:
+        return False
+    probe = runs.Status(state=runs.PENDING, backend=claim.backend, job_id=claim.job_id)
+    return liveness(claim, probe, view).alive is not False
 
 
 def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = None,
@@ -117,7 +135,7 @@ def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = N
     if total_steps is None:
         spec = _safe_spec(run_dir)
         total_steps = spec.train.steps if spec else None
-    last = runs.last_train_line(run_dir)
+    last = RunDir(run_dir).last_train_line()
     started = runs.parse_time(status.started) if status else None
     ended = runs.parse_time(status.updated) if status and status.state not in runs.ACTIVE_STATES else None
     elapsed = None

@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from exoformer.errors import UserError
-from exoformer.harness.cli_common import run_dir
+from exoformer.harness.runs import run_dir_for, runs_root
 from exoformer.harness.registry import Registry
 from exoformer.harness.reported import load_reported
 from exoformer.report import NOT_REPORTED, NOT_RUN
@@ -82,7 +82,7 @@ def run_directories(registry: Registry, names: list[str], *, preset: str | None,
     found: dict[str, Path] = {}
     for name in names:
         spec = registry.resolve(name, preset=preset)
-        current = run_dir(spec, runs_dir)
+        current = run_dir_for(spec, runs_root(runs_dir))
         if (current / "spec.yaml").is_file():
             found[name] = current
             continue

@@ -1,6 +1,6 @@
 """What `run TABLE` shows when its runs have finished: the table beside the paper's values, and its figures.
 
-For the run verb (exoformer/harness/cli_run.py) to call after local/inline runs end; torch is imported only
+For the run verb (exoformer/cli/runs.py) to call after local/inline runs end; torch is imported only
 if a lambda heatmap is drawn, which this never does (only `curves` and `bars` figures of the table).
 """
 

@@ -1,4 +1,4 @@
-"""The per-spec pipeline with fake stages: order, completion records, resume, failure, skip, interruption."""
+"""The per-spec pipeline with fake stages: order, completion records, resume, failure, interruption."""
 
 from __future__ import annotations
 
@@ -21,18 +21,14 @@ def run_dir(tmp_path, spec):
 
 
 class Fakes:
-    """Stage functions that record their calls; `fail`, `interrupt` and `missing` change their behaviour."""
+    """Stage functions that record their calls; `fail` and `interrupt` change their behaviour."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.fail: str | None = None
         self.interrupt = False
-        self.missing: set[str] = set()
 
-    def resolve(self, name: str):
-        if name in self.missing:
-            return None
-
+    def stage_for(self, name: str):
         def stage(ctx: pipeline.StageContext) -> dict:
             self.calls.append(name)
             print(f"fake {name} ran")
@@ -50,7 +46,8 @@ class Fakes:
 @pytest.fixture()
 def fakes(monkeypatch):
     f = Fakes()
-    monkeypatch.setattr(pipeline, "resolve_stage", f.resolve)
+    for name in pipeline.STAGES:
+        monkeypatch.setitem(pipeline.STAGE_FUNCTIONS, name, f.stage_for(name))
     return f
 
 
@@ -61,7 +58,7 @@ def test_stages_run_in_order_and_are_recorded(run_dir, spec, fakes):
         record = json.loads((run_dir / "stages" / f"{stage}.json").read_text())
         assert record["result"] == {"value": stage.upper()} and record["seconds"] >= 0
     status = runs.read_status(run_dir)
-    assert status.state == runs.SUCCEEDED and status.skipped == [] and status.backend == "inline"
+    assert status.state == runs.SUCCEEDED and status.backend == "inline"
     log = (run_dir / "logs" / "attempt-001.log").read_text()
     assert "fake evaluate ran" in log and "SUCCEEDED" in log
     # a restarted job skips every finished stage
@@ -92,17 +89,6 @@ def test_run_inline_reports_failure_without_raising(run_dir, spec, fakes):
     assert runs.read_status(run_dir).state == runs.FAILED
 
 
-def test_missing_stage_is_skipped_never_faked(run_dir, spec, fakes):
-    fakes.missing = {"analyse"}
-    assert pipeline.run_pipeline(run_dir, spec, backend="inline") == pipeline.DONE
-    status = runs.read_status(run_dir)
-    assert status.state == runs.SUCCEEDED and status.skipped == ["analyse"]
-    assert "analyse" in status.reason and not (run_dir / "stages" / "analyse.json").exists()
-    assert pipeline.missing_stages(spec) == ["analyse"]
-    fakes.missing = set()
-    assert pipeline.missing_stages(spec) == []
-
-
 def test_interruption_leaves_a_pending_run(run_dir, spec, fakes):
     fakes.interrupt = True
     assert pipeline.run_pipeline(run_dir, spec, backend="inline") == pipeline.INTERRUPTED
@@ -118,12 +104,14 @@ def test_disabled_analysis_is_not_run(tmp_path, fakes):
     run_dir = runs.prepare(spec, runs.run_dir_for(spec, tmp_path))
     pipeline.run_pipeline(run_dir, spec, backend="inline")
     assert fakes.calls == ["train", "validate", "evaluate"]
-    assert runs.read_status(run_dir).skipped == []
 
 
-def test_real_stage_modules_resolve():
-    assert pipeline.resolve_stage("train") is pipeline.train_stage
-    assert callable(pipeline.resolve_stage("validate"))
+def test_real_stage_functions_are_imported():
+    from exoformer.analysis.stage import analyse_stage
+    from exoformer.eval.stage import evaluate_stage, validate_stage
+
+    assert pipeline.STAGE_FUNCTIONS == {"train": pipeline.train_stage, "validate": validate_stage,
+                                        "evaluate": evaluate_stage, "analyse": analyse_stage}
 
 
 def test_wrong_directory_is_refused(tmp_path, spec):

@@ -95,16 +95,24 @@ def test_plan_table1_h100_and_smoke(capsys, tmp_path):
 
 
 def test_plan_reads_status_files(capsys, tmp_path, registry):
-    done, started = registry.resolve("base-s42"), registry.resolve("gated-s42")
-    (tmp_path / "base-s42" / done.hash12).mkdir(parents=True)
-    (tmp_path / "base-s42" / done.hash12 / "STATUS").write_text("SUCCEEDED\n")
+    done, started, bare = registry.resolve("base-s42"), registry.resolve("gated-s42"), registry.resolve("resformer-s42")
+    done_dir = tmp_path / "base-s42" / done.hash12
+    (done_dir / "stages").mkdir(parents=True)
+    for stage in ("train", "validate", "evaluate", "analyse"):
+        (done_dir / "stages" / f"{stage}.json").write_text("{}")
+    (done_dir / "STATUS").write_text('{"state": "SUCCEEDED"}')
     ckpt = tmp_path / "gated-s42" / started.hash12 / "checkpoints"
     ckpt.mkdir(parents=True)
     (ckpt / "step_100.pt").write_bytes(b"x")
-    (ckpt.parent / "STATUS").write_text("FAILED preempted\n")
+    (ckpt.parent / "STATUS").write_text('{"state": "FAILED", "reason": "preempted"}')
+    (tmp_path / "resformer-s42" / bare.hash12).mkdir(parents=True)
+    (tmp_path / "resformer-s42" / bare.hash12 / "STATUS").write_text("SUCCEEDED\n")  # not ours: damaged
     _, out, _ = run_cli(capsys, "plan", "table1", "--json", "--runs-dir", str(tmp_path))
     actions = {s["name"]: s["action"] for s in json.loads(out)["specs"]}
-    assert actions["base-s42"] == "skip" and actions["gated-s42"] == "resume" and actions["resformer-s42"] == "run"
+    assert actions["base-s42"] == "skip" and actions["gated-s42"] == "skip" and actions["resformer-s42"] == "resume"
+    assert actions["e-exoformer-s42"] == "run"
+    _, out, _ = run_cli(capsys, "plan", "table1", "--json", "--retry-failed", "--runs-dir", str(tmp_path))
+    assert {s["name"]: s["action"] for s in json.loads(out)["specs"]}["gated-s42"] == "resume"
     _, out, _ = run_cli(capsys, "show", "base-s42", "--json", "--runs-dir", str(tmp_path))
     assert json.loads(out)["status"] == "SUCCEEDED"
 

@@ -13,7 +13,8 @@ import yaml
 from exoformer.cli import main
 from exoformer.errors import UserError
 from exoformer.harness import locking, runs
-from exoformer.harness.cli_common import action_for
+from exoformer.harness.plan import decide
+from exoformer.rundir import RunDir
 from exoformer.harness.registry import Registry
 
 TINY = ["--preset", "smoke", "--set", "train.steps=2"]
@@ -35,26 +36,30 @@ def test_status_round_trip_and_torn_files(tmp_path):
     got = runs.read_status(tmp_path)
     assert (got.state, got.stage, got.job_id, got.backend) == ("RUNNING", "train", "12_3", "slurm")
     assert json.loads((tmp_path / "STATUS").read_text())["state"] == "RUNNING"
-    (tmp_path / "STATUS").write_text('{"state": "RUNN')  # torn by hand: reads as FAILED, never crashes
-    assert runs.read_status(tmp_path).state == runs.FAILED
-    (tmp_path / "STATUS").write_text("SUCCEEDED\n")  # a plain word still reads
-    assert runs.read_status(tmp_path).state == runs.SUCCEEDED
+    (tmp_path / "STATUS").write_text('{"state": "RUNN')  # torn by hand: reads as DAMAGED, never crashes
+    assert runs.read_status(tmp_path).state == runs.DAMAGED
+    (tmp_path / "STATUS").write_text("SUCCEEDED\n")  # a bare word is not ours: damaged, so it is resumed
+    assert runs.read_status(tmp_path).state == runs.DAMAGED
+    assert "--retry-failed" in runs.read_status(tmp_path).reason
 
 
 def test_plan_reads_json_status(tmp_path):
-    runs.write_status(tmp_path, runs.Status(state=runs.SUCCEEDED))
-    assert action_for(tmp_path) == ("skip", "SUCCEEDED")
-    runs.write_status(tmp_path, runs.Status(state=runs.FAILED))
-    (tmp_path / "checkpoints").mkdir()
-    (tmp_path / "checkpoints" / "step_00000001.pt").write_bytes(b"x")
-    assert action_for(tmp_path) == ("resume", "FAILED")
+    def action(**kw):
+        base = dict(state=None, active=False, has_checkpoint=False, missing_stages=[], exists=True, force=False,
+                    retry_failed=False)
+        return decide(**{**base, **kw})[0]
+
+    assert action(state=runs.SUCCEEDED) == "skip"
+    assert action(state=runs.SUCCEEDED, missing_stages=["evaluate"]) == "resume"
+    assert action(state=runs.FAILED, has_checkpoint=True) == "skip"
+    assert action(state=runs.FAILED, has_checkpoint=True, retry_failed=True) == "resume"
 
 
 def test_prepare_writes_spec_and_provenance(tmp_path, spec):
     run_dir = runs.run_dir_for(spec, tmp_path)
     runs.prepare(spec, run_dir, command=["reproduce.py", "run", "base-s42"])
     assert run_dir == tmp_path / "base-s42" / spec.hash12
-    for sub in runs.SUBDIRS:
+    for sub in ("stages", "checkpoints", "eval", "analysis", "logs"):
         assert (run_dir / sub).is_dir()
     written = yaml.safe_load((run_dir / "spec.yaml").read_text())
     assert written["hash"] == spec.hash
@@ -63,7 +68,7 @@ def test_prepare_writes_spec_and_provenance(tmp_path, spec):
     assert prov["command"] == ["reproduce.py", "run", "base-s42"]
     assert {"git_sha", "git_dirty", "python", "versions", "submit_host"} <= prov.keys()
     assert prov["versions"]["submitit"] and prov["versions"]["torch"]
-    runs.record_job_provenance(run_dir, {"gpu": None, "host": "h"})
+    RunDir(run_dir).record_job_provenance({"gpu": None, "host": "h"})
     assert json.loads((run_dir / "provenance.json").read_text())["job"]["host"] == "h"
 
 
@@ -87,7 +92,7 @@ def test_checksums_and_metrics_tail(tmp_path):
     assert runs.file_checksum(big, full_limit=1024).startswith("sampled:")
     lines = [{"kind": "train", "step": s, "loss": 9.0 - s} for s in range(1, 4)] + [{"kind": "val", "step": 3}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"kind": "tr')
-    assert runs.last_train_line(tmp_path) == {"kind": "train", "step": 3, "loss": 6.0}
+    assert RunDir(tmp_path).last_train_line() == {"kind": "train", "step": 3, "loss": 6.0}
 
 
 def test_manifest_and_liveness(tmp_path):

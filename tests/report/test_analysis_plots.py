@@ -168,14 +168,14 @@ def test_layer_similarity_colour_floor_is_shared_and_rounded():
 
 def test_figure_verb_dispatches_to_these_plots(tmp_path):
     """The report engineer's `figure NAME` finds the runs and calls PLOTS with (declaration, runs, out_dir)."""
-    from exoformer.harness.cli_common import run_dir
+    from exoformer.harness.runs import run_dir_for as _run_dir_for
     from exoformer.harness.registry import Registry
     from exoformer.report import figures
 
     registry = Registry()
     for name, gated in (("base-s42", False), ("gated-s42", True)):
         spec = registry.resolve(name, preset="smoke")
-        directory = run_dir(spec, str(tmp_path / "runs"))
+        directory = _run_dir_for(spec, tmp_path / "runs")
         (directory / "analysis").mkdir(parents=True)
         (directory / "spec.yaml").write_text(f"name: {name}\nseed: 42\npreset: smoke\neval: {{suite: smoke}}\n")
         (directory / "analysis" / "probes.json").write_text(json.dumps(probes_json(gated=gated, mixing=False)))

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from exoformer.cli import main
-from exoformer.harness.cli_common import run_dir
+from exoformer.harness.runs import run_dir_for as _run_dir_for
 from exoformer.harness.registry import Registry
 from exoformer.report import claims
 
@@ -16,7 +16,7 @@ def registry():
 
 
 def write_rows(registry, root, name, hash12=None, preset="smoke", **metrics):
-    directory = run_dir(registry.resolve(name, preset="smoke"), str(root))
+    directory = _run_dir_for(registry.resolve(name, preset="smoke"), root)
     if hash12:  # a run made with --set overrides: another hash
         directory = directory.parent / hash12
     directory.mkdir(parents=True)
@@ -53,7 +53,7 @@ def test_claims_verb_prints_not_run_without_runs(tmp_path, capsys):
 
 
 def test_a_broken_row_file_is_a_one_line_error(registry, tmp_path, capsys):
-    directory = run_dir(registry.resolve("gated-s42", preset="smoke"), str(tmp_path))
+    directory = _run_dir_for(registry.resolve("gated-s42", preset="smoke"), tmp_path)
     (directory / "analysis").mkdir(parents=True)
     (directory / "spec.yaml").write_text("name: gated-s42\npreset: smoke\n")
     (directory / "analysis" / "long.jsonl").write_text("{not json\n")

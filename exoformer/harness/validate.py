@@ -1,4 +1,4 @@
-"""`validate`: every registry file, every spec under every preset, tables, figures, reported.yaml, profiles.
+"""Validation of the whole registry: every registry file, every spec under every preset, tables, figures, reported.yaml, profiles.
 
 Checks the files against the schema and against each other: every table row and figure names an existing
 spec, every reported number names a declared table cell, every declared cell is in reported.yaml, no two
@@ -7,32 +7,13 @@ specs share a config (the same run twice is wasted compute), every registry file
 
 from __future__ import annotations
 
-import argparse
-
 from exoformer.errors import UserError, did_you_mean
-from exoformer.harness.cli_common import add_registry_arg, load_registry
 from exoformer.harness.profiles import list_profiles, load_profile
 from exoformer.harness.reported import load_reported
 from exoformer.harness.spec import PROBES
 from exoformer.harness.tables import TASKS
 
-HELP = "check every registry file, reported.yaml and the profiles, against the schema and each other"
 LOGGED_SERIES = ("loss", "val_loss", "grad_norm", "lr", "tokens_per_s")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--reported", default=None, metavar="FILE",
-                        help="reported numbers (default: $EXOFORMER_REPORTED or results/paper/reported.yaml)")
-    add_registry_arg(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    reg = load_registry(args)
-    summary = validate(reg, reported=args.reported)
-    print(f"ok: {summary['files']} files, {summary['specs']} specs in {summary['groups']} groups, "
-          f"{summary['tables']} tables, {summary['figures']} figures, {summary['known']} reported numbers "
-          f"({summary['unknown']} unknown cells), {summary['profiles']} profiles")
-    return 0
 
 
 def validate(reg, *, reported=None) -> dict:

@@ -1,0 +1,251 @@
+"""Verbs that plan, launch and watch runs: plan, run, status. The decisions live in exoformer.harness.plan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from exoformer.cli import options
+from exoformer.errors import UserError
+from exoformer.harness import runs
+from exoformer.harness.plan import PlannedRun, plan, split_overrides, totals
+from exoformer.harness.status import collect, format_table
+
+
+def _target_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", help="spec name, glob, table id or figure id")
+    parser.add_argument("--all-seeds", action="store_true",
+                        help="for a table: also the seed replicates of each row (default: the paper's run)")
+
+
+def _plan(args: argparse.Namespace, *, write: bool = False) -> list[PlannedRun]:
+    return plan(options.registry(args), args.target, preset=args.preset, overrides=args.overrides,
+                runs_root=options.runs_root(args), all_seeds=args.all_seeds, force=getattr(args, "force", False),
+                retry_failed=getattr(args, "retry_failed", False), profile=args.profile, write=write)
+
+
+# --------------------------------------------------------------------------------------------- plan
+
+def plan_arguments(parser: argparse.ArgumentParser) -> None:
+    _target_arguments(parser)
+    parser.add_argument("--profile", default=None,
+                        help="cost profile in slurm/profiles/ (default: the spec's, else the preset's)")
+    parser.add_argument("--force", action="store_true", help="plan as `run --force` would")
+    parser.add_argument("--retry-failed", action="store_true", help="plan as `run --retry-failed` would")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    options.add_resolve(parser)
+
+
+def plan_verb(args: argparse.Namespace) -> int:
+    planned = _plan(args)
+    print_plan(planned, args.target, as_json=args.json)
+    return 0
+
+
+def print_plan(planned: list[PlannedRun], target: str, *, as_json: bool) -> None:
+    total = totals(planned)
+    if as_json:
+        print(json.dumps({"target": target, "specs": [p.to_dict() for p in planned], "total": total}))
+        return
+    w = max(4, *(len(p.spec.name) for p in planned)) if planned else 4
+    a = max(6, *(len(p.describe()) for p in planned)) if planned else 6
+    print(f"{'SPEC':<{w}}  {'ACTION':<{a}}  {'PRESET':<6}  {'HASH':<12}  {'PARAMS':>8}  {'TOKENS':>8}  "
+          f"{'FLOPS':>9}  COST")
+    for p in planned:
+        c = p.cost
+        print(f"{p.spec.name:<{w}}  {p.describe():<{a}}  {p.spec.preset:<6}  {p.spec.hash12}  "
+              f"{p.spec.model.num_parameters() / 1e6:>7.1f}M  {_si(p.spec.train.tokens):>8}  {c.flops:>9.3g}  "
+              f"{_cost(c.gpu_hours, c.cpu_minutes, p.profile)}")
+    profiles = "/".join(dict.fromkeys(p.profile for p in planned))
+    print(f"total: {total['to_run']} to run, {total['to_resume']} to resume, {total['to_skip']} skipped; "
+          f"{total['flops']:.3g} FLOPs, {_cost(total['gpu_hours'], total['cpu_minutes'], profiles)}"
+          " (excluding skipped runs)")
+    sources = sorted({s for p in planned if (s := getattr(p.cost, "mfu_source", None))})
+    if sources and any(p.cost.gpu_hours is not None for p in planned):
+        print("MFU: " + "; ".join(sources))
+
+
+def _si(n: float) -> str:
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return str(int(n))
+
+
+def _cost(gpu_hours: float | None, cpu_minutes: float | None, profile: str) -> str:
+    parts = []
+    if gpu_hours is not None:
+        parts.append(f"{gpu_hours:,.1f} GPU-h")
+    if cpu_minutes is not None:
+        parts.append(f"{cpu_minutes:,.1f} CPU-min")
+    return (" + ".join(parts) or "no estimate") + f" ({profile})"
+
+
+# --------------------------------------------------------------------------------------------- run
+
+def run_arguments(parser: argparse.ArgumentParser) -> None:
+    _target_arguments(parser)
+    parser.add_argument("--backend", default="local", help="inline | local | slurm (default: local)")
+    parser.add_argument("--profile", default=None, help="cluster profile in slurm/profiles/ (slurm: required "
+                        "unless the spec names one; local: its time limit, default the preset's)")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="local backend: jobs side by side (default: number of cores)")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="local backend: torch threads per job (default: $OMP_NUM_THREADS, else 1)")
+    parser.add_argument("--timeout-min", type=float, default=None,
+                        help="local backend: time limit per job (default: the profile's time_min)")
+    parser.add_argument("--retry-failed", action="store_true", help="relaunch FAILED runs (they resume)")
+    parser.add_argument("--force", action="store_true",
+                        help="rerun from scratch, even SUCCEEDED runs (their directory is moved aside, not deleted)")
+    parser.add_argument("--wait", action="store_true", help="slurm: wait until the jobs end")
+    parser.add_argument("--dry-run", action="store_true", help="show the plan (same as `plan`) and launch nothing")
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    options.add_resolve(parser)
+
+
+def run_verb(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        print_plan(_plan(args), args.target, as_json=args.json)
+        return 0
+    from exoformer.harness.backends import make_backend
+    from exoformer.harness.launch import Interrupted, launch, unfinished, wait_for_slurm
+
+    reg = options.registry(args)
+    planned = _plan(args)
+    specs = [p.spec for p in planned]
+    _, profile_sets = split_overrides(args.overrides)
+    names = {s.placement.profile for s in specs if s.placement.profile}
+    profile_name = args.profile or (names.pop() if len(names) == 1 else None)
+    preset_profile = reg.presets[specs[0].preset].profile if specs else None
+    backend = make_backend(args.backend, profile_name=profile_name, preset_profile=preset_profile,
+                           concurrency=args.jobs, timeout_min=args.timeout_min, threads=args.threads,
+                           profile_overrides=profile_sets)
+    started = time.time()
+    announced: list[str] = []
+    try:
+        final = launch(planned, backend, command=["reproduce.py", *sys.argv[1:]],
+                       on_done=None if args.json else lambda item: announced.append(_announce(item)),
+                       on_decided=None if args.json else _print_decisions)
+    except Interrupted as stop:
+        print(f"interrupted; run the same command to resume ({len(stop.names)} run(s) marked INTERRUPTED)",
+              file=sys.stderr)
+        return 130
+    if backend.name == "slurm" and args.wait:
+        wait_for_slurm(final)
+    finished = backend.name != "slurm" or args.wait
+    code = _summary(final, time.time() - started, backend.name, args)
+    missing = unfinished(final, queued_ok=not finished)
+    if missing and not args.json:
+        print("not done: " + "; ".join(f"{name} ({why})" for name, why in missing))
+    if finished and args.target in reg.tables and len({p.root for p in final}) == 1 and not args.json:
+        _print_table(reg, args.target, final[0].root, specs[0].preset if specs else None)
+    return code or (1 if missing else 0)
+
+
+def _print_decisions(planned: list[PlannedRun], backend: str) -> None:
+    w = max(4, *(len(p.spec.name) for p in planned)) if planned else 4
+    for p in planned:
+        print(f"{p.spec.name:<{w}}  {p.spec.hash12}  {p.describe()}")
+    n = sum(p.launches for p in planned)
+    print(f"{n} to run on {backend}, {len(planned) - n} skipped", flush=True)
+
+
+def _announce(item) -> str:
+    """One line as each local/inline run ends, so a long table shows progress."""
+    from exoformer.harness.status import SlurmView, reconcile
+
+    status = reconcile(item.run_dir, item.claim, SlurmView())  # a job killed outright is FAILED (dead) here
+    state = status.state if status else "?"
+    detail = status.reason if status and status.state == runs.FAILED else ""
+    line = f"{item.spec.name}: {state}" + (f" ({detail}; log {status.log})" if detail else "")
+    print(line, flush=True)
+    return line
+
+
+def _summary(final: list[PlannedRun], seconds: float, backend: str, args) -> int:
+    rows = collect([(p.run_dir, p.spec.name, p.spec.train.steps) for p in final], {p.run_dir: p.root for p in final})
+    for row, p in zip(rows, final):
+        row["action"] = p.action
+    failed = [r for r, p in zip(rows, final) if r["state"] == runs.FAILED and p.launches]
+    if args.json:
+        print(json.dumps({"target": args.target, "backend": backend, "seconds": round(seconds, 1), "runs": rows}))
+    else:
+        print(format_table(rows))
+        launched = sum(p.launches for p in final)
+        verb = "submitted" if backend == "slurm" and not args.wait else "ran"
+        print(f"{verb} {launched}, skipped {len(final) - launched} in {seconds:.1f} s"
+              + (f"; {len(failed)} FAILED (see the log paths above)" if failed else ""))
+    return 1 if failed else 0
+
+
+def _print_table(reg, table_id: str, root, preset: str | None) -> None:
+    """After a table's runs end: the table beside the paper's numbers, and its figures."""
+    from exoformer.report.summary import report_table
+
+    try:
+        text, written = report_table(reg, table_id, runs_root=root, preset=preset)
+    except UserError as err:  # the runs are done either way; say why the table could not be built
+        print(f"table {table_id}: not built: {err}", flush=True)
+        return
+    print(f"\n{text}")
+    if written:
+        print("figures: " + ", ".join(str(p) for p in written if p.suffix == ".png"), flush=True)
+
+
+# --------------------------------------------------------------------------------------------- status
+
+def status_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", nargs="?", default=None, help="spec name, glob, table id or figure id")
+    parser.add_argument("--watch", action="store_true", help="refresh until every run has ended (Ctrl-C stops)")
+    parser.add_argument("--interval", type=float, default=5.0, help="--watch refresh period in seconds")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per run, one per line")
+    parser.add_argument("--all-seeds", action="store_true", help="for a table: also the seed replicates")
+    options.add_resolve(parser)
+
+
+def status_verb(args: argparse.Namespace) -> int:
+    from exoformer.rundir import iter_run_dirs
+
+    if args.interval <= 0:
+        raise UserError(f"--interval must be positive, got {args.interval}", where="--interval", fix="e.g. 5")
+    root = options.runs_root(args)
+    if args.target is None:
+        dirs = [(rd.path, None, None) for rd in iter_run_dirs(root)]
+    else:
+        from exoformer.harness.plan import resolve_target
+
+        specs = resolve_target(options.registry(args), args.target, preset=args.preset, overrides=args.overrides,
+                               all_seeds=args.all_seeds)
+        dirs = [(runs.run_dir_for(s, root), s.name, s.train.steps) for s in specs]
+    roots = {d: root for d, _, _ in dirs}
+    while True:
+        rows = collect(dirs, roots)
+        if args.json:
+            for row in rows:
+                print(json.dumps(row))
+        else:
+            if args.watch and sys.stdout.isatty():
+                print("\033[2J\033[H", end="")
+            print(format_table(rows), flush=True)
+        active = [r for r in rows if r["state"] in runs.ACTIVE_STATES]
+        if not args.watch or not active:
+            break
+        try:
+            time.sleep(args.interval)
+        except KeyboardInterrupt:
+            break
+        if not args.json:
+            print()
+    return 1 if any(r["state"] == runs.FAILED for r in rows) else 0
+
+
+VERBS = [
+    options.Verb("plan", "show what would run, skip or resume for a spec, glob, table or figure, with FLOPs and "
+                 "GPU-hours", plan_arguments, plan_verb),
+    options.Verb("run", "run a spec, glob, table or figure (train -> validate -> evaluate -> analyse), skipping "
+                 "finished runs", run_arguments, run_verb),
+    options.Verb("status", "progress of runs and their jobs (all runs under the runs root, or those of a TARGET)",
+                 status_arguments, status_verb),
+]
