@@ -36,6 +36,7 @@ JOBS_DIR = ".jobs"
 
 _SUBDIRS = ("stages", "checkpoints", "eval", "analysis", "logs")
 _JOB_LOCK = ".job.lock"
+_STOP = ".stop-requested"
 
 
 def now() -> str:
@@ -266,6 +267,17 @@ class RunDir:
         finally:
             os.close(fd)
         return False
+
+    # ------------------------------------------------------------------------------------------ stop requests
+    def request_stop(self) -> None:
+        """Ask the job to stop for good at its next checkpoint (Ctrl-C in the launcher), not to requeue."""
+        atomic_write_text(self.path / _STOP, now() + "\n")
+
+    def stop_requested(self) -> bool:
+        return (self.path / _STOP).is_file()
+
+    def clear_stop(self) -> None:
+        (self.path / _STOP).unlink(missing_ok=True)
 
     # ------------------------------------------------------------------------------------------ logs
     def new_log_path(self, job_id: str | None) -> Path:

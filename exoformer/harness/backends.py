@@ -9,6 +9,7 @@ partition); `Backend.launch(items, root)` starts the jobs and records each job i
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from exoformer.harness import locking
 from exoformer.harness.pipeline import PipelineJob, run_inline
 from exoformer.harness.profiles import Profile, load_profile
 from exoformer.harness.spec import Spec
-from exoformer.rundir import JOBS_DIR
+from exoformer.rundir import JOBS_DIR, RunDir
 
 BACKENDS = ("inline", "local", "slurm")
 
@@ -104,7 +105,7 @@ class LocalBackend:
                 while queue or running:
                     while queue and len(running) < self.concurrency:
                         item = queue.pop(0)
-                        job = executor.submit(PipelineJob(), str(item.run_dir), item.spec, "local")
+                        job = _submit_deaf_to_ctrl_c(executor, item)
                         item.claim.job_id, item.claim.folder = str(job.job_id), str(job.paths.folder)
                         if record:
                             record([item.claim])
@@ -115,27 +116,62 @@ class LocalBackend:
                         if on_done:
                             on_done(pair[0])
             except KeyboardInterrupt:
-                self._stop([job for _, job in running])
+                self._stop(running)
                 raise
 
-    def _stop(self, jobs: list, *, grace_s: float = 10.0) -> None:
-        """Ctrl-C or SIGINT to the launcher: the jobs' controllers get SIGINT (they stop their tasks), then
-        whatever still runs after `grace_s` is killed, so that no job outlives the launcher."""
-        for job in jobs:
-            try:
-                job.cancel(check=False)
-            except Exception:  # noqa: BLE001 - a job that already ended
-                pass
+    def _stop(self, running: list, *, grace_s: float = 60.0) -> None:
+        """Ctrl-C in the launcher (the jobs ignore it): each job is asked to stop for good and gets SIGTERM, so
+        training saves at its next step and the run ends INTERRUPTED; what still runs after `grace_s` is killed.
+        No job outlives the launcher."""
+        for item, job in running:
+            RunDir(item.run_dir).request_stop()
+            _signal(job, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and not all(job.done() for job in jobs):
+        while time.monotonic() < deadline and not all(job.done() for _, job in running):
             try:
                 time.sleep(0.1)
             except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
                 break
-        for job in jobs:
-            process = getattr(job, "_process", None)
-            if process is not None and process.poll() is None:
-                process.kill()
+        for _, job in running:
+            if not job.done():
+                _signal(job, signal.SIGKILL)
+
+
+def _submit_deaf_to_ctrl_c(executor, item: Item):
+    """Start a local job with SIGINT ignored (inherited by its controller and tasks), so that a Ctrl-C reaches
+    only the launcher, which then stops the jobs in order (LocalBackend._stop)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return executor.submit(PipelineJob(), str(item.run_dir), item.spec, "local")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _signal(job, sig: int) -> None:
+    """Signal a local job's controller (it forwards SIGTERM to its tasks; SIGKILL ends it and its tasks' parent)."""
+    process = getattr(job, "_process", None)
+    if process is None or process.poll() is not None:
+        return
+    try:
+        if sig == signal.SIGKILL:
+            for child in _children(process.pid):
+                os.kill(child, signal.SIGKILL)
+        process.send_signal(sig)
+    except ProcessLookupError:
+        pass
+
+
+def _children(pid: int) -> list[int]:
+    """PIDs whose parent is `pid` (Linux /proc), for killing a controller's tasks with it."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields_ = stat.read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(fields_) > 1 and fields_[1] == str(pid):
+            out.append(int(stat.parent.name))
+    return out
 
 
 class SlurmBackend:

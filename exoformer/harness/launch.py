@@ -18,7 +18,7 @@ from pathlib import Path
 
 from exoformer.errors import UserError
 from exoformer.harness import locking, runs
-from exoformer.harness.plan import LAUNCHING, RERUN, PlannedRun, assess
+from exoformer.harness.plan import ACTIVE, LAUNCHING, RERUN, PlannedRun, assess
 from exoformer.harness.status import SlurmView, reconcile
 from exoformer.rundir import RunDir
 
@@ -67,6 +67,7 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
                 if again.action == RERUN and again.run_dir.exists():
                     _move_aside(again.run_dir)
                 runs.prepare(again.spec, again.run_dir, command=command)
+                RunDir(again.run_dir).clear_stop()
                 RunDir(again.run_dir).write_status(runs.Status(state=runs.PENDING, backend=backend.name,
                                                                reason="queued by run"))
                 claim = locking.new_claim(spec_hash=again.spec.hash, name=again.spec.name, run_dir=again.run_dir,
@@ -144,7 +145,7 @@ def unfinished(planned: list[PlannedRun], *, queued_ok: bool) -> list[tuple[str,
         state = status.state if status else None
         if state == runs.SUCCEEDED or (queued_ok and state in runs.ACTIVE_STATES):
             continue
-        if state in runs.ACTIVE_STATES and not p.launches:
+        if p.reason == ACTIVE:
             continue  # another launcher's job is working on it
         why = state or "not run"
         if status and status.reason:

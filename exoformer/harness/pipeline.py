@@ -39,7 +39,7 @@ try:  # the job class must be a Checkpointable when submitit is there; inline ru
 except ImportError:  # pragma: no cover - submitit is a pinned requirement
     _JobBase = object  # type: ignore[misc,assignment]
 
-INTERRUPTED, DONE = "interrupted", "done"
+INTERRUPTED, STOPPED, DONE = "interrupted", "stopped", "done"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -207,6 +207,12 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
             try:
                 result = STAGE_FUNCTIONS[stage](StageContext(run_dir=rd.path, spec=spec, device=device, log=log))
             except StageInterrupted as stop:
+                if rd.stop_requested():  # the launcher was interrupted: stop for good, a plain `run` resumes
+                    rd.clear_stop()
+                    log.info(f"{stage}: stopped ({stop}); checkpoint saved")
+                    rd.update_status(state=runs.INTERRUPTED, pid=None, reason=f"interrupted (Ctrl-C) in {stage} at "
+                                     f"step {stop.result.get('step')}; run the same command to resume")
+                    return STOPPED
                 log.info(f"{stage}: interrupted ({stop}); checkpoint saved, requeueing")
                 rd.update_status(state=runs.PENDING, reason=f"interrupted in {stage} at step "
                                  f"{stop.result.get('step')}; requeued", pid=None)

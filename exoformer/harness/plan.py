@@ -33,6 +33,8 @@ from exoformer.rundir import RunDir
 RUN, RESUME, RERUN, SKIP = "run", "resume", "rerun", "skip"
 LAUNCHING = (RUN, RESUME, RERUN)
 """Actions that start a job."""
+ACTIVE = "already queued or running"
+"""The reason of a skip because some job is alive on the run."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -73,7 +75,7 @@ def decide(*, state: str | None, active: bool, has_checkpoint: bool, missing_sta
            force: bool, retry_failed: bool) -> tuple[str, str]:
     """(action, reason) for one run; pure, so the table in the module docstring is tested exhaustively."""
     if active:
-        return SKIP, "already queued or running"
+        return SKIP, ACTIVE
     if force:
         return (RERUN, "--force: the old directory is moved aside") if exists else (RUN, "new")
     if state is None:
