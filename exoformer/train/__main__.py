@@ -19,8 +19,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m exoformer.train", description=__doc__.splitlines()[0])
     parser.add_argument("--variant", required=True, help="a variant name (experiments/variants.yaml)")
     parser.add_argument("--shape", required=True, help="a shape name, e.g. smoke, 450m")
-    parser.add_argument("--steps", type=int, help="optimizer steps (default: the smoke recipe for --shape smoke, "
-                                                  "else the paper's 38,147)")
+    parser.add_argument("--steps", type=int, help="optimizer steps (default: the smoke preset's for --shape smoke "
+                                                  "(experiments/presets.yaml), else the paper's 38,147)")
     parser.add_argument("--batch-tokens", type=int, help="global tokens per optimizer step")
     parser.add_argument("--seq-len", type=int, help="tokens per packed sequence (default: the shape's)")
     parser.add_argument("--micro-batch-seqs", type=int, help="sequences per micro-batch per rank")
@@ -33,12 +33,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def build_configs(args: argparse.Namespace):
+    """(ModelConfig, TrainConfig) from the flags; --shape smoke starts from the registry's smoke preset."""
     from exoformer.model.variants import variant_config
-    from exoformer.train.smoke import SMOKE_TRAIN
+    from exoformer.train.smoke import smoke_train_fields
 
     model_overrides = {"seq_len": args.seq_len} if args.seq_len else {}
     model_config = variant_config(args.variant, args.shape, **model_overrides)
-    fields = dict(SMOKE_TRAIN) if args.shape == "smoke" else {}
+    fields = smoke_train_fields() if args.shape == "smoke" else {}
     fields["seq_len"] = model_config.seq_len
     fields["data"] = args.data
     for flag, field in (("steps", "steps"), ("batch_tokens", "batch_tokens"), ("seed", "seed"),

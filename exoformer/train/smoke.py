@@ -1,26 +1,32 @@
-"""The smoke run's recipe: the one place its numbers live (experiments/presets.yaml `smoke` mirrors them).
+"""The smoke run's recipe, read from the registry's `smoke` preset (experiments/presets.yaml), its one home.
 
-Shape `smoke` (4 layers, d 128, 4 heads, seq 256, compact vocab 2048) on the bundled corpus: 150 updates of
-8 x 256 = 2,048 tokens (307k tokens), sized for well under a minute of training on 2 CPU cores. The paper's
-warm-ups are 2.6% (LR, 1000 of 38,147) and 0.26% (momentum, 100) of the run; at 150 steps that would be 4
-and <1 updates, so they are rounded up to 10% and ~7% (15 and 10 steps) [inference: a short run needs a
-visible warm-up to stay stable]. Everything else is the paper's recipe. The corpus's unigram entropy is
-5.06 nats; the val loss passes it within ~25 updates.
+`python -m exoformer.train --shape smoke` and `reproduce.py run --preset smoke` must train the same thing, so
+the CLI reads the preset through the registry's strict loader instead of keeping numbers of its own. Torch-free.
 """
 
 from __future__ import annotations
 
-SMOKE_TRAIN: dict = {
-    "data": "smoke",
-    "steps": 150,
-    "batch_tokens": 2048,
-    "micro_batch_seqs": 8,
-    "seq_len": 256,
-    "warmup_steps": 15,
-    "muon_momentum_steps": 10,
-    "val_every": 50,
-    "val_batches": 4,
-    "final_val_tokens": 65536,
-    "checkpoint_every": 100,
-}
-"""TrainConfig fields of the smoke run that differ from the paper's defaults."""
+import os
+
+from exoformer.errors import UserError
+
+SMOKE_PRESET = "smoke"
+
+
+def smoke_train_fields(registry: str | os.PathLike | None = None) -> dict:
+    """TrainConfig fields the smoke preset sets (a fresh dict); `registry` as for Registry (default: experiments/)."""
+    from exoformer.harness.registry import Registry
+
+    reg = Registry(registry)
+    preset = reg.presets.get(SMOKE_PRESET)
+    if preset is None:
+        raise UserError(f"the registry has no {SMOKE_PRESET!r} preset", where=str(reg.directory),
+                        fix="add a `smoke:` preset to its presets.yaml (or unset $EXOFORMER_REGISTRY)")
+    return {key.split(".", 1)[1]: entry.value for key, entry in preset.layer.items() if key.startswith("train.")}
+
+
+def __getattr__(name: str) -> dict:
+    """`SMOKE_TRAIN`: the same fields, read when asked for (kept for callers that import the name)."""
+    if name == "SMOKE_TRAIN":
+        return smoke_train_fields()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

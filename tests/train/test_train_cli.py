@@ -1,10 +1,12 @@
 import json
+import shutil
 
 import numpy as np
 
 from exoformer.data.shards import write_shard
+from exoformer.harness.registry import DEFAULT_REGISTRY, Registry
 from exoformer.train.__main__ import build_configs, main, parse_args
-from exoformer.train.smoke import SMOKE_TRAIN
+from exoformer.train.smoke import smoke_train_fields
 
 TINY = ["--variant", "e-exoformer", "--shape", "tiny", "--steps", "3", "--batch-tokens", "128", "--seq-len", "32"]
 
@@ -50,14 +52,46 @@ def test_checkpoint_of_another_variant_is_exit_2_and_kept(tiny_data, tmp_path, c
     assert (out / "metrics.jsonl").read_bytes() == metrics
 
 
+SMOKE_ARGS = ["--variant", "gated", "--shape", "smoke", "--data", "smoke", "--out", "x"]
+
+
 def test_smoke_shape_defaults_come_from_one_place():
-    model, recipe = build_configs(parse_args(["--variant", "gated", "--shape", "smoke", "--data", "smoke",
-                                              "--out", "x"]))
+    smoke = smoke_train_fields()
+    assert smoke["steps"] == 150 and smoke["data"] == "smoke"  # read from experiments/presets.yaml
+    model, recipe = build_configs(parse_args(SMOKE_ARGS))
     assert model.n_layer == 4 and model.d_model == 128 and model.vocab_size == 2048
-    assert all(getattr(recipe, k) == v for k, v in SMOKE_TRAIN.items())
-    _, longer = build_configs(parse_args(["--variant", "gated", "--shape", "smoke", "--data", "smoke", "--out", "x",
-                                          "--steps", "50", "--seed", "3"]))
-    assert longer.steps == 50 and longer.seed == 3 and longer.batch_tokens == SMOKE_TRAIN["batch_tokens"]
+    assert all(getattr(recipe, k) == v for k, v in smoke.items())
+    _, longer = build_configs(parse_args([*SMOKE_ARGS, "--steps", "50", "--seed", "3"]))
+    assert longer.steps == 50 and longer.seed == 3 and longer.batch_tokens == smoke["batch_tokens"]
+
+
+def test_smoke_cli_trains_exactly_what_the_smoke_preset_resolves_to():
+    spec = Registry().resolve("gated-s42", preset="smoke")
+    model, recipe = build_configs(parse_args(SMOKE_ARGS))
+    assert recipe == spec.train and model == spec.model
+
+
+def test_smoke_cli_follows_an_edited_preset(tmp_path, monkeypatch):
+    registry = tmp_path / "experiments"
+    shutil.copytree(DEFAULT_REGISTRY, registry)
+    presets = registry / "presets.yaml"
+    text = presets.read_text()
+    assert text.count("      steps: 150\n") == 1
+    presets.write_text(text.replace("      steps: 150\n", "      steps: 77\n"))
+    monkeypatch.setenv("EXOFORMER_REGISTRY", str(registry))
+    _, recipe = build_configs(parse_args(SMOKE_ARGS))
+    assert recipe.steps == 77
+
+
+def test_smoke_cli_without_a_smoke_preset_is_exit_2(tmp_path, monkeypatch, capsys):
+    registry = tmp_path / "experiments"
+    registry.mkdir()
+    (registry / "registry.yaml").write_text("presets:\n  tiny:\n    why: x\n    shape: tiny\n")
+    monkeypatch.setenv("EXOFORMER_REGISTRY", str(registry))
+    assert main(["--variant", "gated", "--shape", "smoke", "--data", "smoke", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "no 'smoke' preset" in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()
 
 
 def test_unknown_variant_is_exit_2(tmp_path, capsys):
