@@ -48,6 +48,7 @@ class InlineBackend:
 
     name = "inline"
     waits = True
+    profile = None
 
     def check(self, specs: list[Spec]) -> None:
         return None
@@ -68,7 +69,8 @@ class LocalBackend:
     waits = True
 
     def __init__(self, *, concurrency: int | None = None, timeout_min: float = 60.0, signal_delay_s: int = 30,
-                 max_requeues: int = 3, threads_per_job: int | None = None, poll_s: float = 0.2) -> None:
+                 max_requeues: int = 3, threads_per_job: int | None = None, poll_s: float = 0.2,
+                 profile: Profile | None = None) -> None:
         if concurrency is not None and concurrency < 1:
             raise UserError(f"--jobs must be >= 1, got {concurrency}", where="--jobs", fix="use --jobs 2")
         if threads_per_job is not None and threads_per_job < 1:
@@ -82,6 +84,7 @@ class LocalBackend:
         self.max_requeues = max_requeues
         self.threads_per_job = threads_per_job
         self.poll_s = poll_s
+        self.profile = profile
 
     def check(self, specs: list[Spec]) -> None:
         return None
@@ -284,7 +287,7 @@ def make_backend(name: str, *, profile_name: str | None, preset_profile: str | N
                             where="--profile", fix="use --backend slurm")
         return LocalBackend(concurrency=concurrency, timeout_min=timeout_min or profile.slurm.time_min,
                             signal_delay_s=profile.slurm.signal_delay_s, max_requeues=profile.slurm.max_requeues,
-                            threads_per_job=threads)
+                            threads_per_job=threads, profile=profile)
     if not profile_name:
         raise UserError("the slurm backend needs a cluster profile", where="--profile",
                         fix="pass --profile NAME (one of slurm/profiles/*.yaml)")

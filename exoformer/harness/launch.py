@@ -18,6 +18,7 @@ from pathlib import Path
 
 from exoformer.errors import UserError
 from exoformer.harness import locking, runs
+from exoformer.harness.device_checks import check_placement
 from exoformer.harness.plan import ACTIVE, LAUNCHING, RERUN, PlannedRun, assess
 from exoformer.harness.status import SlurmView, reconcile
 from exoformer.rundir import RunDir
@@ -45,6 +46,7 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
     for p in planned:
         runs.check_identity(p.spec, p.run_dir)
     backend.check([p.spec for p in planned])
+    check_placement([p.spec for p in planned], backend.profile, backend.name)
     command = list(command) if command is not None else [Path(sys.argv[0]).name, *sys.argv[1:]]
 
     from exoformer.harness.backends import Item
