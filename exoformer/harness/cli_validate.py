@@ -11,6 +11,7 @@ import argparse
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.cli_common import add_registry_arg, load_registry
+from exoformer.harness.figure_kinds import check_figure_kinds
 from exoformer.harness.profiles import list_profiles, load_profile
 from exoformer.harness.reported import load_reported
 from exoformer.harness.spec import PROBES
@@ -76,6 +77,7 @@ def validate(reg, *, reported=None) -> dict:
             if series not in series_ok:
                 raise UserError(f"figure {fig.id!r}: unknown series {series!r}", where=fig.source,
                                 fix=did_you_mean(series, series_ok))
+    check_figure_kinds(reg)
     cells = load_reported(reg, reported)
     profiles = list_profiles()
     for name in profiles:
