@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from exoformer.errors import UserError, did_you_mean
+from exoformer.harness.claims_schema import check_claims
 from exoformer.harness.cli_common import add_registry_arg, load_registry
 from exoformer.harness.figure_kinds import check_figure_kinds
 from exoformer.harness.profiles import list_profiles, load_profile
@@ -78,6 +79,7 @@ def validate(reg, *, reported=None) -> dict:
                 raise UserError(f"figure {fig.id!r}: unknown series {series!r}", where=fig.source,
                                 fix=did_you_mean(series, series_ok))
     check_figure_kinds(reg)
+    check_claims(reg)
     cells = load_reported(reg, reported)
     profiles = list_profiles()
     for name in profiles:

@@ -21,7 +21,7 @@ from exoformer.rundir import RunDir, iter_run_dirs
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class RunInfo:
-    """Identity and state of one run directory, as its spec file and STATUS say."""
+    """Identity and state of one run directory, as its spec file and status record say."""
 
     run: RunDir
     spec: str
@@ -30,7 +30,7 @@ class RunInfo:
     hash12: str
     suite: str
     state: str | None
-    """STATUS state (PENDING, RUNNING, SUCCEEDED, FAILED, INTERRUPTED, DAMAGED) or None without a STATUS file."""
+    """Status state (PENDING, RUNNING, SUCCEEDED, FAILED, INTERRUPTED, DAMAGED); None without a status record."""
 
     @property
     def path(self) -> Path:
