@@ -1,4 +1,4 @@
-"""The paper's mechanistic claims (experiments/claims.yaml) beside our measurements (paper.md 4.4).
+"""The paper's mechanistic claims (experiments/claims.yaml) beside our measurements (docs/paper.md 4.4).
 
 Each declared claim reads per-run metrics from the long table (collect's frame; the analyse stage's rows,
 task "analysis") for the specs of table rows: a value is the mean over the row's seeds whose run has it,

@@ -32,7 +32,8 @@ def test_claims_compare_runs_with_the_paper(registry, tmp_path):
     write_rows(registry, tmp_path, "e-exoformer-s1337", "aaaaaaaaaaaa", first_token_attention_layer_mean=0.3,
                token_similarity_max=0.8)
     write_rows(registry, tmp_path, "e-nuresformer-s42", "bbbbbbbbbbbb", preset="450m", pca_final_anchor_removed=9)
-    table = {c.claim.split(":")[0]: c for c in claims.build_claims(registry, collect(tmp_path, preset="smoke"), preset="smoke")}
+    built = claims.build_claims(registry, collect(tmp_path, preset="smoke"), preset="smoke")
+    table = {c.claim.split(":")[0]: c for c in built}
     sink = table["attention sink"]
     assert sink.paper == "~2x" and sink.ours == "2.00x (0.5000 / 0.2500)"  # ExoFormer = mean over its 2 seeds
     assert "e-exoformer-s42, e-exoformer-s1337" in sink.runs

@@ -94,7 +94,8 @@ def test_a_literal_paper_value_and_a_renamed_claim(tmp_path):
     run = run_dir_of(tmp_path / "runs", "e-exoformer-s42", registry.resolve("e-exoformer-s42", preset="smoke").hash12)
     run.analysis_dir.mkdir(parents=True)
     run.spec_file.write_text("name: e-exoformer-s42\npreset: smoke\n")
-    run.analysis_rows.write_text(json.dumps({"task": "analysis", "metric": "token_similarity_max", "value": 0.5}) + "\n")
+    row = {"task": "analysis", "metric": "token_similarity_max", "value": 0.5}
+    run.analysis_rows.write_text(json.dumps(row) + "\n")
     table = {c.claim.split(":")[0]: c for c in claims.build_claims(registry, collect(tmp_path / "runs"),
                                                                     preset="smoke")}
     assert table["attention sink"].paper == "~3.5x" and table["attention sink"].ours == "not run"

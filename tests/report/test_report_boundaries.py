@@ -15,7 +15,8 @@ REPORT_MODULES = sorted((PACKAGE / "report").glob("*.py"))
 TORCH_FREE_HARNESS = [PACKAGE / "harness" / f"{name}.py" for name in ("run_index", "figure_kinds", "claims_schema")]
 RUN_DIR_NAMES = re.compile(
     r'spec\.yaml|STATUS|metrics\.jsonl|checkpoints|long\.jsonl|validation\.json|probes\.json|spikes\.json'
-    r'|coefficients\.json|provenance\.json|\b(eval|analysis|stages|logs)/|/\s*"(eval|analysis|stages|checkpoints|logs)"')
+    r'|coefficients\.json|provenance\.json|\b(eval|analysis|stages|logs)/'
+    r'|/\s*"(eval|analysis|stages|checkpoints|logs)"')
 """Names of a run directory's files and folders (docs/architecture.md "Runs"), as a module would spell them."""
 FORBIDDEN_IMPORTS = ("torch", "exoformer.train", "exoformer.model")
 
