@@ -86,6 +86,7 @@ def analyse_stage(ctx: Any) -> dict:
         summary["seconds"] = round(time.perf_counter() - started, 3)
         if "peak_device_bytes" in probes["run"]:
             summary["peak_device_bytes"] = probes["run"]["peak_device_bytes"]
+        summary["coefficients_json"] = write_coefficients(run_dir, probes["run"]["checkpoint"], spec.name)
         summary.update(_headline(probes))
         rows += [_row(metric, value, probes["input"]["batch"] * probes["input"]["seq_len"])
                  for metric, value in _table_numbers(probes).items()]
@@ -198,6 +199,47 @@ def _table_numbers(probes: dict) -> dict[str, float]:
         if isinstance(components, list) and components and all(c is not None for c in components):
             out[metric] = reduce(components)
     return out
+
+
+COEFFICIENTS_FORMAT = "exoformer.analysis.coefficients/1"
+
+
+def mixing_coefficients(state: dict, model_config: dict) -> dict:
+    """The static coef_anchor / coef_self of every mixed path and layer, flat (head-major), with the config
+    facts the lambda heatmaps need; a layer that does not mix has null. JSON-ready."""
+    from exoformer.analysis.probes import _COEF_NAME  # the naming rule of docs/architecture.md
+
+    n_layer, paths = int(model_config["n_layer"]), [p for p in "qkvg" if p in model_config.get("mix_paths", ())]
+    found: dict[str, list] = {path: [None] * n_layer for path in paths}
+    pairs: dict[tuple[int, str], dict[str, list[float]]] = {}
+    for name, tensor in state.items():
+        match = _COEF_NAME.search(name)
+        if match and match[2] in found and int(match[1]) < n_layer:
+            pairs.setdefault((int(match[1]), match[2]), {})[match[3]] = tensor.detach().float().reshape(-1).tolist()
+    for (layer, path), pair in pairs.items():
+        if {"anchor", "self"} <= pair.keys():
+            found[path][layer] = pair
+    return {"format": COEFFICIENTS_FORMAT, "n_layer": n_layer, "n_head": int(model_config["n_head"]),
+            "d_model": int(model_config["d_model"]), "granularity": model_config.get("granularity", "elementwise"),
+            "dynamic": bool(model_config.get("dynamic", False)), "anchor": model_config.get("anchor"),
+            "mix_paths": paths, "coefficients": found}
+
+
+def write_coefficients(run_dir: Path, checkpoint_name: str, spec_name: str) -> str:
+    """Write RunDir.coefficients from the analysed checkpoint; return its path in the run (for the summary).
+
+    Memory-mapped, so only the coefficient tensors are read from a checkpoint that probe_run already verified.
+    """
+    import torch
+
+    from exoformer.rundir import RunDir
+
+    run = RunDir(run_dir)
+    state = torch.load(run.checkpoints / checkpoint_name, map_location="cpu", weights_only=True, mmap=True)
+    record = {**mixing_coefficients(state["model"], state["model_config"]), "spec": spec_name,
+              "checkpoint": checkpoint_name}
+    atomic_write_json(run.coefficients, record)
+    return run.display(run.coefficients)
 
 
 def _row(metric: str, value: float | None, n: int) -> dict:

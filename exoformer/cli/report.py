@@ -66,8 +66,10 @@ def claims_arguments(parser: argparse.ArgumentParser) -> None:
 
 def claims_verb(args: argparse.Namespace) -> int:
     from exoformer.report.claims import build_claims, render_markdown
+    from exoformer.report.collect import collect
 
-    claims = build_claims(options.registry(args), preset=args.preset, runs_dir=args.runs_dir)
+    claims = build_claims(options.registry(args), collect(options.runs_root(args), preset=args.preset),
+                          preset=args.preset)
     print(render_markdown(claims, preset=args.preset), end="")
     return 0
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness import sweeps as sweeps_mod
+from exoformer.harness.claims_schema import DeclaredClaim, parse_claims
 from exoformer.harness.spec import (
     SECTIONS, AnalysisConfig, Entry, EvalConfig, Layer, Placement, Spec, build_section, flatten_body,
     parse_override, set_flat,
@@ -34,7 +35,7 @@ DEFAULT_REGISTRY = REPO_ROOT / "experiments"
 ROOT_FILE = "registry.yaml"
 NOT_REGISTRY_FILES = ("variants.yaml",)
 """Files in the registry directory that are not registry files (variants.yaml belongs to exoformer.model)."""
-FILE_SECTIONS = ("include", "presets", "shapes", "groups", "metrics", "tables", "figures")
+FILE_SECTIONS = ("include", "presets", "shapes", "groups", "metrics", "tables", "figures", "claims")
 SPEC_KEYS = ("variant", "preset", "seed", "note", *SECTIONS)
 PRESET_KEYS = tuple(SECTIONS)
 DEFAULT_PRESET = "450m"
@@ -90,6 +91,7 @@ class Registry:
         self.metrics: dict[str, Metric] = {}
         self.tables: dict[str, Table] = {}
         self.figures: dict[str, Figure] = {}
+        self.claims: dict[str, DeclaredClaim] = {}
         self._defined: dict[tuple[str, str], str] = {}
         root = self.directory / ROOT_FILE
         if not root.is_file():
@@ -137,7 +139,8 @@ class Registry:
             self._load_file(target, stack=[*stack, path])
         for section, loader in (("metrics", self._load_metrics), ("presets", self._load_presets),
                                 ("shapes", self._load_shapes), ("groups", self._load_groups),
-                                ("tables", self._load_tables), ("figures", self._load_figures)):
+                                ("tables", self._load_tables), ("figures", self._load_figures),
+                                ("claims", self._load_claims)):
             if section in data:
                 body = data[section]
                 if not isinstance(body, dict):
@@ -276,6 +279,11 @@ class Registry:
             where = f"{file}:{body.line_of(fid)}"
             self._define("figure", fid, where)
             self.figures[fid] = parse_figure(fid, fbody, file, where)
+
+    def _load_claims(self, body: dict, file: str) -> None:
+        for cid, claim in parse_claims(body, file).items():
+            self._define("claim", cid, claim.source)
+            self.claims[cid] = claim
 
     # ------------------------------------------------------------------ resolving
     def resolve(self, name: str, *, preset: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Spec:

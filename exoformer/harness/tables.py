@@ -18,7 +18,8 @@ DEFAULT_CONVENTION = {"arc_challenge": "acc_norm", "arc_easy": "acc_norm", "hell
                       "openbookqa": "acc_norm", "piqa": "acc_norm", "winogrande": "acc"}
 """Default metric per task [inference: paper.md 4.2; WinoGrande has only acc]; a table may override it."""
 TASK_METRICS = ("acc", "acc_norm")
-FIGURE_KINDS = ("curves", "bars", "heatmap", "per-layer", "matrix")
+FIGURE_KINDS = ("curves", "bars", "heatmap", "per-layer", "matrix", "table")
+"""Parsed here; what each kind draws is exoformer/harness/figure_kinds.py."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

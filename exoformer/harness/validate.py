@@ -8,6 +8,8 @@ specs share a config (the same run twice is wasted compute), every registry file
 from __future__ import annotations
 
 from exoformer.errors import UserError, did_you_mean
+from exoformer.harness.claims_schema import check_claims
+from exoformer.harness.figure_kinds import check_figure_kinds
 from exoformer.harness.profiles import list_profiles, load_profile
 from exoformer.harness.reported import load_reported
 from exoformer.harness.spec import PROBES
@@ -57,6 +59,8 @@ def validate(reg, *, reported=None) -> dict:
             if series not in series_ok:
                 raise UserError(f"figure {fig.id!r}: unknown series {series!r}", where=fig.source,
                                 fix=did_you_mean(series, series_ok))
+    check_figure_kinds(reg)
+    check_claims(reg)
     cells = load_reported(reg, reported)
     profiles = list_profiles()
     for name in profiles:

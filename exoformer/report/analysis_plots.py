@@ -1,4 +1,4 @@
-"""Figures of the analysis stage (issue 7): per-layer probe lines, layer-similarity heatmaps, spike-score table.
+"""Figures of the analysis stage: per-layer probe lines, layer-similarity heatmaps, spike-score table.
 
 Every plot function has the signature `fn(figure, runs, out_dir) -> list[Path]`: `figure` is the declaration
 from experiments/figures.yaml (a mapping, or the harness' Figure object, with id, title, series), `runs` a
@@ -10,12 +10,12 @@ ablations of a model that mixes nothing) is written into the panel as "not appli
 Runs of different depth (the paper's ungated models are deeper than its gated ones at equal size, paper.md
 2.1) share one axis: relative depth, hidden state i of a model with L blocks at i / L and block l at
 (l + 1) / L (the hidden state it writes). Runs probed on different inputs (batch or sequence length) are not
-comparable and are a one-line error. Torch-free: reads analysis/probes.json and analysis/spikes.json only.
+comparable and are a one-line error. Torch-free: reads the analyse stage's probes and spikes records only
+(RunDir.probes, RunDir.spikes).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
@@ -27,6 +27,7 @@ from typing import Any
 from exoformer.errors import UserError
 from exoformer.io import atomic_write_bytes, atomic_write_text
 from exoformer.report import NOT_REPORTED, NOT_RUN
+from exoformer.rundir import RunDir
 
 RunRef = tuple[str, str, "str | os.PathLike | None"]
 """(spec name, label, run directory or None when the run does not exist)."""
@@ -78,20 +79,20 @@ PER_LAYER: dict[str, PerLayer] = {
 
 
 def read_analysis(run_dir: str | os.PathLike | None, name: str) -> dict | None:
-    """analysis/<name>.json of a run, or None when the run or the file does not exist."""
+    """A run's analysis record `name` ("probes" or "spikes", RunDir paths), or None when the run or it is absent."""
     if run_dir is None:
         return None
-    path = Path(run_dir) / "analysis" / f"{name}.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        raise UserError("not a JSON file", where=str(path),
-                        fix="re-run the analyse stage (run TARGET --force)") from None
-    if not isinstance(data, dict):
+    run = RunDir(run_dir)
+    path = getattr(run, name)
+    data = run.read_json(path)
+    if data is not None and not isinstance(data, dict):
         raise UserError("not an analysis record", where=str(path), fix="re-run the analyse stage (run TARGET --force)")
     return data
+
+
+def _file_name(name: str) -> str:
+    """Where in a run directory the analysis record `name` lives (for messages)."""
+    return str(getattr(RunDir(""), name))
 
 
 def _field(figure: Any, name: str, default: Any = None) -> Any:
@@ -116,7 +117,7 @@ def _require_some(figure: Any, found: bool, what: str) -> None:
     """A figure with no analysed run at all is a one-line error (as figures.py does for other kinds)."""
     if not found:
         fid = _figure_id(figure)
-        raise UserError(f"no run of figure {fid!r} has analysis/{what}.json", where="FIGURE",
+        raise UserError(f"no run of figure {fid!r} has {_file_name(what)}", where="FIGURE",
                         fix=f"run them first (the analyse stage writes it): reproduce.py run {fid} [--preset P]")
 
 
@@ -445,30 +446,13 @@ def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.Pat
 # Dispatch
 # --------------------------------------------------------------------------------------------------
 
-PLOTTERS: dict[str, Callable[..., list[Path]]] = {
-    **{probe: plot_per_layer for probe in PER_LAYER},
-    "layer_similarity": plot_layer_similarity,
-    "spike_scores": plot_spike_scores,
+KIND_PLOTS: dict[str, Callable[..., list[Path]]] = {
+    "per-layer": plot_per_layer,
+    "matrix": plot_layer_similarity,
+    "table": plot_spike_scores,
 }
-"""Analysis series name (without 'analysis.') -> plot function; `coefficient_stats` (lambda heatmaps) is not here."""
-
-
-def plot_analysis_figure(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLike) -> list[Path]:
-    """Dispatch a figure to its plot function by its first analysis series."""
-    probes = [s.removeprefix("analysis.") for s in _field(figure, "series", ()) if s.startswith("analysis.")]
-    if not probes or probes[0] not in PLOTTERS:
-        raise UserError(f"figure {_figure_id(figure)!r} has no analysis series this module draws "
-                        f"(series {list(_field(figure, 'series', ()))})", where=f"figure {_figure_id(figure)}",
-                        fix=f"use one of {sorted('analysis.' + p for p in PLOTTERS)}")
-    return PLOTTERS[probes[0]](figure, runs, out_dir)
-
-
-ANALYSIS_FIGURES = ("attention-sink", "attention-entropy", "token-similarity", "pca-components",
-                    "similarity-to-embeddings", "gate-sparsity", "layer-similarity", "massive-activations",
-                    "spike-scores")
-PLOTS: dict[str, Callable[..., list[Path]]] = {fid: plot_analysis_figure for fid in ANALYSIS_FIGURES}
-"""Figure id -> plot function, the table exoformer.report.figures looks an analysis figure up in. Each entry
-dispatches by the figure's declared series, so a figure renamed in experiments/figures.yaml still draws."""
+"""Figure kind (exoformer/harness/figure_kinds.py) -> plot function, for exoformer.report.figures to dispatch on.
+The lambda heatmaps (kind `heatmap`) are drawn there."""
 
 
 def _analysis_series(figure: Any, *, allowed: Mapping | Sequence, extra: Sequence[str] = ()) -> list[str]:

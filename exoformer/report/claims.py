@@ -1,34 +1,26 @@
-"""The paper's mechanistic claims beside our measurements (issue 7, paper.md 4.4).
+"""The paper's mechanistic claims (experiments/claims.yaml) beside our measurements (docs/paper.md 4.4).
 
-Claims and the paper's numbers (results/paper/reported.yaml, tables `claims` and `appendix-c`):
-- attention sink: gated attention's layer-mean first-token attention is about 2x ExoFormer's ([A-v1]);
-- over-smoothing: ExoFormer reaches about 95% token-to-token similarity ([RED]; we take the largest
-  per-layer mean over the hidden states);
-- appendix C: principal components for 99% variance with the anchor term removed, final layer, ExoFormer 321
-  vs NuResFormer 181; with the own term removed, layer-averaged (over all L+1 hidden states, embeddings
-  included, as official 6.2's per-layer list), 822 vs 611.
-Which runs: each table row names the specs (e.g. ExoFormer = the `claims` table's `exoformer` row,
-E-ExoFormer [inference]); a value is the mean over the seeds that have analysis results. Our numbers come from
-each run's analysis/long.jsonl (written by the analyse stage); a run that has none reads "not run". A spec's run
-directory is the one of its current hash, else its newest of the same preset (as `figure` chooses).
+Each declared claim reads per-run metrics from the long table (collect's frame; the analyse stage's rows,
+task "analysis") for the specs of table rows: a value is the mean over the row's seeds whose run has it,
+each spec's run being the one run_index.pick_run picks (as tables and figures do); a row without such a run
+reads "not run". The paper's numbers are reported cells of results/paper/reported.yaml (or literals).
 Torch-free.
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 
-import yaml
+import pandas as pd
 
-from exoformer.errors import UserError
-from exoformer.harness.runs import run_dir_for, runs_root
+from exoformer.harness.claims_schema import DeclaredClaim, PaperNumber, Read, check_claims
 from exoformer.harness.registry import Registry
 from exoformer.harness.reported import load_reported
 from exoformer.report import NOT_REPORTED, NOT_RUN
+from exoformer.report.tables import pick_runs
 
+ANALYSIS_TASK = "analysis"
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -55,112 +47,69 @@ class Measured:
         return f"{row_label}: {', '.join(self.specs)}"
 
 
-def run_metrics(directory: Path) -> dict[str, float]:
-    """metric -> value of a run's analysis/long.jsonl (rows {task, metric, value}); {} when absent."""
-    path = directory / "analysis" / "long.jsonl"
-    if not path.is_file():
-        return {}
-    out: dict[str, float] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            raise UserError("not a JSON line", where=f"{path}:{number}",
-                            fix="re-run the analyse stage (reproduce.py run TARGET --force)") from None
-        if isinstance(row, dict) and isinstance(row.get("value"), (int, float)):
-            out[str(row.get("metric"))] = float(row["value"])
-    return out
-
-
-def run_directories(registry: Registry, names: list[str], *, preset: str | None,
-                    runs_dir: str | None) -> dict[str, Path]:
-    """spec name -> its run directory: the one of the current spec hash, else the newest of that spec and preset
-    (as `figure` picks them), so that runs made with `--set` overrides are found too. Specs without a run are absent.
-    """
-    found: dict[str, Path] = {}
-    for name in names:
-        spec = registry.resolve(name, preset=preset)
-        current = run_dir_for(spec, runs_root(runs_dir))
-        if (current / "spec.yaml").is_file():
-            found[name] = current
-            continue
-        siblings = [p.parent for p in current.parent.glob("*/spec.yaml")] if current.parent.is_dir() else []
-        mine = [d for d in siblings if _preset_of(d) == spec.preset]
-        if mine:
-            found[name] = max(mine, key=lambda d: d.stat().st_mtime)
-    return found
-
-
-def _preset_of(directory: Path) -> str | None:
-    try:
-        data = yaml.safe_load((directory / "spec.yaml").read_text(encoding="utf-8"))
-    except yaml.YAMLError:
-        raise UserError("spec.yaml is not valid YAML", where=str(directory / "spec.yaml"),
-                        fix="the run directory is damaged: re-run it with --force") from None
-    return str(data.get("preset")) if isinstance(data, dict) else None
-
-
-def measure(registry: Registry, table: str, row: str, metric: str, *, preset: str | None,
-            runs_dir: str | None) -> Measured:
-    """The mean of `metric` over the seeds of `table`/`row` that have it."""
-    specs = list(next(r.specs for r in registry.tables[table].rows if r.id == row))
-    directories = run_directories(registry, specs, preset=preset, runs_dir=runs_dir)
+def measure(registry: Registry, frame: pd.DataFrame, read: Read, *, preset: str | None) -> Measured:
+    """The mean of `read.metric` over the seeds of its table row whose picked run has it."""
+    row = next(r for r in registry.tables[read.table].rows if r.id == read.row)
     found: list[tuple[str, float]] = []
-    for name in specs:
-        value = run_metrics(directories[name]).get(metric) if name in directories else None
-        if value is not None:
-            found.append((name, value))
+    for name in row.specs:
+        spec = registry.resolve(name, preset=preset)
+        of_preset = frame[frame["preset"] == spec.preset]
+        rows = pick_runs(of_preset, name, spec.hash12, notes=[])
+        hit = rows[(rows["task"] == ANALYSIS_TASK) & (rows["metric"] == read.metric)]["value"].dropna()
+        if not hit.empty:
+            found.append((name, float(hit.iloc[-1])))
     if not found:
         return Measured(value=None, specs=())
     return Measured(value=statistics.fmean(v for _, v in found), specs=tuple(n for n, _ in found))
 
 
-def build_claims(registry: Registry, *, preset: str | None = None, runs_dir: str | None = None,
+def build_claims(registry: Registry, frame: pd.DataFrame, *, preset: str | None = None,
                  reported_path: str | None = None) -> list[Claim]:
+    """One Claim per declared claim, in declaration order, from `frame` (collect's long table)."""
+    check_claims(registry)
     cells = load_reported(registry, reported_path)
 
-    def paper(table: str, row: str, column: str) -> float | None:
-        cell = cells.get((table, row, column))
+    def paper(number: PaperNumber) -> float | None:
+        if number.table is None:
+            return number.value
+        cell = cells.get((number.table, number.row, number.column))
         return None if cell is None else cell.value
 
-    def get(table: str, row: str, metric: str) -> Measured:
-        return measure(registry, table, row, metric, preset=preset, runs_dir=runs_dir)
-
-    claims: list[Claim] = []
-
-    gated = get("table1", "gated", "first_token_attention_layer_mean")
-    exo = get("claims", "exoformer", "first_token_attention_layer_mean")
-    ratio = None if gated.value is None or exo.value is None or exo.value == 0 else gated.value / exo.value
-    claims.append(Claim(
-        claim="attention sink: layer-mean first-token attention, gated attention / ExoFormer",
-        paper=_num(paper("claims", "exoformer", "attention_sink_ratio_vs_gated"), "~{:g}x"),
-        ours=NOT_RUN if ratio is None else f"{ratio:.2f}x ({gated.value:.4f} / {exo.value:.4f})",
-        runs=f"{gated.describe('gated')}; {exo.describe('ExoFormer')}"))
-
-    similarity = get("claims", "exoformer", "token_similarity_max")
-    claims.append(Claim(
-        claim="over-smoothing: max over layers of the mean token-to-token cosine, ExoFormer",
-        paper=_num(paper("claims", "exoformer", "token_similarity_max"), "~{:.0%}"),
-        ours=NOT_RUN if similarity.value is None else f"{similarity.value:.1%}",
-        runs=similarity.describe("ExoFormer")))
-
-    for column, text in (("pca_final_anchor_removed", "PCA components (99%), final layer, anchor term removed"),
-                         ("pca_mean_self_removed", "PCA components (99%), layer mean, own term removed")):
-        exo_pca = get("appendix-c", "exoformer", column)
-        nu_pca = get("appendix-c", "nuresformer", column)
-        claims.append(Claim(
-            claim=f"{text}: ExoFormer vs NuResFormer",
-            paper=f"{_num(paper('appendix-c', 'exoformer', column), '{:g}')} vs "
-                  f"{_num(paper('appendix-c', 'nuresformer', column), '{:g}')}",
-            ours=f"{_num(exo_pca.value, '{:.4g}', NOT_RUN)} vs {_num(nu_pca.value, '{:.4g}', NOT_RUN)}",
-            runs=f"{exo_pca.describe('ExoFormer')}; {nu_pca.describe('NuResFormer')}"))
-    return claims
+    out = []
+    for declared in registry.claims.values():
+        measured = [measure(registry, frame, read, preset=preset) for read in declared.reads]
+        out.append(Claim(claim=declared.claim, paper=_paper_text(declared, [paper(n) for n in declared.paper]),
+                         ours=_ours_text(declared, [m.value for m in measured]),
+                         runs="; ".join(m.describe(r.label) for m, r in zip(measured, declared.reads))))
+    return out
 
 
-def _num(value: float | None, fmt: str, missing: str = NOT_REPORTED) -> str:
-    return missing if value is None else fmt.format(value)
+def _paper_text(claim: DeclaredClaim, values: list[float | None]) -> str:
+    about = "~" if claim.approximate else ""
+
+    def one(value: float | None) -> str:
+        if value is None:
+            return NOT_REPORTED
+        if claim.compare == "ratio":
+            return f"{about}{value:g}x"
+        return f"{about}{value:.0%}" if claim.format == "percent" else f"{about}{value:g}"
+
+    return " vs ".join(one(v) for v in values)
+
+
+def _ours_text(claim: DeclaredClaim, values: list[float | None]) -> str:
+    if claim.compare == "ratio":
+        top, bottom = values
+        if top is None or bottom is None or bottom == 0:
+            return NOT_RUN
+        return f"{top / bottom:.2f}x ({top:.4f} / {bottom:.4f})"
+
+    def one(value: float | None) -> str:
+        if value is None:
+            return NOT_RUN
+        return f"{value:.1%}" if claim.format == "percent" else f"{value:.4g}"
+
+    return " vs ".join(one(v) for v in values)
 
 
 def render_markdown(claims: list[Claim], *, preset: str | None) -> str:

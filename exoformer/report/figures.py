@@ -1,18 +1,15 @@
 """`figure NAME`: draw a declared figure (experiments/figures.yaml) from run directories into PNG and PDF.
 
-Dispatch is by the figure's declared kind: `curves` (validation loss vs tokens with the data-efficiency
-ratios), `bars` of evaluation results (accuracy bar chart with error bars), `heatmap` (lambda ratio
-heatmaps of one run, read from its checkpoint). Figures of analysis outputs (series `analysis.*`) go to
-the analysis engineer's `exoformer.report.analysis_plots`, looked up by analysis kind (the figure id,
-e.g. `attention-sink`) in ANALYSIS_KINDS; each such function takes (figure declaration dict, list of
-(spec name, label, run_dir), output directory) and returns the written paths. matplotlib only (Agg);
-torch is imported only for the heatmaps (checkpoints).
+Dispatch is by the figure's declared `kind` only (PLOTTERS; exoformer/harness/figure_kinds.py says what
+each kind draws and `validate` checks it), so a figure's id is just its name: `curves` (validation loss
+vs tokens with the data-efficiency ratios), `bars` (a table's accuracy cells with error bars), `heatmap`
+(lambda ratio heatmaps of each run, from the coefficients its analyse stage wrote), and the analysis
+kinds `per-layer`, `matrix` and `table` drawn by exoformer.report.analysis_plots. Each run is the one
+exoformer.harness.run_index.pick_run picks. matplotlib only (Agg); never imports torch.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
 import os
 import textwrap
 from collections.abc import Callable
@@ -22,17 +19,15 @@ from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import Registry
+from exoformer.harness.run_index import find_runs, pick_run, runs_by_spec
 from exoformer.harness.tables import Figure
-from exoformer.report.collect import RunInfo, find_runs
+from exoformer.report import analysis_plots
+from exoformer.rundir import RunDir
 
 DEFAULT_OUT = "figures"
 REFERENCE_ROWS = ("base", "gated")
 """Rows whose final validation loss the data-efficiency ratios are measured against (paper: 1.84x vs the
 base model, ~1.5x vs gated attention; v1/v2 abstracts)."""
-ANALYSIS_KINDS = ("attention-sink", "token-similarity", "pca-components", "similarity-to-embeddings",
-                  "gate-sparsity", "layer-similarity", "spike-scores")
-"""Analysis figure kinds drawn by exoformer.report.analysis_plots (function `plot_<kind with _>` or its
-PLOTS table)."""
 PATHS = ("q", "k", "v", "g")
 PATH_NAMES = {"q": "Query", "k": "Key", "v": "Value", "g": "Gate"}
 
@@ -70,8 +65,8 @@ def figure_runs(registry: Registry, figure: Figure, runs_root: str | os.PathLike
                 preset: str | None = None) -> list[RunRef]:
     """(spec, label, run_dir) of the figure's specs that have a run directory, in declaration order.
 
-    A spec listed through `table:ID` is labelled with its row label; the current spec hash is preferred,
-    else the newest run of that spec and preset.
+    A spec listed through `table:ID` is labelled with its row label; its run is run_index.pick_run's among
+    the runs of that spec and preset.
     """
     labels = {}
     for item in figure.specs:
@@ -79,20 +74,14 @@ def figure_runs(registry: Registry, figure: Figure, runs_root: str | os.PathLike
             for row in registry.tables[item[6:]].rows:
                 for i, name in enumerate(row.specs):
                     labels.setdefault(name, row.label if i == 0 else f"{row.label} (seed {name.rsplit('-s', 1)[-1]})")
-    runs = find_runs(runs_root, preset=preset)
+    by_spec = runs_by_spec(find_runs(runs_root, preset=preset))
     out = []
     for name in registry.figure_specs(figure):
         spec = registry.resolve(name, preset=preset)
-        mine = [r for r in runs if r.spec == name and r.preset == spec.preset]
-        if not mine:
-            continue
-        chosen = next((r for r in mine if r.hash12 == spec.hash12), None) or max(mine, key=_mtime)
-        out.append((name, labels.get(name, name), chosen.path))
+        chosen = pick_run(by_spec.get((name, spec.preset), []), current_hash12=spec.hash12)
+        if chosen is not None:
+            out.append((name, labels.get(name, name), chosen.path))
     return out
-
-
-def _mtime(run: RunInfo) -> float:
-    return run.path.stat().st_mtime
 
 
 def first_per_row(registry: Registry, figure: Figure, refs: list[RunRef]) -> list[tuple[str, RunRef]]:
@@ -111,23 +100,6 @@ def first_per_row(registry: Registry, figure: Figure, refs: list[RunRef]) -> lis
 
 
 # ------------------------------------------------------------------------------------------ curves
-
-def read_val_curve(run_dir: Path) -> tuple[list[float], list[float]]:
-    """(tokens, val_loss) of the validation lines of metrics.jsonl, in step order."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        return [], []
-    points = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line of a killed run
-        if isinstance(rec, dict) and rec.get("kind") == "val" and rec.get("val_loss") is not None:
-            points[int(rec["step"])] = (float(rec["tokens"]), float(rec["val_loss"]))
-    ordered = [points[s] for s in sorted(points)]
-    return [p[0] for p in ordered], [p[1] for p in ordered]
-
 
 def tokens_to_reach(tokens: list[float], losses: list[float], target: float) -> float | None:
     """Tokens at which the curve first reaches `target` (linear interpolation between logged points)."""
@@ -160,7 +132,7 @@ def efficiency_ratios(curves: dict[str, tuple[list[float], list[float]]],
 def plot_curves(registry: Registry, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike) -> list[Path]:
     plt = _pyplot()
     rows = first_per_row(registry, figure, refs)
-    curves = {rid: read_val_curve(ref[2]) for rid, ref in rows}
+    curves = {rid: RunDir(ref[2]).val_curve() for rid, ref in rows}
     labels = {rid: ref[1] for rid, ref in rows}
     ratios = efficiency_ratios(curves)
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
@@ -235,33 +207,38 @@ def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], o
 
 # ------------------------------------------------------------------------------------------ lambda heatmaps
 
-def lambda_ratios(state: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+def lambda_ratios(record: dict[str, Any], *, where: str = "coefficients") -> dict[str, Any]:
     """path -> (n_layer x C) array of coef_anchor / coef_self, NaN in non-mixing layers; None for unmixed paths.
 
-    C = n_head * d_head (elementwise), n_head (headwise) or 1 (scalar). Static coefficients only: a dynamic
-    model's per-token scales multiply them at run time (paper Eq. 12) and are not in the checkpoint.
+    `record` is what the analyse stage writes to RunDir.coefficients. C = n_head * d_head (elementwise),
+    n_head (headwise) or 1 (scalar). Static coefficients only: a dynamic model's per-token scales multiply
+    them at run time (paper Eq. 12) and are not stored.
     """
     import numpy as np
 
-    n_layer, n_head, d_model = config["n_layer"], config["n_head"], config["d_model"]
-    width = {"elementwise": d_model, "headwise": n_head, "scalar": 1}[config.get("granularity", "elementwise")]
-    mixed = set(config.get("mix_paths") or ())
-    params = {k.removeprefix("_orig_mod.").removeprefix("module."): v for k, v in state.items()}
+    try:
+        n_layer, granularity = int(record["n_layer"]), str(record["granularity"])
+        width = {"elementwise": int(record["d_model"]), "headwise": int(record["n_head"]), "scalar": 1}[granularity]
+        mixed, per_path = set(record["mix_paths"]), record["coefficients"]
+    except (KeyError, TypeError, ValueError):
+        raise UserError("not a coefficients record of the analyse stage", where=where,
+                        fix="re-run its analysis: reproduce.py run TARGET --force") from None
     out: dict[str, Any] = {}
     for path in PATHS:
         if path not in mixed:
             out[path] = None
             continue
         grid = np.full((n_layer, width), np.nan)
-        for layer in range(n_layer):
-            anchor = params.get(f"blocks.{layer}.attn.mix.{path}.coef_anchor")
-            own = params.get(f"blocks.{layer}.attn.mix.{path}.coef_self")
-            if anchor is None or own is None:
+        for layer, pair in enumerate((per_path.get(path) or [])[:n_layer]):
+            if pair is None:
                 continue
-            a = anchor.detach().float().reshape(-1).numpy()
-            s = own.detach().float().reshape(-1).numpy()
+            anchor, own = np.asarray(pair["anchor"], dtype=float), np.asarray(pair["self"], dtype=float)
+            if anchor.shape != (width,) or own.shape != (width,):
+                raise UserError(f"layer {layer} path {path}: {anchor.size} / {own.size} coefficients, expected "
+                                f"{width} ({granularity})", where=where,
+                                fix="re-run its analysis: reproduce.py run TARGET --force")
             with np.errstate(divide="ignore", invalid="ignore"):
-                grid[layer] = a / s
+                grid[layer] = anchor / own
         out[path] = grid
     return out
 
@@ -277,20 +254,12 @@ def colour_limits(values: Any) -> tuple[float, float] | None:
     return (float(lo), float(hi)) if hi > lo else (float(lo) - 0.5, float(hi) + 0.5)
 
 
-def plot_lambda_run(name: str, label: str, run_dir: Path, out_dir: str | os.PathLike, stem: str,
-                    title: str) -> list[Path]:
-    from exoformer.train.checkpoint import latest_checkpoint, load_checkpoint
-
-    ckpt = latest_checkpoint(Path(run_dir) / "checkpoints")
-    if ckpt is None:
-        raise UserError("no complete checkpoint for the lambda heatmaps", where=str(Path(run_dir) / "checkpoints"),
-                        fix=f"train it first: reproduce.py run {name}")
-    state = load_checkpoint(ckpt)
-    config = state["model_config"]
-    ratios = lambda_ratios(state["model"], config)
+def plot_lambda_run(name: str, label: str, record: dict[str, Any], out_dir: str | os.PathLike, stem: str,
+                    title: str, *, where: str) -> list[Path]:
+    ratios = lambda_ratios(record, where=where)
     plt = _pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(10, 6.5))
-    granularity = config.get("granularity", "elementwise")
+    granularity = record["granularity"]
     xlabel = {"elementwise": "channel (head-major)", "headwise": "head", "scalar": "(single coefficient)"}[granularity]
     for ax, path in zip(axes.flat, ("v", "k", "q", "g")):  # the paper's panel order: Value, Key, Query, Gate
         grid = ratios[path]
@@ -308,7 +277,7 @@ def plot_lambda_run(name: str, label: str, run_dir: Path, out_dir: str | os.Path
         ax.set_ylabel("layer", fontsize=8)
         ax.set_yticks(range(grid.shape[0]))
         fig.colorbar(image, ax=ax, fraction=0.046)
-    dynamic = " (static coefficients; per-token scales not included)" if config.get("dynamic") else ""
+    dynamic = " (static coefficients; per-token scales not included)" if record.get("dynamic") else ""
     who = name if label == name else f"{label} [{name}]"
     fig.suptitle(f"{title}\n{who}{dynamic}; colour: 1-99th percentile; blank: non-mixing layer",
                  fontsize=9)
@@ -316,72 +285,65 @@ def plot_lambda_run(name: str, label: str, run_dir: Path, out_dir: str | os.Path
     return save(fig, out_dir, stem)
 
 
-def plot_lambda_heatmaps(registry: Registry, figure: Figure, refs: list[RunRef],
-                         out_dir: str | os.PathLike) -> list[Path]:
-    """One 2 x 2 figure per run that has a checkpoint (runs still without one are left out)."""
-    from exoformer.train.checkpoint import latest_checkpoint
-
-    with_ckpt = [ref for ref in refs if latest_checkpoint(Path(ref[2]) / "checkpoints") is not None]
-    if not with_ckpt:
-        raise UserError(f"figure {figure.id!r}: none of its runs has a checkpoint yet",
+def plot_lambda_heatmaps(registry: Registry, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike, *,
+                         runs_root: str | os.PathLike, preset: str | None) -> list[Path]:
+    """One 2 x 2 figure per run whose analysis wrote its coefficients (runs still without them are left out)."""
+    found = []
+    for name, label, run_dir in refs:
+        run = RunDir(run_dir)
+        record = run.read_json(run.coefficients)
+        if record is not None:
+            found.append((name, label, record, str(run.coefficients)))
+    if not found:
+        raise UserError(f"figure {figure.id!r}: none of its runs has analysed coefficients yet",
                         where=", ".join(str(ref[2]) for ref in refs),
-                        fix=f"run them first: reproduce.py run {figure.id}")
+                        fix=f"run them first (the analyse stage writes them): reproduce.py run {figure.id}")
     written = []
-    for name, label, run_dir in with_ckpt:
-        written += plot_lambda_run(name, label, run_dir, out_dir, f"{figure.id}-{name}", figure.title)
+    for name, label, record, where in found:
+        written += plot_lambda_run(name, label, record, out_dir, f"{figure.id}-{name}", figure.title, where=where)
     return written
 
 
 # ------------------------------------------------------------------------------------------ dispatch
 
-def analysis_kind(figure: Figure) -> str | None:
-    """The analysis plot kind of a figure of analysis outputs (its id), None for the kinds drawn here."""
-    if figure.kind == "heatmap":
-        return None
-    if any(s.startswith("analysis.") for s in figure.series):
-        return figure.id
-    return None
+Plotter = Callable[..., list[Path]]
+"""fn(registry, figure, refs, out_dir, *, runs_root, preset) -> written paths."""
 
 
-def analysis_plotter(kind: str) -> Callable[..., list[Path]]:
-    """The analysis engineer's plot function for `kind`; a one-line error when it is not available."""
-    try:
-        module = importlib.import_module("exoformer.report.analysis_plots")
-    except ModuleNotFoundError as err:
-        if err.name != "exoformer.report.analysis_plots":
-            raise
-        module = None
-    table = getattr(module, "PLOTS", None) if module else None
-    fn = (table or {}).get(kind) if isinstance(table, dict) else None
-    fn = fn or (getattr(module, "plot_" + kind.replace("-", "_"), None) if module else None)
-    if fn is None:
-        raise UserError(f"figure kind {kind} not available", where="exoformer/report/analysis_plots.py",
-                        fix="available here: curves, bars (eval), heatmap; analysis kinds: "
-                            + ", ".join(ANALYSIS_KINDS))
-    return fn
+def _analysis_plot(fn: Callable[..., list[Path]]) -> Plotter:
+    """An analysis_plots function (declaration dict, runs, out_dir) as a Plotter."""
+
+    def plot(registry: Registry, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike, *,
+             runs_root: str | os.PathLike, preset: str | None) -> list[Path]:
+        declaration = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(figure).items()}
+        return list(fn(declaration, refs, Path(out_dir)))
+
+    return plot
+
+
+PLOTTERS: dict[str, Plotter] = {
+    "curves": lambda registry, figure, refs, out_dir, **_: plot_curves(registry, figure, refs, out_dir),
+    "bars": plot_accuracy_bars,
+    "heatmap": plot_lambda_heatmaps,
+    **{kind: _analysis_plot(fn) for kind, fn in analysis_plots.KIND_PLOTS.items()},
+}
+"""Figure kind (exoformer/harness/figure_kinds.py) -> its plot function: the only dispatch of `figure`."""
 
 
 def draw(registry: Registry, figure_id: str, *, runs_root: str | os.PathLike, out_dir: str | os.PathLike = DEFAULT_OUT,
          preset: str | None = None) -> list[Path]:
-    """Draw one declared figure; returns the written paths."""
+    """Draw one declared figure by its kind; returns the written paths."""
     if figure_id not in registry.figures:
         raise UserError(f"unknown figure {figure_id!r}", where="FIGURE", fix=did_you_mean(figure_id, registry.figures))
     figure = registry.figures[figure_id]
+    plot = PLOTTERS.get(figure.kind)
+    if plot is None:
+        raise UserError(f"figure kind {figure.kind} not available", where=figure.source,
+                        fix=f"kinds drawn: {', '.join(PLOTTERS)}")
     refs = figure_runs(registry, figure, runs_root, preset=preset)
-    kind = analysis_kind(figure)
-    if kind is not None:
-        declaration = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(figure).items()}
-        return list(analysis_plotter(kind)(declaration, refs, Path(out_dir)))
     if not refs:
         of_preset = f" (preset {preset})" if preset else ""
         raise UserError(f"no runs for figure {figure_id!r} under {runs_root}{of_preset}",
                         where="FIGURE", fix=f"run them first: reproduce.py run {figure_id}"
                         + (f" --preset {preset}" if preset else ""))
-    if figure.kind == "curves":
-        return plot_curves(registry, figure, refs, out_dir)
-    if figure.kind == "bars":
-        return plot_accuracy_bars(registry, figure, refs, out_dir, runs_root=runs_root, preset=preset)
-    if figure.kind == "heatmap":
-        return plot_lambda_heatmaps(registry, figure, refs, out_dir)
-    raise UserError(f"figure kind {figure.kind} not available", where=figure.source,
-                    fix="kinds drawn here: curves, bars, heatmap")
+    return plot(registry, figure, refs, out_dir, runs_root=runs_root, preset=preset)

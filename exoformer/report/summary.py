@@ -1,7 +1,7 @@
 """What `run TABLE` shows when its runs have finished: the table beside the paper's values, and its figures.
 
-For the run verb (exoformer/cli/runs.py) to call after local/inline runs end; torch is imported only
-if a lambda heatmap is drawn, which this never does (only `curves` and `bars` figures of the table).
+For the run verb (exoformer/cli/runs.py) to call after local/inline runs end; draws only the table's
+`curves` and `bars` figures (the others need analysis outputs). Torch-free, like the whole report.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import pandas as pd
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import Registry
 from exoformer.harness.reported import Reported, load_reported
+from exoformer.harness.run_index import pick_run
 from exoformer.harness.tables import TASKS, Table, TableRow
 from exoformer.report import NOT_REPORTED, NOT_RUN
 
@@ -77,18 +78,25 @@ def check_columns(registry: Registry, table: Table) -> None:
                             fix=did_you_mean(column, registry.metrics))
 
 
+@dataclass(kw_only=True, slots=True, frozen=True)
+class _FrameRun:
+    """One run directory that has rows in the long table (a candidate for run_index.pick_run)."""
+
+    hash12: str
+    path: Path
+
+
 def pick_runs(frame: pd.DataFrame, spec: str, current_hash: str | None, notes: list[str]) -> pd.DataFrame:
-    """The rows of one spec from one run directory: the current spec hash if it has results, else the newest."""
+    """The rows of one spec from one run directory: the one run_index.pick_run picks among those with rows."""
     rows = frame[frame["spec"] == spec]
     if rows.empty:
         return rows
-    hashes = list(dict.fromkeys(rows["hash12"]))
-    if current_hash in hashes:
-        return rows[rows["hash12"] == current_hash]
-    newest = max(hashes, key=lambda h: os.stat(rows[rows["hash12"] == h]["run_dir"].iloc[0]).st_mtime)
-    if current_hash is not None:
-        notes.append(f"{spec}: results from run {newest}, not the current spec hash {current_hash} (stale run)")
-    return rows[rows["hash12"] == newest]
+    candidates = [_FrameRun(hash12=h, path=Path(d))
+                  for h, d in dict.fromkeys(zip(rows["hash12"], rows["run_dir"]))]
+    chosen = pick_run(candidates, current_hash12=current_hash)
+    if current_hash is not None and chosen.hash12 != current_hash:
+        notes.append(f"{spec}: results from run {chosen.hash12}, not the current spec hash {current_hash} (stale run)")
+    return rows[rows["run_dir"] == str(chosen.path)]
 
 
 def _value(rows: pd.DataFrame, task: str, metric: str, spec: str, table: Table) -> tuple[float, float | None] | None:

@@ -178,3 +178,43 @@ def test_stage_accepts_a_resolved_registry_spec(tmp_path):
     assert spec.analysis.seq_len == 256 and spec.analysis.n_sequences == 4
     assert set(spec.analysis.probes) <= set(stage.PROBE_OUTPUTS)
     assert isinstance(spec.hash12, str) and spec.train.data == "smoke"
+
+
+@pytest.mark.parametrize("overrides", [{}, {"anchor": "internal", "mix_paths": ("v", "g"), "anchor_norm_paths": (),
+                                            "granularity": "headwise"}])
+def test_stage_writes_the_coefficients_the_lambda_heatmaps_draw(tmp_path, overrides):
+    from exoformer.model import ExoTransformer
+    from exoformer.report.figures import lambda_ratios
+    from exoformer.rundir import RunDir
+
+    config = tiny_config(**overrides)
+    ctx = make_run(tmp_path, config, checkpoint=False, probes=("coefficient_stats",))
+    torch.manual_seed(1)
+    model = ExoTransformer(config)
+    with torch.no_grad():  # distinct values per layer, path and channel, so a mix-up cannot pass
+        for name, param in model.named_parameters():
+            if name.endswith(("coef_anchor", "coef_self")):
+                param.copy_(torch.rand_like(param) + 0.5)
+    save_checkpoint(ctx.run_dir / "checkpoints", 3, {"model": model.state_dict(), "model_config": config.to_dict()},
+                    keep=1)
+    summary = stage.analyse_stage(ctx)
+    run = RunDir(ctx.run_dir)
+    assert summary["coefficients_json"] == run.display(run.coefficients)
+    record = json.loads(run.coefficients.read_text())
+    assert record["mix_paths"] == list(config.mix_paths) and record["granularity"] == config.granularity
+    assert (record["n_layer"], record["dynamic"], record["checkpoint"]) == (2, False, "step_00000003.pt")
+    ratios = lambda_ratios(record)
+    params = dict(model.named_parameters())
+    first = 1 if config.anchor == "internal" else 0
+    for path in "qkvg":
+        if path not in config.mix_paths:
+            assert ratios[path] is None
+            continue
+        for layer in range(config.n_layer):
+            if layer < first:
+                assert record["coefficients"][path][layer] is None and np.isnan(ratios[path][layer]).all()
+                continue
+            anchor = params[f"blocks.{layer}.attn.mix.{path}.coef_anchor"].detach().reshape(-1)
+            own = params[f"blocks.{layer}.attn.mix.{path}.coef_self"].detach().reshape(-1)
+            assert record["coefficients"][path][layer]["anchor"] == pytest.approx(anchor.tolist())
+            assert ratios[path][layer] == pytest.approx((anchor / own).numpy(), rel=1e-6)

@@ -9,6 +9,7 @@ import yaml
 
 from exoformer.harness.registry import Registry
 from exoformer.harness.tables import TASKS
+from exoformer.rundir import Status, run_dir_of
 
 _REGISTRY: Registry | None = None
 
@@ -29,10 +30,10 @@ def make_run(root: Path, spec_name: str, *, preset: str = "450m", accuracies: di
     accuracies: task -> acc (fraction); acc_norm = acc + acc_norm_offset (WinoGrande has acc only).
     """
     spec = registry().resolve(spec_name, preset=preset)
-    run_dir = root / spec_name / spec.hash12
-    (run_dir / "eval").mkdir(parents=True, exist_ok=True)
-    (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
-    (run_dir / "STATUS").write_text(json.dumps({"state": state, "stage": "evaluate"}))
+    run = run_dir_of(root, spec_name, spec.hash12)
+    run.eval_dir.mkdir(parents=True, exist_ok=True)
+    run.spec_file.write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
+    run.write_status(Status(state=state, stage="evaluate"))
     if eval_rows and accuracies is not None:
         rows = []
         for task in TASKS:
@@ -43,16 +44,16 @@ def make_run(root: Path, spec_name: str, *, preset: str = "450m", accuracies: di
             for metric, value in metrics.items():
                 rows.append({"spec": spec_name, "seed": spec.seed, "task": task_prefix + task, "metric": metric,
                              "value": value, "stderr": stderr, "n": 1000})
-        (run_dir / "eval" / "long.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        run.eval_rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
     if ppl is not None:
         rows = [{"spec": spec_name, "seed": spec.seed, "task": "validation", "metric": "ppl", "value": ppl,
                  "stderr": None, "n": 4096}]
-        (run_dir / "eval" / "validation.json").write_text(json.dumps({"val_ppl": ppl, "rows": rows}))
+        run.validation.write_text(json.dumps({"val_ppl": ppl, "rows": rows}))
     if curve is not None:
         lines = [{"kind": "val", "step": i + 1, "tokens": tokens, "val_loss": loss} for i, (tokens, loss)
                  in enumerate(curve)]
-        (run_dir / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return run_dir
+        run.metrics_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return run.path
 
 
 def uniform(acc: float) -> dict[str, float]:

@@ -7,6 +7,7 @@ import pytest
 
 from exoformer.errors import UserError
 from exoformer.report import analysis_plots as ap
+from exoformer.rundir import RunDir, run_dir_of
 
 NO_GATE = "not applicable: the model has no attention gate"
 NO_MIX = "not applicable: the model mixes no projections (anchor 'none')"
@@ -35,13 +36,13 @@ def spikes_json(score, spikes=1, values=2000) -> dict:
 
 
 def make_run(root: Path, name: str, probes: dict | None = None, spikes: dict | None = None) -> Path:
-    run = root / name / "abc123456789"
-    (run / "analysis").mkdir(parents=True)
+    run = RunDir(root / name / "abc123456789")
+    run.analysis_dir.mkdir(parents=True)
     if probes is not None:
-        (run / "analysis" / "probes.json").write_text(json.dumps(probes))
+        run.probes.write_text(json.dumps(probes))
     if spikes is not None:
-        (run / "analysis" / "spikes.json").write_text(json.dumps(spikes))
-    return run
+        run.spikes.write_text(json.dumps(spikes))
+    return run.path
 
 
 def figure(fid: str, *series: str) -> dict:
@@ -100,8 +101,8 @@ def test_no_analysed_run_and_wrong_series_are_errors(tmp_path):
                           [("a", "A", make_run(tmp_path, "a"))], tmp_path / "out")
     with pytest.raises(UserError, match="cannot be drawn"):
         ap.plot_per_layer(figure("x", "val_loss"), [], tmp_path / "out")
-    with pytest.raises(UserError, match="no analysis series"):
-        ap.plot_analysis_figure(figure("x", "analysis.coefficient_stats"), [], tmp_path / "out")
+    with pytest.raises(UserError, match="cannot be drawn"):  # the lambda heatmaps are kind heatmap, not per-layer
+        ap.KIND_PLOTS["per-layer"](figure("x", "analysis.coefficient_stats"), [], tmp_path / "out")
 
 
 def test_every_analysis_figure_writes_png_and_pdf(tmp_path):
@@ -112,7 +113,8 @@ def test_every_analysis_figure_writes_png_and_pdf(tmp_path):
               "similarity-to-embeddings": "analysis.similarity_to_embeddings",
               "massive-activations": "analysis.massive_activation", "layer-similarity": "analysis.layer_similarity"}
     for fid, name in series.items():
-        written = ap.PLOTS[fid](figure(fid, name), runs, tmp_path / "out")
+        kind = "matrix" if fid == "layer-similarity" else "per-layer"
+        written = ap.KIND_PLOTS[kind](figure(fid, name), runs, tmp_path / "out")
         assert [p.name for p in written] == [f"{fid}.png", f"{fid}.pdf"]
         assert written[0].read_bytes().startswith(b"\x89PNG") and written[1].read_bytes().startswith(b"%PDF")
 
@@ -130,9 +132,9 @@ def test_spike_table_sits_beside_the_papers_values(tmp_path):
         ("gated-s42", "not run", "0.0085"),
         ("base-s42", "not enough steps", "not reported"),
         ("extra-s42", "0.0000 (0 spikes)", "not reported")]
-    fig = {"id": "spike-scores", "title": "Spikes", "kind": "bars", "specs": [],
+    fig = {"id": "spike-scores", "title": "Spikes", "kind": "table", "specs": [],
            "series": ["analysis.spike_scores", "grad_norm", "loss"]}
-    written = ap.plot_analysis_figure(fig, runs, tmp_path / "out")
+    written = ap.KIND_PLOTS[fig["kind"]](fig, runs, tmp_path / "out")
     assert [p.name for p in written] == ["spike-scores.png", "spike-scores.pdf", "spike-scores.md"]
     markdown = written[2].read_text()
     assert "| ResFormer | resformer-s42 | 0.0500 (1 spikes) | 0.0000 (0 spikes) | 0.0458 | 2000 |" in markdown
@@ -147,16 +149,17 @@ def test_reported_spike_rows_come_from_reported_yaml():
 
 
 def test_plots_cover_every_declared_analysis_figure():
+    from exoformer.harness.figure_kinds import KINDS, PER_LAYER_PROBES
     from exoformer.harness.registry import Registry
     from exoformer.report import figures
 
-    declared = {fid for fid, fig in Registry().figures.items()
+    declared = {fid: fig for fid, fig in Registry().figures.items()
                 if fig.kind != "heatmap" and any(s.startswith("analysis.") for s in fig.series)}
-    assert declared <= set(ap.PLOTS)
-    assert set(figures.ANALYSIS_KINDS) <= set(ap.PLOTS)
-    for fid in declared:  # each declared series is one this module can draw
-        fig = Registry().figures[fid]
-        assert any(s.removeprefix("analysis.") in ap.PLOTTERS for s in fig.series), fid
+    assert {fig.kind for fig in declared.values()} <= set(ap.KIND_PLOTS)
+    assert set(ap.KIND_PLOTS) <= set(figures.PLOTTERS)
+    assert set(PER_LAYER_PROBES) == set(ap.PER_LAYER)  # the harness's per-layer kind draws what this module can
+    for fid, fig in declared.items():  # each declared series is one its kind's plot can draw
+        assert all(KINDS[fig.kind].accepts(s) for s in fig.series), fid
 
 
 def test_layer_similarity_colour_floor_is_shared_and_rounded():
@@ -168,17 +171,16 @@ def test_layer_similarity_colour_floor_is_shared_and_rounded():
 
 def test_figure_verb_dispatches_to_these_plots(tmp_path):
     """The report engineer's `figure NAME` finds the runs and calls PLOTS with (declaration, runs, out_dir)."""
-    from exoformer.harness.runs import run_dir_for as _run_dir_for
     from exoformer.harness.registry import Registry
     from exoformer.report import figures
 
     registry = Registry()
     for name, gated in (("base-s42", False), ("gated-s42", True)):
         spec = registry.resolve(name, preset="smoke")
-        directory = _run_dir_for(spec, tmp_path / "runs")
-        (directory / "analysis").mkdir(parents=True)
-        (directory / "spec.yaml").write_text(f"name: {name}\nseed: 42\npreset: smoke\neval: {{suite: smoke}}\n")
-        (directory / "analysis" / "probes.json").write_text(json.dumps(probes_json(gated=gated, mixing=False)))
+        run = run_dir_of(tmp_path / "runs", name, spec.hash12)
+        run.analysis_dir.mkdir(parents=True)
+        run.spec_file.write_text(f"name: {name}\nseed: 42\npreset: smoke\neval: {{suite: smoke}}\n")
+        run.probes.write_text(json.dumps(probes_json(gated=gated, mixing=False)))
     written = figures.draw(registry, "gate-sparsity", runs_root=tmp_path / "runs", out_dir=tmp_path / "fig",
                            preset="smoke")
     assert [p.name for p in written] == ["gate-sparsity.png", "gate-sparsity.pdf"]

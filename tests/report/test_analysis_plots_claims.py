@@ -1,13 +1,14 @@
-"""The `claims` verb: the paper's mechanistic claims beside numbers read from runs' analysis/long.jsonl."""
+"""The `claims` verb: the paper's mechanistic claims (experiments/claims.yaml) beside the runs' analysis rows."""
 
 import json
 
 import pytest
 
 from exoformer.cli import main
-from exoformer.harness.runs import run_dir_for as _run_dir_for
 from exoformer.harness.registry import Registry
 from exoformer.report import claims
+from exoformer.report.collect import collect
+from exoformer.rundir import run_dir_of
 
 
 @pytest.fixture(scope="module")
@@ -16,15 +17,12 @@ def registry():
 
 
 def write_rows(registry, root, name, hash12=None, preset="smoke", **metrics):
-    directory = _run_dir_for(registry.resolve(name, preset="smoke"), root)
-    if hash12:  # a run made with --set overrides: another hash
-        directory = directory.parent / hash12
-    directory.mkdir(parents=True)
-    (directory / "spec.yaml").write_text(f"name: {name}\npreset: {preset}\n")
-    directory = directory / "analysis"
-    directory.mkdir()
+    # hash12 given: a run made with --set overrides, at another hash
+    run = run_dir_of(root, name, hash12 or registry.resolve(name, preset="smoke").hash12)
+    run.analysis_dir.mkdir(parents=True)
+    run.spec_file.write_text(f"name: {name}\npreset: {preset}\n")
     rows = [{"task": "analysis", "metric": k, "value": v, "stderr": None, "n": 1024} for k, v in metrics.items()]
-    (directory / "long.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run.analysis_rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 def test_claims_compare_runs_with_the_paper(registry, tmp_path):
@@ -34,7 +32,8 @@ def test_claims_compare_runs_with_the_paper(registry, tmp_path):
     write_rows(registry, tmp_path, "e-exoformer-s1337", "aaaaaaaaaaaa", first_token_attention_layer_mean=0.3,
                token_similarity_max=0.8)
     write_rows(registry, tmp_path, "e-nuresformer-s42", "bbbbbbbbbbbb", preset="450m", pca_final_anchor_removed=9)
-    table = {c.claim.split(":")[0]: c for c in claims.build_claims(registry, preset="smoke", runs_dir=str(tmp_path))}
+    built = claims.build_claims(registry, collect(tmp_path, preset="smoke"), preset="smoke")
+    table = {c.claim.split(":")[0]: c for c in built}
     sink = table["attention sink"]
     assert sink.paper == "~2x" and sink.ours == "2.00x (0.5000 / 0.2500)"  # ExoFormer = mean over its 2 seeds
     assert "e-exoformer-s42, e-exoformer-s1337" in sink.runs
@@ -53,10 +52,10 @@ def test_claims_verb_prints_not_run_without_runs(tmp_path, capsys):
 
 
 def test_a_broken_row_file_is_a_one_line_error(registry, tmp_path, capsys):
-    directory = _run_dir_for(registry.resolve("gated-s42", preset="smoke"), tmp_path)
-    (directory / "analysis").mkdir(parents=True)
-    (directory / "spec.yaml").write_text("name: gated-s42\npreset: smoke\n")
-    (directory / "analysis" / "long.jsonl").write_text("{not json\n")
+    run = run_dir_of(tmp_path, "gated-s42", registry.resolve("gated-s42", preset="smoke").hash12)
+    run.analysis_dir.mkdir(parents=True)
+    run.spec_file.write_text("name: gated-s42\npreset: smoke\n")
+    run.analysis_rows.write_text("{not json\n")
     assert main(["claims", "--preset", "smoke", "--runs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "long.jsonl:1: not a JSON line" in err and err.count("\n") == 1

@@ -1,4 +1,4 @@
-"""`figure`: PNG + PDF from synthetic run directories; data-efficiency ratios; lambda ratios; dispatch."""
+"""`figure`: PNG + PDF from synthetic run directories; data-efficiency ratios; lambda ratios; dispatch by kind."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import math
 import sys
 from pathlib import Path
 
+import shutil
+
 import pytest
-import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -16,8 +17,11 @@ from synthetic import make_run, registry, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
 from exoformer.errors import UserError  # noqa: E402
+from exoformer.harness.figure_kinds import KINDS, check_figure_kinds  # noqa: E402
+from exoformer.harness.registry import REPO_ROOT, Registry  # noqa: E402
+from exoformer.harness.tables import FIGURE_KINDS  # noqa: E402
 from exoformer.report import figures  # noqa: E402
-from exoformer.train.checkpoint import save_checkpoint  # noqa: E402
+from exoformer.rundir import RunDir  # noqa: E402
 
 ROWS = ("base", "gated", "resformer", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer")
 
@@ -59,25 +63,24 @@ def test_curves_and_bars_written_as_png_and_pdf(tmp_path, capsys):
 
 
 def _lambda_run(root: Path, spec: str, *, mix_paths, granularity="elementwise", anchor="h0") -> Path:
+    """A run whose analyse stage wrote its coefficients: coef_anchor = 0.5 (layer + 1), coef_self = 0.5."""
     n_layer, n_head, d_model = 3, 2, 8
     run_dir = make_run(root, spec, preset="smoke", accuracies=None, ppl=None, state="RUNNING")
-    shape = {"elementwise": (n_head, d_model // n_head), "headwise": (n_head,), "scalar": ()}[granularity]
+    width = {"elementwise": d_model, "headwise": n_head, "scalar": 1}[granularity]
     first = 1 if anchor == "internal" else 0
-    state = {}
-    for layer in range(first, n_layer):
-        for path in mix_paths:
-            state[f"blocks.{layer}.attn.mix.{path}.coef_anchor"] = torch.full(shape, 0.5 * (layer + 1))
-            state[f"blocks.{layer}.attn.mix.{path}.coef_self"] = torch.full(shape, 0.5)
-    config = {"n_layer": n_layer, "n_head": n_head, "d_model": d_model, "mix_paths": list(mix_paths),
-              "granularity": granularity, "dynamic": False, "anchor": anchor}
-    save_checkpoint(run_dir / "checkpoints", 10, {"model": state, "model_config": config}, keep=1)
+    per_path = {path: [None if layer < first else {"anchor": [0.5 * (layer + 1)] * width, "self": [0.5] * width}
+                       for layer in range(n_layer)] for path in mix_paths}
+    record = {"n_layer": n_layer, "n_head": n_head, "d_model": d_model, "mix_paths": list(mix_paths),
+              "granularity": granularity, "dynamic": False, "anchor": anchor, "coefficients": per_path}
+    run = RunDir(run_dir)
+    run.analysis_dir.mkdir(parents=True, exist_ok=True)
+    run.coefficients.write_text(json.dumps(record))
     return run_dir
 
 
 def test_lambda_ratios_shapes_nan_rows_and_unmixed_paths(tmp_path):
     run_dir = _lambda_run(tmp_path, "e-nuresformer-vg-s42", mix_paths=("v", "g"), anchor="internal")
-    state = torch.load(next((run_dir / "checkpoints").glob("*.pt")), weights_only=True)
-    ratios = figures.lambda_ratios(state["model"], state["model_config"])
+    ratios = figures.lambda_ratios(json.loads(RunDir(run_dir).coefficients.read_text()))
     assert ratios["q"] is None and ratios["k"] is None
     v = ratios["v"]
     assert v.shape == (3, 8)
@@ -85,15 +88,31 @@ def test_lambda_ratios_shapes_nan_rows_and_unmixed_paths(tmp_path):
     assert v[2, 0] == pytest.approx(3.0)
 
 
+def test_lambda_ratios_reject_a_record_of_the_wrong_width(tmp_path):
+    run = RunDir(_lambda_run(tmp_path, "e-exoformer-s42", mix_paths=("v",)))
+    record = json.loads(run.coefficients.read_text())
+    record["granularity"] = "headwise"  # 8 values per layer where headwise has 2
+    with pytest.raises(UserError, match="expected 2 \\(headwise\\)"):
+        figures.lambda_ratios(record, where=str(run.coefficients))
+
+
 def test_lambda_heatmaps_written_for_each_run(tmp_path):
     runs = tmp_path / "runs"
     _lambda_run(runs, "e-exoformer-s42", mix_paths=("q", "k", "v", "g"))
     _lambda_run(runs, "h-exoformer-s42", mix_paths=("q", "k", "v", "g"), granularity="headwise")
     _lambda_run(runs, "s-exoformer-s42", mix_paths=("v", "g"), granularity="scalar")
+    make_run(runs, "e-nuresformer-s42", preset="smoke", accuracies=None, ppl=None, state="RUNNING")  # not analysed
     written = figures.draw(registry(), "lambda-heatmaps", runs_root=runs, out_dir=tmp_path / "f", preset="smoke")
     names = sorted(p.name for p in written)
     assert names == sorted(f"lambda-heatmaps-{s}-s42.{x}" for s in ("e-exoformer", "h-exoformer", "s-exoformer")
                            for x in ("png", "pdf"))
+
+
+def test_lambda_heatmaps_without_analysed_runs_are_a_one_line_error(tmp_path):
+    make_run(tmp_path, "e-exoformer-s42", preset="smoke", accuracies=None, ppl=None, state="RUNNING")
+    with pytest.raises(UserError, match="none of its runs has analysed coefficients") as err:
+        figures.draw(registry(), "lambda-heatmaps", runs_root=tmp_path, out_dir=tmp_path / "f", preset="smoke")
+    assert "\n" not in str(err.value)
 
 
 def test_colour_limits_are_percentiles_of_finite_values():
@@ -112,21 +131,66 @@ def test_figure_without_runs_and_unknown_figure_are_one_line_errors(tmp_path):
         figures.draw(registry(), "val-loss-tabel1", runs_root=tmp_path, out_dir=tmp_path / "f")
 
 
-def test_analysis_kinds_dispatch_to_analysis_plots(tmp_path, monkeypatch):
+def test_figures_dispatch_on_their_kind(tmp_path, monkeypatch):
     calls = []
 
-    class Fake:
-        @staticmethod
-        def plot_attention_sink(declaration, runs, out_dir):
-            calls.append((declaration["id"], [r[0] for r in runs], out_dir))
-            return []
+    def fake_per_layer(declaration, runs, out_dir):
+        calls.append((declaration["id"], [r[0] for r in runs], out_dir))
+        return []
 
-    monkeypatch.setitem(sys.modules, "exoformer.report.analysis_plots", Fake)
+    monkeypatch.setitem(figures.PLOTTERS, "per-layer", figures._analysis_plot(fake_per_layer))
     make_run(tmp_path, "base-s42", preset="smoke", accuracies=uniform(0.3))
     figures.draw(registry(), "attention-sink", runs_root=tmp_path, out_dir=tmp_path / "f", preset="smoke")
     assert calls == [("attention-sink", ["base-s42"], tmp_path / "f")]
-    with pytest.raises(UserError, match="figure kind token-similarity not available"):
+    monkeypatch.delitem(figures.PLOTTERS, "per-layer")
+    with pytest.raises(UserError, match="figure kind per-layer not available"):
         figures.draw(registry(), "token-similarity", runs_root=tmp_path, out_dir=tmp_path / "f", preset="smoke")
+
+
+def _registry_copy(tmp_path: Path, *replacements: tuple[str, str]) -> Registry:
+    directory = tmp_path / "experiments"
+    shutil.copytree(REPO_ROOT / "experiments", directory)
+    path = directory / "figures.yaml"
+    text = path.read_text()
+    for old, new in replacements:
+        assert old in text
+        text = text.replace(old, new, 1)
+    path.write_text(text)
+    return Registry(directory)
+
+
+def test_a_renamed_figure_still_draws(tmp_path):
+    reg = _registry_copy(tmp_path, ("  val-loss-table1:\n", "  loss-over-tokens:\n"),
+                         ("  spike-scores:\n", "  instability:\n"))
+    runs = tmp_path / "runs"
+    for i, row in enumerate(("base", "gated")):
+        run = RunDir(make_run(runs, f"{row}-s42", preset="smoke", accuracies=uniform(0.3), curve=_curve(1 + i)))
+        run.analysis_dir.mkdir()
+        series = {"score_pct": 0.01, "spikes": 1, "values": 2000}
+        run.spikes.write_text(json.dumps({"grad_norm": series, "loss": series}))
+    written = figures.draw(reg, "loss-over-tokens", runs_root=runs, out_dir=tmp_path / "f", preset="smoke")
+    assert {p.name for p in written} == {"loss-over-tokens.png", "loss-over-tokens.pdf",
+                                         "loss-over-tokens.ratios.json"}
+    written = figures.draw(reg, "instability", runs_root=runs, out_dir=tmp_path / "f", preset="smoke")
+    assert [p.name for p in written] == ["instability.png", "instability.pdf", "instability.md"]
+    assert "| Gated Attention | gated-s42 | 0.0100 (1 spikes) |" in written[2].read_text()
+
+
+def test_validate_rejects_a_kind_that_cannot_draw_its_series(tmp_path, capsys):
+    old = '    kind: table\n    specs: [table:spike-scores]'
+    reg = _registry_copy(tmp_path, (old, old.replace("table\n", "bars\n", 1)))
+    with pytest.raises(UserError) as err:
+        check_figure_kinds(reg)
+    assert "figure 'spike-scores': kind 'bars'" in str(err.value) and "'analysis.spike_scores'" in str(err.value)
+    assert "use kind table" in str(err.value) and "figures.yaml:" in str(err.value)
+    assert main(["validate", "--registry", str(tmp_path / "experiments")]) == 2
+    assert "cannot draw series 'analysis.spike_scores'" in capsys.readouterr().err
+
+
+def test_every_kind_has_a_plotter_and_every_declared_kind_is_honest():
+    assert set(figures.PLOTTERS) == set(KINDS) == set(FIGURE_KINDS)
+    check_figure_kinds(registry())
+    assert registry().figures["spike-scores"].kind == "table"
 
 
 def test_report_table_gives_the_table_and_its_curve_and_bar_figures(tmp_path):

@@ -1,0 +1,101 @@
+"""The runs under a runs root, by spec, and the one rule that picks the run a spec's results come from.
+
+A spec can have several run directories: its current hash, and older ones (runs made with `--set`
+overrides, or before a registry edit changed its config). Tables, figures and claims all ask `pick_run`
+which one to read, so they never disagree about it. Torch-free; reads run directories through RunDir only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+import yaml
+
+from exoformer.errors import UserError
+from exoformer.rundir import RunDir, iter_run_dirs
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class RunInfo:
+    """Identity and state of one run directory, as its spec file and status record say."""
+
+    run: RunDir
+    spec: str
+    seed: int
+    preset: str
+    hash12: str
+    suite: str
+    state: str | None
+    """Status state (PENDING, RUNNING, SUCCEEDED, FAILED, INTERRUPTED, DAMAGED); None without a status record."""
+
+    @property
+    def path(self) -> Path:
+        return self.run.path
+
+    @property
+    def has_eval(self) -> bool:
+        return any(p.is_file() for p in (self.run.eval_rows, self.run.analysis_rows, self.run.validation))
+
+
+class HasRunDir(Protocol):
+    """What pick_run needs of a candidate: its hash and its directory."""
+
+    @property
+    def hash12(self) -> str: ...
+
+    @property
+    def path(self) -> Path: ...
+
+
+Candidate = TypeVar("Candidate", bound=HasRunDir)
+
+
+def read_run_info(run: RunDir) -> RunInfo:
+    """The RunInfo of one run directory; a damaged spec file is a UserError naming it."""
+    spec_file = run.spec_file
+    try:
+        data = yaml.safe_load(spec_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise UserError(f"the run's spec file cannot be read ({err.__class__.__name__})", where=str(spec_file),
+                        fix="the run directory is damaged: re-run it with --force") from None
+    if not isinstance(data, dict) or "name" not in data:
+        raise UserError("the run's spec file has no name", where=str(spec_file),
+                        fix="the run directory is damaged: re-run it with --force")
+    status = run.read_status()
+    seed = data.get("seed", 0)
+    return RunInfo(run=run, spec=str(data["name"]), seed=int(seed) if isinstance(seed, int) else 0,
+                   preset=str(data.get("preset", "")), hash12=run.path.name,
+                   suite=str((data.get("eval") or {}).get("suite", "")),
+                   state=None if status is None else status.state)
+
+
+def find_runs(runs_root: str | os.PathLike, *, preset: str | None = None) -> list[RunInfo]:
+    """Every run directory under `runs_root` (optionally of one preset), in path order."""
+    runs = [read_run_info(run) for run in iter_run_dirs(runs_root)]
+    return [r for r in runs if preset is None or r.preset == preset]
+
+
+def pick_run(candidates: Sequence[Candidate], *, current_hash12: str | None) -> Candidate | None:
+    """The run a spec's results are read from, among `candidates` (runs of that spec and preset).
+
+    The run of the spec's current hash when it is a candidate; else the newest by directory mtime (the
+    most recently written results; the first in order on a tie); None without candidates.
+    """
+    for run in candidates:
+        if run.hash12 == current_hash12:
+            return run
+    if not candidates:
+        return None
+    return max(candidates, key=lambda run: Path(run.path).stat().st_mtime)
+
+
+def runs_by_spec(runs: Sequence[RunInfo]) -> dict[tuple[str, str], list[RunInfo]]:
+    """(spec name, preset) -> its runs, in the given order."""
+    out: dict[tuple[str, str], list[RunInfo]] = {}
+    for run in runs:
+        out.setdefault((run.spec, run.preset), []).append(run)
+    return out

@@ -1,0 +1,102 @@
+"""experiments/claims.yaml: the claims are data, parsed strictly, checked against the tables they read."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from exoformer.cli import main
+from exoformer.errors import UserError
+from exoformer.harness.claims_schema import check_claims
+from exoformer.harness.registry import REPO_ROOT, Registry
+from exoformer.report import claims
+from exoformer.report.collect import collect
+from exoformer.rundir import run_dir_of
+
+SINK = "    paper: [{table: claims, row: exoformer, column: attention_sink_ratio_vs_gated}]\n"
+
+
+def registry_with(tmp_path: Path, old: str, new: str) -> Path:
+    directory = tmp_path / "experiments"
+    if not directory.exists():
+        shutil.copytree(REPO_ROOT / "experiments", directory)
+    path = directory / "claims.yaml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return directory
+
+
+def line_of(directory: Path, text: str) -> int:
+    return next(i for i, line in enumerate((directory / "claims.yaml").read_text().splitlines(), 1) if text in line)
+
+
+def test_the_declared_claims_are_the_papers_four():
+    registry = Registry()
+    check_claims(registry)
+    assert list(registry.claims) == ["attention-sink", "over-smoothing", "pca-final-anchor-removed",
+                                     "pca-mean-self-removed"]
+    sink = registry.claims["attention-sink"]
+    assert sink.compare == "ratio" and [(r.table, r.row) for r in sink.reads] == [("table1", "gated"),
+                                                                                  ("claims", "exoformer")]
+
+
+def test_an_unknown_key_is_a_one_line_error_with_file_and_line(tmp_path):
+    directory = registry_with(tmp_path, "    approximate: true\n", "    aproximate: true\n")
+    with pytest.raises(UserError) as err:
+        Registry(directory)
+    text = str(err.value)
+    assert "unknown key 'aproximate' in claim 'attention-sink'" in text and "did you mean 'approximate'" in text
+    assert f"claims.yaml:{line_of(directory, 'aproximate')}:" in text and "\n" not in text
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("    compare: ratio\n", "    compare: quotient\n", "compare must be one of value, ratio, versus"),
+    ("    compare: ratio\n", "    compare: value\n", "compare value takes 1 reads, got 2"),
+    ("    format: percent\n", "    format: percentage\n", "format must be number or percent"),
+    ("    approximate: true\n", "    approximate: yes please\n", "approximate must be true or false"),
+    (SINK, "    paper: [{table: claims, row: exoformer, col: attention_sink_ratio_vs_gated}]\n", "unknown key 'col'"),
+    (SINK, "    paper: [{value: about two}]\n", "value must be a number"),
+])
+def test_malformed_claims_are_one_line_errors(tmp_path, old, new, message):
+    with pytest.raises(UserError, match=message) as err:
+        Registry(registry_with(tmp_path, old, new))
+    assert "claims.yaml:" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("row: gated, metric", "row: gatd, metric", "table 'table1' has no row 'gatd'"),
+    ("metric: token_similarity_max, label", "metric: token_similarity_maxx, label", "unknown metric"),
+    ("column: attention_sink_ratio_vs_gated", "column: attention_sink", "has no column 'attention_sink'"),
+    ("{table: table1, row: gated", "{table: table7, row: gated", "unknown table 'table7'"),
+])
+def test_claims_naming_what_does_not_exist_fail_validate_and_the_verb(tmp_path, capsys, old, new, message):
+    directory = registry_with(tmp_path, old, new)
+    with pytest.raises(UserError, match=message):
+        check_claims(Registry(directory))
+    assert main(["claims", "--registry", str(directory), "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_validate_checks_the_claims(tmp_path, capsys):
+    directory = registry_with(tmp_path, "row: gated, metric", "row: gatd, metric")
+    assert main(["validate", "--registry", str(directory)]) == 2
+    assert "claim 'attention-sink': table 'table1' has no row 'gatd'" in capsys.readouterr().err
+
+
+def test_a_literal_paper_value_and_a_renamed_claim(tmp_path):
+    directory = registry_with(tmp_path, SINK, "    paper: [{value: 3.5, source: test}]\n")
+    registry_with(tmp_path, "  over-smoothing:\n", "  smoothing:\n")
+    registry = Registry(directory)
+    run = run_dir_of(tmp_path / "runs", "e-exoformer-s42", registry.resolve("e-exoformer-s42", preset="smoke").hash12)
+    run.analysis_dir.mkdir(parents=True)
+    run.spec_file.write_text("name: e-exoformer-s42\npreset: smoke\n")
+    row = {"task": "analysis", "metric": "token_similarity_max", "value": 0.5}
+    run.analysis_rows.write_text(json.dumps(row) + "\n")
+    table = {c.claim.split(":")[0]: c for c in claims.build_claims(registry, collect(tmp_path / "runs"),
+                                                                    preset="smoke")}
+    assert table["attention sink"].paper == "~3.5x" and table["attention sink"].ours == "not run"
+    assert table["over-smoothing"].ours == "50.0%" and table["over-smoothing"].runs == "ExoFormer: e-exoformer-s42"
