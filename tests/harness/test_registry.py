@@ -167,8 +167,3 @@ def test_reproduce_py_entry_point_exit_codes():
     assert bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
 
 
-def test_smoke_preset_agrees_with_the_training_engineers_smoke_recipe(registry):
-    smoke_module = pytest.importorskip("exoformer.train.smoke")
-    spec = registry.resolve("base-s42", preset="smoke")
-    for key, value in smoke_module.SMOKE_TRAIN.items():
-        assert getattr(spec.train, key) == value, key

@@ -6,7 +6,7 @@ import numpy as np
 from exoformer.data.shards import write_shard
 from exoformer.harness.registry import DEFAULT_REGISTRY, Registry
 from exoformer.train.__main__ import build_configs, main, parse_args
-from exoformer.train.smoke import smoke_train_fields
+from exoformer.harness.smoke_recipe import smoke_train_fields
 
 TINY = ["--variant", "e-exoformer", "--shape", "tiny", "--steps", "3", "--batch-tokens", "128", "--seq-len", "32"]
 

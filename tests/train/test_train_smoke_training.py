@@ -10,7 +10,7 @@ from exoformer.data.shards import find_shards, read_shard
 from exoformer.model import variant_config
 from exoformer.train.config import TrainConfig
 from exoformer.train.loop import train
-from exoformer.train.smoke import SMOKE_TRAIN
+from exoformer.harness.smoke_recipe import smoke_train_fields
 
 
 def unigram_entropy_nats(data_dir) -> float:
@@ -24,7 +24,7 @@ def unigram_entropy_nats(data_dir) -> float:
 def test_smoke_shape_learns_the_smoke_corpus(tmp_path):
     data = resolve_data("smoke")
     entropy = unigram_entropy_nats(data)
-    recipe = TrainConfig(**(SMOKE_TRAIN | dict(steps=60, val_every=30, checkpoint_every=60)))
+    recipe = TrainConfig(**(smoke_train_fields() | dict(steps=60, val_every=30, checkpoint_every=60)))
     result = train(variant_config("gated", "smoke"), recipe, tmp_path)
     assert result.step == 60 and not result.interrupted
     vals = [json.loads(line)["val_loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()

@@ -9,24 +9,16 @@ from __future__ import annotations
 import os
 
 from exoformer.errors import UserError
+from exoformer.harness.registry import Registry
 
 SMOKE_PRESET = "smoke"
 
 
 def smoke_train_fields(registry: str | os.PathLike | None = None) -> dict:
     """TrainConfig fields the smoke preset sets (a fresh dict); `registry` as for Registry (default: experiments/)."""
-    from exoformer.harness.registry import Registry
-
     reg = Registry(registry)
     preset = reg.presets.get(SMOKE_PRESET)
     if preset is None:
         raise UserError(f"the registry has no {SMOKE_PRESET!r} preset", where=str(reg.directory),
                         fix="add a `smoke:` preset to its presets.yaml (or unset $EXOFORMER_REGISTRY)")
     return {key.split(".", 1)[1]: entry.value for key, entry in preset.layer.items() if key.startswith("train.")}
-
-
-def __getattr__(name: str) -> dict:
-    """`SMOKE_TRAIN`: the same fields, read when asked for (kept for callers that import the name)."""
-    if name == "SMOKE_TRAIN":
-        return smoke_train_fields()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
