@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from exoformer.errors import UserError
@@ -43,6 +44,9 @@ def add_reading(parser: argparse.ArgumentParser) -> None:
     """The reading verbs (table, diff, figure, claims): which runs to read and where."""
     add_registry(parser)
     add_preset(parser, reading=True)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="read the variant run with these overrides (its hash), e.g. --set train.steps=30 "
+                             "(repeatable; default: each spec's current run)")
     add_runs_dir(parser)
 
 
@@ -54,6 +58,23 @@ def registry(args: argparse.Namespace) -> Registry:
 
 def runs_root(args: argparse.Namespace) -> Path:
     return runs.runs_root(args.runs_dir)
+
+
+def existing_runs_root(args: argparse.Namespace, *, default_may_be_missing: bool = False) -> Path:
+    """The runs root of a verb that reads runs: one that does not exist is an error (a typo would otherwise
+    read as "not run" everywhere). `default_may_be_missing`: the default root of a fresh clone is fine."""
+    root = runs_root(args)
+    if root.is_dir():
+        return root
+    if root.exists():
+        raise UserError(f"runs root {root} is a file, not a directory", where="--runs-dir",
+                        fix="name the directory that holds the run directories")
+    named = args.runs_dir is not None or bool(os.environ.get(runs.RUNS_ENV))
+    if default_may_be_missing and not named:
+        return root
+    where = "--runs-dir" if args.runs_dir is not None else (f"${runs.RUNS_ENV}" if named else str(root))
+    raise UserError(f"runs root {root} does not exist", where=where,
+                    fix="name the directory that holds the runs (--runs-dir DIR), or run something first")
 
 
 class Verb:

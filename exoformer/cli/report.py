@@ -6,20 +6,48 @@ import argparse
 
 from exoformer.cli import options
 
+TABLE_FORMATS = ("md", "latex", "csv", "long")
+
+
+def _read(args: argparse.Namespace, check=None):
+    """(registry, existing runs root, long frame) of a reading verb: the runs of --preset, checkpoints filed
+    under their rows. `check(registry)` first: a wrong target is reported before a missing runs root."""
+    from exoformer.report.collect import collect
+
+    registry = options.registry(args)
+    if check is not None:
+        check(registry)
+    root = options.existing_runs_root(args)
+    return registry, root, collect(root, preset=args.preset, registry=registry)
+
+
+def _table_check(table_id: str):
+    def check(registry) -> None:
+        from exoformer.errors import UserError, did_you_mean
+
+        if table_id not in registry.tables:
+            raise UserError(f"unknown table {table_id!r}", where="TABLE", fix=did_you_mean(table_id, registry.tables))
+
+    return check
+
 
 def table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("table", metavar="TABLE", help="table id (see `reproduce.py list`)")
-    parser.add_argument("--format", default="md", choices=("md", "latex", "csv"), help="output format (default md)")
-    parser.add_argument("--out", default=None, metavar="DIR", help="write DIR/TABLE.{md,tex,csv} instead of stdout")
+    parser.add_argument("--format", default="md", choices=TABLE_FORMATS,
+                        help="md, latex, csv (the same table as md: one line per model) or long (one line per "
+                             "cell and source); default md")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="write DIR/TABLE.{md,tex,csv,long.csv} instead of stdout")
     options.add_reading(parser)
 
 
 def table_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.collect import collect
-    from exoformer.report.tables import build_table, render, write_table
+    from exoformer.report.tables import build_table, check_out_dir, render, write_table
 
-    registry, root = options.registry(args), options.runs_root(args)
-    built = build_table(registry, args.table, collect(root, preset=args.preset), preset=args.preset, runs_root=root)
+    if args.out:
+        check_out_dir(args.out)
+    registry, root, frame = _read(args, _table_check(args.table))
+    built = build_table(registry, args.table, frame, preset=args.preset, runs_root=root, overrides=args.overrides)
     text = render(built, args.format)
     if args.out:
         print(f"wrote {write_table(text, args.table, args.format, args.out)}")
@@ -34,12 +62,11 @@ def diff_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def diff_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.collect import collect
     from exoformer.report.diff import diff_table, exit_code, render_diff
     from exoformer.report.tables import build_table
 
-    registry, root = options.registry(args), options.runs_root(args)
-    built = build_table(registry, args.target, collect(root, preset=args.preset), preset=args.preset, runs_root=root)
+    registry, root, frame = _read(args, _table_check(args.target))
+    built = build_table(registry, args.target, frame, preset=args.preset, runs_root=root, overrides=args.overrides)
     result = diff_table(built)
     print(render_diff(result), end="")
     return exit_code(result)
@@ -53,9 +80,17 @@ def figure_arguments(parser: argparse.ArgumentParser) -> None:
 
 def figure_verb(args: argparse.Namespace) -> int:
     from exoformer.report.figures import draw
+    from exoformer.report.tables import check_out_dir
 
-    for path in draw(options.registry(args), args.figure, runs_root=options.runs_root(args), out_dir=args.out,
-                     preset=args.preset):
+    check_out_dir(args.out)
+    registry = options.registry(args)
+    if args.figure not in registry.figures:
+        from exoformer.errors import UserError, did_you_mean
+
+        raise UserError(f"unknown figure {args.figure!r}", where="FIGURE", fix=did_you_mean(args.figure,
+                                                                                             registry.figures))
+    for path in draw(registry, args.figure, runs_root=options.existing_runs_root(args),
+                     out_dir=args.out, preset=args.preset, overrides=args.overrides):
         print(f"wrote {path}")
     return 0
 
@@ -65,11 +100,11 @@ def claims_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def claims_verb(args: argparse.Namespace) -> int:
+    from exoformer.harness.claims_schema import check_claims
     from exoformer.report.claims import build_claims, render_markdown
-    from exoformer.report.collect import collect
 
-    claims = build_claims(options.registry(args), collect(options.runs_root(args), preset=args.preset),
-                          preset=args.preset)
+    registry, _, frame = _read(args, check_claims)
+    claims = build_claims(registry, frame, preset=args.preset, overrides=args.overrides)
     print(render_markdown(claims, preset=args.preset), end="")
     return 0
 
@@ -78,7 +113,7 @@ VERBS = [
     options.Verb("table", "rebuild a table of the paper from the runs, beside the reported values",
                  table_arguments, table_verb),
     options.Verb("diff", "compare reproduced and reported values of a table (exit 1 when a cell is outside "
-                 "tolerance)", diff_arguments, diff_verb),
+                 "tolerance or nothing could be compared)", diff_arguments, diff_verb),
     options.Verb("figure", "draw a figure of the paper from the runs (PNG and PDF)", figure_arguments, figure_verb),
     options.Verb("claims", "the paper's mechanistic claims (attention sink, over-smoothing, appendix C) beside our "
                  "measurements", claims_arguments, claims_verb),

@@ -18,6 +18,10 @@ import yaml
 from exoformer.errors import UserError
 from exoformer.rundir import RunDir, iter_run_dirs
 
+OURS, CHECKPOINT = "ours", "checkpoint"
+SOURCES = (OURS, CHECKPOINT)
+"""Where a run's weights come from; the paper's own numbers are the third source, "paper" (reported.yaml)."""
+
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class RunInfo:
@@ -31,6 +35,12 @@ class RunInfo:
     suite: str
     state: str | None
     """Status state (PENDING, RUNNING, SUCCEEDED, FAILED, INTERRUPTED, DAMAGED); None without a status record."""
+    source: str = OURS
+    """"ours" (we trained it) or "checkpoint" (someone's trained checkpoint evaluated by us as a table row)."""
+    as_row: str | None = None
+    """For a checkpoint run: the table row it stands for (spec file key `as_row`)."""
+    table: str | None = None
+    """For a checkpoint run: the table that row belongs to (spec file key `table`)."""
 
     @property
     def path(self) -> Path:
@@ -54,8 +64,8 @@ class HasRunDir(Protocol):
 Candidate = TypeVar("Candidate", bound=HasRunDir)
 
 
-def read_run_info(run: RunDir) -> RunInfo:
-    """The RunInfo of one run directory; a damaged spec file is a UserError naming it."""
+def read_run_spec(run: RunDir) -> dict:
+    """The run's spec file as a mapping; a damaged one is a UserError naming it."""
     spec_file = run.spec_file
     try:
         data = yaml.safe_load(spec_file.read_text(encoding="utf-8"))
@@ -65,12 +75,43 @@ def read_run_info(run: RunDir) -> RunInfo:
     if not isinstance(data, dict) or "name" not in data:
         raise UserError("the run's spec file has no name", where=str(spec_file),
                         fix="the run directory is damaged: re-run it with --force")
+    return data
+
+
+def read_run_info(run: RunDir) -> RunInfo:
+    """The RunInfo of one run directory; a damaged spec file is a UserError naming it."""
+    data = read_run_spec(run)
     status = run.read_status()
     seed = data.get("seed", 0)
+    source = str(data.get("source") or OURS)
+    if source not in SOURCES:
+        raise UserError(f"the run's spec file says source {source!r}", where=str(run.spec_file),
+                        fix=f"source is one of {', '.join(SOURCES)} (absent = {OURS})")
     return RunInfo(run=run, spec=str(data["name"]), seed=int(seed) if isinstance(seed, int) else 0,
                    preset=str(data.get("preset", "")), hash12=run.path.name,
                    suite=str((data.get("eval") or {}).get("suite", "")),
-                   state=None if status is None else status.state)
+                   state=None if status is None else status.state, source=source,
+                   as_row=None if data.get("as_row") is None else str(data["as_row"]),
+                   table=None if data.get("table") is None else str(data["table"]))
+
+
+def recorded_overrides(run: RunDir) -> list[str]:
+    """The `--set KEY=VALUE` overrides of the command that created the run (its provenance), in order.
+
+    They tell a deliberate variant of a spec (run with --set) from a stale run (the spec's definition
+    changed since); a run without a recorded command has none.
+    """
+    command = run.read_provenance().get("command")
+    if not isinstance(command, list):
+        return []
+    words = [str(w) for w in command]
+    out = []
+    for i, word in enumerate(words):
+        if word == "--set" and i + 1 < len(words):
+            out.append(words[i + 1])
+        elif word.startswith("--set="):
+            out.append(word[len("--set="):])
+    return out
 
 
 def find_runs(runs_root: str | os.PathLike, *, preset: str | None = None) -> list[RunInfo]:
@@ -79,16 +120,17 @@ def find_runs(runs_root: str | os.PathLike, *, preset: str | None = None) -> lis
     return [r for r in runs if preset is None or r.preset == preset]
 
 
-def pick_run(candidates: Sequence[Candidate], *, current_hash12: str | None) -> Candidate | None:
+def pick_run(candidates: Sequence[Candidate], *, current_hash12: str | None, exact: bool = False) -> Candidate | None:
     """The run a spec's results are read from, among `candidates` (runs of that spec and preset).
 
-    The run of the spec's current hash when it is a candidate; else the newest by directory mtime (the
-    most recently written results; the first in order on a tie); None without candidates.
+    The run of the spec's current hash when it is a candidate; else (unless `exact`: a reading verb given
+    `--set` asks for that one variant only) the newest by directory mtime (the most recently written
+    results; the first in order on a tie); None without candidates.
     """
     for run in candidates:
         if run.hash12 == current_hash12:
             return run
-    if not candidates:
+    if not candidates or exact:
         return None
     return max(candidates, key=lambda run: Path(run.path).stat().st_mtime)
 

@@ -4,7 +4,8 @@ Each declared claim reads per-run metrics from the long table (collect's frame; 
 task "analysis") for the specs of table rows: a value is the mean over the row's seeds whose run has it,
 each spec's run being the one run_index.pick_run picks (as tables and figures do); a row without such a run
 reads "not run". The paper's numbers are reported cells of results/paper/reported.yaml (or literals).
-Torch-free.
+A measurement from runs that differ from the paper's recipe (report/recipe.py) is marked † with a note
+saying what differs. Torch-free.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import pandas as pd
 from exoformer.harness.claims_schema import DeclaredClaim, PaperNumber, Read, check_claims
 from exoformer.harness.registry import Registry
 from exoformer.harness.reported import load_reported
+from exoformer.harness.run_index import CHECKPOINT
 from exoformer.report import NOT_REPORTED, NOT_RUN
-from exoformer.report.tables import pick_runs
+from exoformer.report.recipe import run_differences, shorten
+from exoformer.report.tables import MARK, pick_runs
 
 ANALYSIS_TASK = "analysis"
 
@@ -32,6 +35,8 @@ class Claim:
     ours: str
     runs: str
     """Which runs our number comes from (spec names and how many seeds)."""
+    why: str = ""
+    """When our number is not comparable with the paper's: what differs from the paper's recipe."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -40,6 +45,8 @@ class Measured:
 
     value: float | None
     specs: tuple[str, ...]
+    why: str = ""
+    """What the runs differ in from the paper's recipe; empty when they are its recipe."""
 
     def describe(self, row_label: str) -> str:
         if self.value is None:
@@ -47,24 +54,36 @@ class Measured:
         return f"{row_label}: {', '.join(self.specs)}"
 
 
-def measure(registry: Registry, frame: pd.DataFrame, read: Read, *, preset: str | None) -> Measured:
+def measure(registry: Registry, frame: pd.DataFrame, read: Read, *, preset: str | None,
+            overrides: list[str] | tuple[str, ...] = ()) -> Measured:
     """The mean of `read.metric` over the seeds of its table row whose picked run has it."""
     row = next(r for r in registry.tables[read.table].rows if r.id == read.row)
     found: list[tuple[str, float]] = []
+    differs: list[str] = []
+    if "source" in frame.columns:
+        frame = frame[frame["source"] != CHECKPOINT]
     for name in row.specs:
-        spec = registry.resolve(name, preset=preset)
+        spec = registry.resolve(name, preset=preset, overrides=overrides)
         of_preset = frame[frame["preset"] == spec.preset]
-        rows = pick_runs(of_preset, name, spec.hash12, notes=[])
+        rows = pick_runs(of_preset, name, spec.hash12, notes=[], registry=registry, exact=bool(overrides))
         hit = rows[(rows["task"] == ANALYSIS_TASK) & (rows["metric"] == read.metric)]["value"].dropna()
         if not hit.empty:
             found.append((name, float(hit.iloc[-1])))
+            differs += run_differences(registry, name, rows["run_dir"].iloc[0])
     if not found:
         return Measured(value=None, specs=())
-    return Measured(value=statistics.fmean(v for _, v in found), specs=tuple(n for n, _ in found))
+    why = shorten(list(dict.fromkeys(differs)))
+    names = {n for n, _ in found}
+    if len(found) < len(row.specs) and (why or row.specs[0] not in names):
+        seeds = f"{len(found)} of {len(row.specs)} seeds"
+        if row.specs[0] not in names:
+            seeds += f", without the paper's run {row.specs[0]}"
+        why = f"{why}, {seeds}" if why else seeds
+    return Measured(value=statistics.fmean(v for _, v in found), specs=tuple(n for n, _ in found), why=why)
 
 
 def build_claims(registry: Registry, frame: pd.DataFrame, *, preset: str | None = None,
-                 reported_path: str | None = None) -> list[Claim]:
+                 reported_path: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> list[Claim]:
     """One Claim per declared claim, in declaration order, from `frame` (collect's long table)."""
     check_claims(registry)
     cells = load_reported(registry, reported_path)
@@ -77,10 +96,11 @@ def build_claims(registry: Registry, frame: pd.DataFrame, *, preset: str | None 
 
     out = []
     for declared in registry.claims.values():
-        measured = [measure(registry, frame, read, preset=preset) for read in declared.reads]
+        measured = [measure(registry, frame, read, preset=preset, overrides=overrides) for read in declared.reads]
+        why = "; ".join(dict.fromkeys(f"{r.label}: {m.why}" for m, r in zip(measured, declared.reads) if m.why))
         out.append(Claim(claim=declared.claim, paper=_paper_text(declared, [paper(n) for n in declared.paper]),
                          ours=_ours_text(declared, [m.value for m in measured]),
-                         runs="; ".join(m.describe(r.label) for m, r in zip(measured, declared.reads))))
+                         runs="; ".join(m.describe(r.label) for m, r in zip(measured, declared.reads)), why=why))
     return out
 
 
@@ -116,7 +136,8 @@ def render_markdown(claims: list[Claim], *, preset: str | None) -> str:
     which = preset or "each spec's own"
     lines = [f"# Mechanistic claims (preset: {which})", "",
              "| claim | paper | ours | runs |", "|---|---|---|---|"]
-    lines += [f"| {c.claim} | {c.paper} | {c.ours} | {c.runs} |" for c in claims]
+    lines += [f"| {c.claim} | {c.paper} | {c.ours}{MARK if c.why else ''} | {c.runs} |" for c in claims]
+    lines += [f"{MARK} {c.claim}: not comparable: {c.why}" for c in claims if c.why]
     lines += ["", "PCA counts depend on d_model: compare them across models of one shape, not with the paper's "
               "numbers at another scale. Paper sources: results/paper/reported.yaml."]
     return "\n".join(lines) + "\n"

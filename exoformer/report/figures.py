@@ -5,23 +5,28 @@ each kind draws and `validate` checks it), so a figure's id is just its name: `c
 vs tokens with the data-efficiency ratios), `bars` (a table's accuracy cells with error bars), `heatmap`
 (lambda ratio heatmaps of each run, from the coefficients its analyse stage wrote), and the analysis
 kinds `per-layer`, `matrix` and `table` drawn by exoformer.report.analysis_plots. Each run is the one
-exoformer.harness.run_index.pick_run picks. matplotlib only (Agg); never imports torch.
+exoformer.harness.run_index.pick_run picks. A figure drawn from runs that differ from the paper's recipe
+(report/recipe.py) carries a footnote "not comparable with the paper: <what differs>". matplotlib only (Agg);
+never imports torch.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import Registry
-from exoformer.harness.run_index import find_runs, pick_run, runs_by_spec
+from exoformer.harness.run_index import OURS, find_runs, pick_run, runs_by_spec
 from exoformer.harness.tables import Figure
 from exoformer.report import analysis_plots
+from exoformer.report.recipe import run_differences
 from exoformer.rundir import RunDir
 
 DEFAULT_OUT = "figures"
@@ -33,6 +38,10 @@ PATH_NAMES = {"q": "Query", "k": "Key", "v": "Value", "g": "Gate"}
 
 RunRef = tuple[str, str, Path]
 """(spec name, display label, run directory)."""
+FOOTNOTE_WIDTH = 130
+FOOTNOTE_LINES = 4
+_FOOTNOTE: contextvars.ContextVar[str] = contextvars.ContextVar("footnote", default="")
+"""The comparability footnote of the figure being drawn; `save` writes it under the figure."""
 
 
 def _pyplot():
@@ -48,6 +57,7 @@ def save(fig: Any, out_dir: str | os.PathLike, stem: str) -> list[Path]:
     """Write `stem`.png and `stem`.pdf into out_dir (each written to a temp name, then renamed)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    add_footnote(fig)
     written = []
     for suffix in ("png", "pdf"):
         path = out / f"{stem}.{suffix}"
@@ -59,14 +69,64 @@ def save(fig: Any, out_dir: str | os.PathLike, stem: str) -> list[Path]:
     return written
 
 
+def add_footnote(fig: Any) -> None:
+    """Write the current figure's comparability footnote (if any) under its axes, once."""
+    text = _FOOTNOTE.get()
+    if text and not getattr(fig, "_exoformer_footnote", False):
+        below = [t for t in fig.texts if t.get_position()[1] < 0]  # e.g. the curves' efficiency ratios
+        lowest = min((t.get_position()[1] for t in below), default=-0.01)
+        lines = sum(t.get_text().count("\n") + 1 for t in below)
+        fig.text(0.01, lowest - 0.022 * lines - (0.01 if below else 0.0), text, fontsize=6, va="top",
+                 color="firebrick")
+        fig._exoformer_footnote = True
+
+
+def comparability_footnote(registry: Registry, refs: list[RunRef]) -> str:
+    """"not comparable with the paper: <what differs>" for the runs that differ from the paper's recipe."""
+    whys: dict[str, list[str]] = {}
+    for name, label, run_dir in refs:
+        items = run_differences(registry, name, run_dir)
+        if items:
+            whys.setdefault(", ".join(items[:4]) + (f", +{len(items) - 4} more" if len(items) > 4 else ""),
+                            []).append(label)
+    if not whys:
+        return ""
+    if len(whys) == 1 and sum(map(len, whys.values())) == len(refs):
+        parts = [f"all runs: {next(iter(whys))}"]
+    else:
+        parts = [f"{', '.join(labels)}: {why}" for why, labels in whys.items()]
+    lines = textwrap.wrap("not comparable with the paper: " + "; ".join(parts), width=FOOTNOTE_WIDTH)
+    return "\n".join(lines[:FOOTNOTE_LINES] + (["..."] if len(lines) > FOOTNOTE_LINES else []))
+
+
+@contextlib.contextmanager
+def footnote(text: str) -> Iterator[None]:
+    """Every figure saved inside carries `text` (the analysis kinds save through analysis_plots' own writer,
+    which is wrapped for the duration)."""
+    token = _FOOTNOTE.set(text)
+    original = getattr(analysis_plots, "_save", None)
+    if text and callable(original):
+        def with_footnote(fig, *args, **kwargs):
+            add_footnote(fig)
+            return original(fig, *args, **kwargs)
+
+        analysis_plots._save = with_footnote
+    try:
+        yield
+    finally:
+        _FOOTNOTE.reset(token)
+        if text and callable(original):
+            analysis_plots._save = original
+
+
 # ------------------------------------------------------------------------------------------ run selection
 
 def figure_runs(registry: Registry, figure: Figure, runs_root: str | os.PathLike, *,
-                preset: str | None = None) -> list[RunRef]:
+                preset: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> list[RunRef]:
     """(spec, label, run_dir) of the figure's specs that have a run directory, in declaration order.
 
     A spec listed through `table:ID` is labelled with its row label; its run is run_index.pick_run's among
-    the runs of that spec and preset.
+    our runs of that spec and preset (with `overrides`, exactly the run of that variant's hash).
     """
     labels = {}
     for item in figure.specs:
@@ -74,11 +134,11 @@ def figure_runs(registry: Registry, figure: Figure, runs_root: str | os.PathLike
             for row in registry.tables[item[6:]].rows:
                 for i, name in enumerate(row.specs):
                     labels.setdefault(name, row.label if i == 0 else f"{row.label} (seed {name.rsplit('-s', 1)[-1]})")
-    by_spec = runs_by_spec(find_runs(runs_root, preset=preset))
+    by_spec = runs_by_spec([r for r in find_runs(runs_root, preset=preset) if r.source == OURS])
     out = []
     for name in registry.figure_specs(figure):
-        spec = registry.resolve(name, preset=preset)
-        chosen = pick_run(by_spec.get((name, spec.preset), []), current_hash12=spec.hash12)
+        spec = registry.resolve(name, preset=preset, overrides=overrides)
+        chosen = pick_run(by_spec.get((name, spec.preset), []), current_hash12=spec.hash12, exact=bool(overrides))
         if chosen is not None:
             out.append((name, labels.get(name, name), chosen.path))
     return out
@@ -164,7 +224,8 @@ def plot_curves(registry: Registry, figure: Figure, refs: list[RunRef], out_dir:
 # ------------------------------------------------------------------------------------------ bars
 
 def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike, *,
-                       runs_root: str | os.PathLike, preset: str | None) -> list[Path]:
+                       runs_root: str | os.PathLike, preset: str | None,
+                       overrides: list[str] | tuple[str, ...] = ()) -> list[Path]:
     """Grouped bars: one group per task (and avg6), one bar per table row; error bars = seed std, else stderr."""
     from exoformer.report.collect import collect
     from exoformer.report.tables import build_table
@@ -173,8 +234,8 @@ def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], o
     if not table_ids:
         raise UserError(f"figure {figure.id!r}: an accuracy bar chart needs a table (specs: [table:ID])",
                         where=figure.source, fix="write specs: [table:table1]")
-    built = build_table(registry, table_ids[0], collect(runs_root, preset=preset), preset=preset,
-                        runs_root=runs_root)
+    built = build_table(registry, table_ids[0], collect(runs_root, preset=preset, registry=registry), preset=preset,
+                        runs_root=runs_root, overrides=overrides)
     columns = [s.split(".", 1)[1] for s in figure.series if s.startswith("eval.")]
     plt = _pyplot()
     rows = built.table.rows
@@ -198,8 +259,7 @@ def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], o
                            color="black", linewidths=1.5, zorder=3)
     ax.set_xticks(range(len(columns)), columns, rotation=20, fontsize=8)
     ax.set_ylabel("accuracy (%)")
-    note = " — smoke preset: not comparable with the paper" if built.smoke else ""
-    ax.set_title(f"{figure.title}{note}\n(error bars: seed std, else lm-eval stderr; dashes: paper)", fontsize=8)
+    ax.set_title(f"{figure.title}\n(error bars: seed std, else lm-eval stderr; dashes: paper)", fontsize=8)
     ax.legend(fontsize=6, ncol=2)
     ax.grid(axis="y", alpha=0.3)
     return save(fig, out_dir, figure.id)
@@ -331,7 +391,7 @@ PLOTTERS: dict[str, Plotter] = {
 
 
 def draw(registry: Registry, figure_id: str, *, runs_root: str | os.PathLike, out_dir: str | os.PathLike = DEFAULT_OUT,
-         preset: str | None = None) -> list[Path]:
+         preset: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> list[Path]:
     """Draw one declared figure by its kind; returns the written paths."""
     if figure_id not in registry.figures:
         raise UserError(f"unknown figure {figure_id!r}", where="FIGURE", fix=did_you_mean(figure_id, registry.figures))
@@ -340,10 +400,12 @@ def draw(registry: Registry, figure_id: str, *, runs_root: str | os.PathLike, ou
     if plot is None:
         raise UserError(f"figure kind {figure.kind} not available", where=figure.source,
                         fix=f"kinds drawn: {', '.join(PLOTTERS)}")
-    refs = figure_runs(registry, figure, runs_root, preset=preset)
+    refs = figure_runs(registry, figure, runs_root, preset=preset, overrides=overrides)
     if not refs:
         of_preset = f" (preset {preset})" if preset else ""
         raise UserError(f"no runs for figure {figure_id!r} under {runs_root}{of_preset}",
                         where="FIGURE", fix=f"run them first: reproduce.py run {figure_id}"
                         + (f" --preset {preset}" if preset else ""))
-    return plot(registry, figure, refs, out_dir, runs_root=runs_root, preset=preset)
+    extra = {"overrides": overrides} if overrides and plot is plot_accuracy_bars else {}
+    with footnote(comparability_footnote(registry, refs)):
+        return plot(registry, figure, refs, out_dir, runs_root=runs_root, preset=preset, **extra)

@@ -6,7 +6,12 @@ seeds exist, their sample standard deviation. Task accuracies use the table's me
 does not say acc or acc_norm: paper.md 2.2, 7.4) and are shown in % as the paper does; `avg6` is the mean
 of the six task accuracies per seed, its stderr sqrt(sum se_t^2) / 6 (tasks are independent samples).
 `val_ppl` is the validate stage's perplexity. A missing run reads "not run", a null in reported.yaml
-"not reported". Torch-free.
+"not reported".
+
+Each cell has a source: "ours" (runs we trained), "checkpoint" (a trained checkpoint we evaluated as the
+row; its column appears only when such a run exists) or "paper" (reported.yaml). A cell whose runs differ
+from the table's reference recipe (report/recipe.py) is marked † and its note says what differs.
+Torch-free.
 """
 
 from __future__ import annotations
@@ -22,15 +27,18 @@ import pandas as pd
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import Registry
 from exoformer.harness.reported import Reported, load_reported
-from exoformer.harness.run_index import pick_run
+from exoformer.harness.run_index import CHECKPOINT, OURS, pick_run
 from exoformer.harness.tables import TASKS, Table, TableRow
 from exoformer.report import NOT_REPORTED, NOT_RUN
+from exoformer.report.recipe import is_deliberate_variant, run_differences, shorten
 
 AVERAGE = "avg6"
 PERPLEXITY = "val_ppl"
 PERCENT_COLUMNS = (*TASKS, AVERAGE)
 OTHER_METRIC = {"acc": "acc_norm", "acc_norm": "acc"}
-FORMATS = ("md", "latex", "csv")
+FORMATS = ("md", "latex", "csv", "long")
+MARK = "†"
+"""Marks a cell that is not comparable with the paper's recipe; the note below the table says why."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -49,8 +57,17 @@ class Cell:
     metric: str | None = None
     """The task metric used (acc / acc_norm) for task and average columns."""
     other: float | None = None
-    """The same cell computed with the other task metric (acc <-> acc_norm), for diff's convention hint."""
+    """The same cell computed with the other task metric (acc <-> acc_norm; for avg6 every task that has
+    both swapped), for diff's convention hint and decision."""
     reported: Reported | None = None
+    source: str = OURS
+    """Where the value comes from: "ours" or "checkpoint" (the paper's value is `reported`)."""
+    declared_seeds: int = 1
+    """How many seeds the row declares (its specs)."""
+    comparable: bool = True
+    """False when the runs behind the value differ from the table's reference recipe."""
+    why: str = ""
+    """What differs, when not comparable ("eval.limit=20, train.steps=30 (paper 38147), 1 of 3 seeds")."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -59,15 +76,21 @@ class BuiltTable:
     preset: str
     runs_root: str
     cells: dict[tuple[str, str], Cell]
-    """(row id, column) -> Cell."""
+    """(row id, column) -> our Cell."""
     notes: list[str] = field(default_factory=list)
+    checkpoint_cells: dict[tuple[str, str], Cell] = field(default_factory=dict)
+    """(row id, column) -> the Cell of a checkpoint evaluated as that row (every row has one, maybe empty)."""
 
     @property
-    def smoke(self) -> bool:
-        return self.preset == "smoke"
+    def has_checkpoint(self) -> bool:
+        return any(c.value is not None for c in self.checkpoint_cells.values())
 
-    def cell(self, row: TableRow, column: str) -> Cell:
-        return self.cells[(row.id, column)]
+    @property
+    def all_comparable(self) -> bool:
+        return all(c.comparable for c in [*self.cells.values(), *self.checkpoint_cells.values()])
+
+    def cell(self, row: TableRow, column: str, source: str = OURS) -> Cell:
+        return (self.checkpoint_cells if source == CHECKPOINT else self.cells)[(row.id, column)]
 
 
 def check_columns(registry: Registry, table: Table) -> None:
@@ -86,16 +109,25 @@ class _FrameRun:
     path: Path
 
 
-def pick_runs(frame: pd.DataFrame, spec: str, current_hash: str | None, notes: list[str]) -> pd.DataFrame:
-    """The rows of one spec from one run directory: the one run_index.pick_run picks among those with rows."""
+def pick_runs(frame: pd.DataFrame, spec: str, current_hash: str | None, notes: list[str], *,
+              registry: Registry | None = None, exact: bool = False) -> pd.DataFrame:
+    """The rows of one spec from one run directory: the one run_index.pick_run picks among those with rows.
+
+    `exact` (a reading verb given --set): only the run of `current_hash`. A run of another hash is noted
+    "stale" unless its recorded --set overrides explain its hash (a deliberate variant; needs `registry`).
+    """
     rows = frame[frame["spec"] == spec]
     if rows.empty:
         return rows
     candidates = [_FrameRun(hash12=h, path=Path(d))
                   for h, d in dict.fromkeys(zip(rows["hash12"], rows["run_dir"]))]
-    chosen = pick_run(candidates, current_hash12=current_hash)
+    chosen = pick_run(candidates, current_hash12=current_hash, exact=exact)
+    if chosen is None:
+        return rows.iloc[0:0]
     if current_hash is not None and chosen.hash12 != current_hash:
-        notes.append(f"{spec}: results from run {chosen.hash12}, not the current spec hash {current_hash} (stale run)")
+        if registry is None or not is_deliberate_variant(registry, spec, chosen.path, chosen.hash12):
+            notes.append(f"{spec}: results from run {chosen.hash12}, not the current spec hash {current_hash} "
+                         "(stale run: the spec's definition changed since)")
     return rows[rows["run_dir"] == str(chosen.path)]
 
 
@@ -148,11 +180,29 @@ def _combine(per_seed: list[tuple[int, tuple[float, float | None]]]) -> dict:
             "seeds": tuple(seed for seed, _ in per_seed)}
 
 
+@dataclass(kw_only=True, slots=True)
+class _SpecRun:
+    """One spec's picked run for a row: its rows of the long table and how its recipe differs."""
+
+    seed: int
+    name: str
+    rows: pd.DataFrame
+    differs: list[str]
+
+
+def _of_source(frame: pd.DataFrame, source: str) -> pd.DataFrame:
+    if frame.empty or "source" not in frame.columns:
+        return frame.iloc[0:0] if source == CHECKPOINT else frame
+    return frame[frame["source"] == source]
+
+
 def build_table(registry: Registry, table_id: str, frame: pd.DataFrame, *, preset: str | None = None,
-                runs_root: str | os.PathLike = "", reported_file: str | os.PathLike | None = None) -> BuiltTable:
+                runs_root: str | os.PathLike = "", reported_file: str | os.PathLike | None = None,
+                overrides: list[str] | tuple[str, ...] = ()) -> BuiltTable:
     """The declared table `table_id` filled from `frame` (collect's long table) and reported.yaml.
 
-    `preset` None: each spec's own preset. Only rows of that preset are used.
+    `preset` None: each spec's own preset. Only rows of that preset are used. `overrides` (--set): read
+    the variant of each spec with exactly that hash.
     """
     if table_id not in registry.tables:
         raise UserError(f"unknown table {table_id!r}", where="TABLE", fix=did_you_mean(table_id, registry.tables))
@@ -161,37 +211,83 @@ def build_table(registry: Registry, table_id: str, frame: pd.DataFrame, *, prese
     reported = load_reported(registry, reported_file)
     notes: list[str] = []
     cells: dict[tuple[str, str], Cell] = {}
+    checkpoint_cells: dict[tuple[str, str], Cell] = {}
     presets_used: set[str] = set()
-    swapped = {task: OTHER_METRIC[m] for task, m in table.convention.items()}
+    ours_frame, checkpoint_frame = _of_source(frame, OURS), _of_source(frame, CHECKPOINT)
     for row in table.rows:
         runs = []
         for spec_name in row.specs:
-            spec = registry.resolve(spec_name, preset=preset)
+            spec = registry.resolve(spec_name, preset=preset, overrides=overrides)
             presets_used.add(spec.preset)
-            of_preset = frame[frame["preset"] == spec.preset] if not frame.empty else frame
-            rows = pick_runs(of_preset, spec_name, spec.hash12, notes) if not frame.empty else frame
+            of_preset = ours_frame[ours_frame["preset"] == spec.preset] if not ours_frame.empty else ours_frame
+            rows = pick_runs(of_preset, spec_name, spec.hash12, notes, registry=registry, exact=bool(overrides))
             if not rows.empty:
-                runs.append((spec.seed, spec_name, rows))
+                runs.append(_SpecRun(seed=spec.seed, name=spec_name, rows=rows,
+                                     differs=run_differences(registry, spec_name, rows["run_dir"].iloc[0])))
+        checkpoint_runs = _checkpoint_runs(registry, checkpoint_frame, row)
         for column in table.columns:
-            cell = Cell(row=row.id, column=column, reported=reported.get((table.id, row.id, column)))
-            if column in PERCENT_COLUMNS:
-                cell.metric = table.convention.get(column) if column in TASKS else "convention"
-            per_seed = [(seed, got) for seed, name, rows in runs
-                        if (got := _per_seed(rows, column, table.convention, name, table)) is not None]
-            if per_seed:
-                for key, val in _combine(per_seed).items():
-                    setattr(cell, key, val)
-                if column in TASKS and column != "winogrande":
-                    other = [got for _, name, rows in runs if (got := _other(rows, column, swapped, name, table))]
-                    cell.other = statistics.fmean(v for v, _ in other) if other else None
-            cells[(row.id, column)] = cell
+            rep = reported.get((table.id, row.id, column))
+            cells[(row.id, column)] = _fill(table, row, column, runs, rep, OURS)
+            checkpoint_cells[(row.id, column)] = _fill(table, row, column, checkpoint_runs, rep, CHECKPOINT)
     shown = preset or (", ".join(sorted(presets_used)) if presets_used else "none")
-    return BuiltTable(table=table, preset=shown, runs_root=str(runs_root), cells=cells, notes=notes)
+    return BuiltTable(table=table, preset=shown, runs_root=str(runs_root), cells=cells, notes=notes,
+                      checkpoint_cells=checkpoint_cells)
 
 
-def _other(rows: pd.DataFrame, task: str, swapped: dict[str, str], spec: str, table: Table):
+def _checkpoint_runs(registry: Registry, frame: pd.DataFrame, row: TableRow) -> list[_SpecRun]:
+    """The newest checkpoint run evaluated as `row` (collect files it under the row's first spec)."""
+    name = row.specs[0]
+    rows = pick_runs(frame, name, None, [])
+    if rows.empty:
+        return []
+    seed = rows["seed"].iloc[0]
+    return [_SpecRun(seed=int(seed) if seed is not None else 0, name=name, rows=rows,
+                     differs=run_differences(registry, name, rows["run_dir"].iloc[0], checkpoint=True))]
+
+
+def _fill(table: Table, row: TableRow, column: str, runs: list[_SpecRun], reported: Reported | None,
+          source: str) -> Cell:
+    """One cell of one source from its runs: value, spread, the other convention and comparability."""
+    cell = Cell(row=row.id, column=column, reported=reported, source=source,
+                declared_seeds=len(row.specs) if source == OURS else 1)
+    if column in PERCENT_COLUMNS:
+        cell.metric = table.convention.get(column) if column in TASKS else "convention"
+    used = [(run, got) for run in runs if (got := _per_seed(run.rows, column, table.convention, run.name, table))
+            is not None]
+    if not used:
+        return cell
+    for key, val in _combine([(run.seed, got) for run, got in used]).items():
+        setattr(cell, key, val)
+    swapped = _swapped(table, column)
+    if swapped is not None:
+        other = [got for run, _ in used if (got := _other(run.rows, column, swapped, run.name, table))]
+        cell.other = statistics.fmean(v for v, _ in other) if len(other) == len(used) else None
+    differs = list(dict.fromkeys(item for run, _ in used for item in run.differs))
+    why = shorten(differs)
+    if len(used) < cell.declared_seeds:
+        without_paper_seed = row.specs[0] not in {run.name for run, _ in used}
+        if differs or without_paper_seed:
+            seeds = f"{len(used)} of {cell.declared_seeds} seeds"
+            if without_paper_seed:
+                seeds += f", without the paper's run {row.specs[0]}"
+            why = f"{why}, {seeds}" if why else seeds
+    cell.comparable, cell.why = not why, why
+    return cell
+
+
+def _swapped(table: Table, column: str) -> dict[str, str] | None:
+    """The other metric convention for a task column (acc <-> acc_norm), or for avg6 (every task that has
+    both swapped; WinoGrande has acc only); None for other columns."""
+    if column in TASKS:
+        return None if column == "winogrande" else {column: OTHER_METRIC[table.convention[column]]}
+    if column == AVERAGE:
+        return {task: m if task == "winogrande" else OTHER_METRIC[m] for task, m in table.convention.items()}
+    return None
+
+
+def _other(rows: pd.DataFrame, column: str, swapped: dict[str, str], spec: str, table: Table):
     try:
-        return _per_seed(rows, task, swapped, spec, table)
+        return _per_seed(rows, column, swapped, spec, table)
     except UserError:  # the other metric may not exist (WinoGrande has acc only)
         return None
 
@@ -209,11 +305,20 @@ def fmt_value(cell: Cell) -> str:
     text = f"{cell.value:.{_decimals(cell.column)}f}"
     if cell.seed_sd is not None:
         text += f" ± {cell.seed_sd:.{_decimals(cell.column)}f}"
-    return text
+    return text if cell.comparable else text + MARK
 
 
 def fmt_reported(cell: Cell) -> str:
     return NOT_REPORTED if cell.reported is None else f"{cell.reported.value:.{_decimals(cell.column)}f}"
+
+
+def cell_text(built: BuiltTable, row: TableRow, column: str, sep: str = " / ") -> str:
+    """"ours / paper", or "ours / ckpt / paper" when a checkpoint was evaluated for this table."""
+    parts = [fmt_value(built.cell(row, column))]
+    if built.has_checkpoint:
+        parts.append(fmt_value(built.cell(row, column, CHECKPOINT)))
+    parts.append(fmt_reported(built.cell(row, column)))
+    return sep.join(parts)
 
 
 def convention_line(table: Table) -> str:
@@ -226,14 +331,33 @@ def convention_line(table: Table) -> str:
 
 def header_lines(built: BuiltTable) -> list[str]:
     t = built.table
+    each = ("each cell: ours / ckpt / paper (ckpt = a trained checkpoint we evaluated as the row; "
+            if built.has_checkpoint else "each cell: ours / paper (")
     lines = [f"{t.id}: {t.title} [{t.paper_ref}]",
-             f"preset {built.preset}; runs root {built.runs_root}; each cell: ours / paper "
-             "(ours = mean over seeds with results, ± seed std when there are several)",
+             f"preset {built.preset}; runs root {built.runs_root}; {each}"
+             "ours = mean over seeds with results, ± seed std when there are several)",
              convention_line(t)]
-    if built.smoke:
-        lines.append("smoke preset: CPU-scale models on the synthetic smoke corpus and smoke tasks; "
-                     "absolute values are not comparable with the paper's.")
+    if not built.all_comparable:
+        lines.append(f"{MARK} not comparable with the paper: its runs differ from the paper's recipe (notes below); "
+                     "only the rank agreement of such cells means something.")
     return lines
+
+
+def comparability_notes(built: BuiltTable) -> list[str]:
+    """One "† not comparable: ..." line per row and source whose cells are not comparable, saying why."""
+    out = []
+    sources = (OURS, CHECKPOINT) if built.has_checkpoint else (OURS,)
+    for source in sources:
+        for row in built.table.rows:
+            by_why: dict[str, list[str]] = {}
+            for column in built.table.columns:
+                cell = built.cell(row, column, source)
+                if cell.value is not None and not cell.comparable:
+                    by_why.setdefault(cell.why, []).append(column)
+            for why, columns in by_why.items():
+                which = "" if len(columns) == len(built.table.columns) else f" [{', '.join(columns)}]"
+                out.append(f"{MARK} {row.id} ({source}){which}: not comparable: {why}")
+    return out
 
 
 def render_markdown(built: BuiltTable) -> str:
@@ -243,14 +367,15 @@ def render_markdown(built: BuiltTable) -> str:
     out.append("| Model | " + " | ".join(t.columns) + " |")
     out.append("|---|" + "---|" * len(t.columns))
     for row in t.rows:
-        cells = [f"{fmt_value(built.cell(row, c))} / {fmt_reported(built.cell(row, c))}" for c in t.columns]
+        cells = [cell_text(built, row, c) for c in t.columns]
         out.append(f"| {row.label} | " + " | ".join(cells) + " |")
+    out.extend(comparability_notes(built))
     out.extend(f"note: {n}" for n in built.notes)
     return "\n".join(out) + "\n"
 
 
 LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$",
-                 "{": r"\{", "}": r"\}", "±": r"$\pm$"}
+                 "{": r"\{", "}": r"\}", "±": r"$\pm$", MARK: r"$^\dagger$"}
 
 
 def _latex_escape(text: str) -> str:
@@ -267,28 +392,63 @@ def render_latex(built: BuiltTable) -> str:
     for row in t.rows:
         cells = []
         for c in t.columns:
-            cell = built.cell(row, c)
-            cells.append(_latex_escape(f"{fmt_value(cell)} ({fmt_reported(cell)})"))
+            if built.has_checkpoint:
+                text = cell_text(built, row, c, sep=" | ")
+                ours, paper = text.rsplit(" | ", 1)
+                cells.append(_latex_escape(f"{ours} ({paper})"))
+            else:
+                cell = built.cell(row, c)
+                cells.append(_latex_escape(f"{fmt_value(cell)} ({fmt_reported(cell)})"))
         out.append(_latex_escape(row.label) + " & " + " & ".join(cells) + r" \\")
     out.append(r"\bottomrule")
     out.append(r"\end{tabular}")
+    out.extend("% " + n for n in comparability_notes(built))
     out.extend("% note: " + n for n in built.notes)
     return "\n".join(out) + "\n"
 
 
 def to_frame(built: BuiltTable) -> pd.DataFrame:
-    """The table in tidy form: one line per cell (what --format csv writes)."""
+    """The table in tidy form: one line per cell and source (what --format long writes)."""
     records = []
+    sources = (OURS, CHECKPOINT) if built.has_checkpoint else (OURS,)
     for row in built.table.rows:
         for column in built.table.columns:
-            cell = built.cell(row, column)
-            rep = cell.reported
-            records.append({"table": built.table.id, "row": row.id, "label": row.label, "column": column,
-                            "metric": cell.metric, "reproduced": cell.value, "stderr": cell.stderr,
-                            "seed_sd": cell.seed_sd, "seeds": " ".join(map(str, cell.seeds)),
-                            "reported": None if rep is None else rep.value,
-                            "source": None if rep is None else f"{rep.source} {rep.version}",
-                            "preset": built.preset})
+            for source in sources:
+                cell = built.cell(row, column, source)
+                rep = cell.reported
+                records.append({"table": built.table.id, "row": row.id, "label": row.label, "column": column,
+                                "metric": cell.metric, "reproduced": cell.value, "stderr": cell.stderr,
+                                "seed_sd": cell.seed_sd, "seeds": " ".join(map(str, cell.seeds)),
+                                "reported": None if rep is None else rep.value,
+                                "paper_source": None if rep is None else f"{rep.source} {rep.version}",
+                                "preset": built.preset, "source": source,
+                                "comparable": None if cell.value is None else cell.comparable, "why": cell.why})
+    return pd.DataFrame(records)
+
+
+def to_wide(built: BuiltTable) -> pd.DataFrame:
+    """The markdown table as data (what --format csv writes): one line per row; per column our value and the
+    paper's (and the checkpoint's when one was evaluated) as separate columns, then the row's sources and
+    its not-comparable notes."""
+    records = []
+    for row in built.table.rows:
+        record: dict[str, object] = {"row": row.id, "model": row.label}
+        have = []
+        for column in built.table.columns:
+            ours = built.cell(row, column)
+            record[column] = ours.value
+            if built.has_checkpoint:
+                record[f"{column} ckpt"] = built.cell(row, column, CHECKPOINT).value
+            record[f"{column} paper"] = None if ours.reported is None else ours.reported.value
+        for source in (OURS, CHECKPOINT):
+            if any(built.cell(row, c, source).value is not None for c in built.table.columns):
+                have.append(source)
+        record["source"] = " ".join(have)
+        record["not comparable"] = "; ".join(
+            dict.fromkeys(f"{c.source}: {c.why}" for column in built.table.columns
+                          for c in (built.cell(row, column), built.cell(row, column, CHECKPOINT))
+                          if c.value is not None and not c.comparable))
+        records.append(record)
     return pd.DataFrame(records)
 
 
@@ -298,12 +458,28 @@ def render(built: BuiltTable, fmt: str) -> str:
     if fmt == "latex":
         return render_latex(built)
     if fmt == "csv":
+        return to_wide(built).to_csv(index=False)
+    if fmt == "long":
         return to_frame(built).to_csv(index=False)
     raise UserError(f"unknown table format {fmt!r}", where="--format", fix=did_you_mean(fmt, FORMATS))
+
+
+SUFFIX = {"md": "md", "latex": "tex", "csv": "csv", "long": "long.csv"}
+
+
+def check_out_dir(out_dir: str | os.PathLike, option: str = "--out") -> Path:
+    """An output directory that exists as a file is a one-line error (before anything is computed)."""
+    out = Path(out_dir)
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise UserError(f"{probe} is a file, not a directory", where=option,
+                        fix="name a directory (it is created when missing)")
+    return out
 
 
 def write_table(text: str, table_id: str, fmt: str, out_dir: str | os.PathLike) -> Path:
     from exoformer.io import atomic_write_text
 
-    suffix = {"md": "md", "latex": "tex", "csv": "csv"}[fmt]
-    return atomic_write_text(Path(out_dir) / f"{table_id}.{suffix}", text)
+    return atomic_write_text(check_out_dir(out_dir) / f"{table_id}.{SUFFIX[fmt]}", text)

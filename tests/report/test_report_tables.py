@@ -53,10 +53,10 @@ def test_seed_replicates_give_mean_and_spread(tmp_path):
     assert cell.seeds == (42, 1337)
 
 
-def test_csv_and_latex_formats(tmp_path):
+def test_long_and_latex_formats(tmp_path):
     make_run(tmp_path, "gated-s42", accuracies=uniform(0.5), ppl=14.0)
     built = build_table(registry(), "table1", collect(tmp_path), runs_root=tmp_path)
-    csv = render(built, "csv")
+    csv = render(built, "long")
     assert csv.splitlines()[0].startswith("table,row,label,column,metric,reproduced")
     assert "table1,gated,Gated Attention,val_ppl,,14.0," in csv
     latex = render(built, "latex")
