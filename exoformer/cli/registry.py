@@ -29,6 +29,7 @@ def list_arguments(parser: argparse.ArgumentParser) -> None:
 
 def list_verb(args: argparse.Namespace) -> int:
     reg = options.registry(args)
+    options.existing_runs_root(args, default_may_be_missing=True)
 
     def match(name: str) -> bool:
         return fnmatch.fnmatchcase(name, args.pattern)

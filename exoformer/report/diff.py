@@ -36,6 +36,8 @@ PPL_RELATIVE_TOLERANCE = 0.015
 OTHER_RELATIVE_TOLERANCE = 0.10
 WITHIN, OUTSIDE = "within", "OUTSIDE"
 RANK_ONLY = "rank only"
+TIE = 0.005
+"""Convention gaps closer than this (percentage points, under the 2-decimal display) decide nothing."""
 PAPER = "paper"
 PAIRS = ((OURS, PAPER), (CHECKPOINT, PAPER), (OURS, CHECKPOINT))
 """The source pairs diff compares, in the order it shows them."""
@@ -180,7 +182,8 @@ def diff_cell(built: BuiltTable, row, column: str, left: str = OURS, right: str 
         out.status = NOT_REPORTED if right == PAPER else f"{right} {NOT_RUN}"
         return out
     out.delta = cell.value - reference
-    whys = [c.why for c in (cell, against) if c is not None and not c.comparable]
+    sides = [(left, cell)] + ([(right, against)] if against is not None else [])
+    whys = [c.why if against is None else f"{name}: {c.why}" for name, c in sides if not c.comparable]
     if whys:
         out.status, out.why = RANK_ONLY, "; ".join(dict.fromkeys(whys))
         return out
@@ -248,8 +251,8 @@ def convention_fits(built: BuiltTable) -> tuple[list[ConventionFit], str]:
             for name, i in zip(names, (0, 1)):
                 gap = sum(abs(p[i] - p[2]) for p in pairs) / len(pairs)
                 fits.append(ConventionFit(source=source, convention=name, gap=gap, rows=len(pairs)))
-    note = "" if fits or not skipped else (f"metric convention not decided: the {skipped} rows with the paper's "
-                                           f"{AVERAGE} are not comparable ({MARK})")
+    note = "" if fits or not skipped else (f"metric convention not decided: the {skipped} {AVERAGE} cells beside "
+                                           f"the paper's are not comparable ({MARK})")
     return fits, note
 
 
@@ -314,9 +317,10 @@ def render_diff(result: TableDiff) -> str:
             if not fits:
                 continue
             best = min(fits, key=lambda f: f.gap)
+            tie = max(f.gap for f in fits) - best.gap < TIE
             for fit in fits:
-                lines.append(f"  {source:<10} {fit.convention:<40} gap {fit.gap:5.2f}  over {fit.rows} rows"
-                             + ("  <- reproduces the paper best" if fit is best and len(fits) > 1 else ""))
+                mark = "  (tie)" if tie else ("  <- reproduces the paper best" if fit is best else "")
+                lines.append(f"  {source:<10} {fit.convention:<40} gap {fit.gap:5.2f}  over {fit.rows} rows{mark}")
     elif result.convention_note:
         lines.append(result.convention_note)
     for note in built.notes:

@@ -24,15 +24,26 @@ def registry() -> Registry:
 def make_run(root: Path, spec_name: str, *, preset: str = "450m", accuracies: dict[str, float] | None = None,
              acc_norm_offset: float = 0.0, stderr: float = 0.01, ppl: float | None = 15.0,
              state: str = "SUCCEEDED", curve: list[tuple[int, float]] | None = None, eval_rows: bool = True,
-             task_prefix: str = "") -> Path:
+             task_prefix: str = "", overrides: tuple[str, ...] = (), checkpoint_as: tuple[str, str] | None = None,
+             ) -> Path:
     """A run directory of `spec_name` under `preset` at its current hash, with results.
 
     accuracies: task -> acc (fraction); acc_norm = acc + acc_norm_offset (WinoGrande has acc only).
+    overrides: made with `run --set ...` (the hash of that variant; the command is recorded in provenance).
+    checkpoint_as: (table id, row id): a trained checkpoint evaluated as that row (spec file keys
+    `source: checkpoint`, `table`, `as_row`).
     """
-    spec = registry().resolve(spec_name, preset=preset)
+    spec = registry().resolve(spec_name, preset=preset, overrides=overrides)
     run = run_dir_of(root, spec_name, spec.hash12)
     run.eval_dir.mkdir(parents=True, exist_ok=True)
-    run.spec_file.write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
+    data = spec.to_dict()
+    if checkpoint_as is not None:
+        data.update({"source": "checkpoint", "table": checkpoint_as[0], "as_row": checkpoint_as[1]})
+    run.spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    command = ["reproduce.py", "run", spec_name, "--preset", preset]
+    for text in overrides:
+        command += ["--set", text]
+    run.write_provenance({"command": command})
     run.write_status(Status(state=state, stage="evaluate"))
     if eval_rows and accuracies is not None:
         rows = []
