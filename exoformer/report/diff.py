@@ -279,11 +279,12 @@ def _section_lines(section: Section) -> list[str]:
             continue
         lines.append(f"{c.row:<24} {c.column:<14} {_num(c.reproduced):>8} {_num(c.reported):>8} "
                      f"{_num(c.delta, True):>8} {_num(c.tolerance):>7}  {c.status}"
-                     + (f" {MARK} not comparable: {c.why}" if c.why else "")
-                     + (f"  ({c.hint})" if c.hint else ""))
+                     + (f" {MARK}" if c.why else "") + (f"  ({c.hint})" if c.hint else ""))
     skipped = sum(1 for c in section.cells if c.status == NOT_REPORTED)
     if skipped:
         lines.append(f"({skipped} cells with no reported value are not compared: {NOT_REPORTED})")
+    whys = dict.fromkeys((c.row, c.why) for c in section.cells if c.why)
+    lines.extend(f"{MARK} {row}: not comparable: {why}" for row, why in whys)
     lines.append("")
     lines.append(f"rank agreement with the {section.right}'s row order (Kendall tau-b, rows with both values):")
     for column, (tau, n) in section.taus.items():
@@ -298,8 +299,8 @@ def render_diff(result: TableDiff) -> str:
     lines = [f"diff {t.id}: {t.title} [{t.paper_ref}]", f"preset {built.preset}; runs root {built.runs_root}"]
     n_not = sum(1 for s in result.sections for c in s.cells if c.status == RANK_ONLY)
     if n_not:
-        lines.append(f"{n_not} cells are NOT comparable with the paper's recipe ({MARK}: what differs is on their "
-                     "line); only the rank agreement of the rows is judged for them.")
+        lines.append(f"{n_not} cells are NOT comparable with the paper's recipe ({MARK}; what differs: the {MARK} lines "
+                     "below); only the rank agreement of the rows is judged for them.")
     lines.append(f"tolerance: {Z:g} x sqrt(lm-eval stderr^2 + seed std^2) for accuracies (%); "
                  f"{PPL_RELATIVE_TOLERANCE:.1%} of the reference value (or {Z:g} x seed std) for val_ppl")
     shown = [s for s in result.sections if s.has_data] or [result.ours]

@@ -49,11 +49,13 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def differences(run_spec: dict[str, Any], reference: Spec, *, checkpoint: bool = False) -> list[str]:
+def differences(run_spec: dict[str, Any], reference: Spec, *, checkpoint: bool = False,
+                word: str = REFERENCE_WORD) -> list[str]:
     """Human items for each field where the run's spec differs from `reference`, most telling first.
 
     Fields absent from either side are not compared (a spec file of an older layout, a checkpoint's
-    partial spec). Items read "eval.limit=20" (reference null) or "train.steps=30 (paper 38147)".
+    partial spec). Items read "eval.limit=20" (reference null) or "train.steps=30 (paper 38147)", `word`
+    naming the reference.
     """
     ours, ref = flat_fields(run_spec), flat_fields(reference.to_dict())
     keys = [k for k in ours if k in ref and _norm(ours[k]) != _norm(ref[k])]
@@ -65,7 +67,7 @@ def differences(run_spec: dict[str, Any], reference: Spec, *, checkpoint: bool =
         label = "preset " if key == "preset" else f"{key}="
         text = f"{label}{_show(ours[key])}"
         if ref[key] is not None:
-            text += f" ({REFERENCE_WORD} {_show(ref[key])})"
+            text += f" ({word} {_show(ref[key])})"
         items.append(text)
     return items
 
@@ -94,8 +96,19 @@ def run_spec(run_dir: str | os.PathLike) -> dict[str, Any]:
 
 def run_differences(registry: Registry, spec_name: str, run_dir: str | os.PathLike, *,
                     checkpoint: bool = False) -> list[str]:
-    """What in this run of `spec_name` differs from the spec's reference recipe (own preset, no --set)."""
-    return differences(run_spec(run_dir), registry.resolve(spec_name), checkpoint=checkpoint)
+    """What in this run of `spec_name` differs from the spec's reference recipe (own preset, no --set).
+
+    A run of another preset says so first, then only what differs from the spec under that preset (the
+    `--set` on top of it): the preset's own changes are implied by its name.
+    """
+    data = run_spec(run_dir)
+    reference = registry.resolve(spec_name)
+    preset = data.get("preset")
+    if not preset or preset == reference.preset or str(preset) not in registry.presets:
+        return differences(data, reference, checkpoint=checkpoint)
+    under = registry.resolve(spec_name, preset=str(preset))
+    return [f"preset {preset} ({REFERENCE_WORD} {reference.preset})",
+            *differences(data, under, checkpoint=checkpoint, word=str(preset))]
 
 
 def is_deliberate_variant(registry: Registry, spec_name: str, run_dir: str | os.PathLike, hash12: str) -> bool:

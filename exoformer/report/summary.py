@@ -25,10 +25,13 @@ def table_figures(registry: Registry, table_id: str) -> list[str]:
 
 
 def report_table(registry: Registry, table_id: str, *, runs_root: str | os.PathLike, preset: str | None = None,
-                 figures_dir: str | os.PathLike = DEFAULT_OUT) -> tuple[str, list[Path]]:
-    """(markdown table, written figure paths) for `table_id` from the runs under `runs_root`."""
-    built = build_table(registry, table_id, collect(runs_root, preset=preset), preset=preset, runs_root=runs_root)
+                 figures_dir: str | os.PathLike = DEFAULT_OUT,
+                 overrides: list[str] | tuple[str, ...] = ()) -> tuple[str, list[Path]]:
+    """(markdown table, written figure paths) for `table_id` from the runs under `runs_root` (with
+    `overrides`: the variant runs made with that --set)."""
+    built = build_table(registry, table_id, collect(runs_root, preset=preset, registry=registry), preset=preset,
+                        runs_root=runs_root, overrides=overrides)
     written: list[Path] = []
     for fid in table_figures(registry, table_id):
-        written += draw(registry, fid, runs_root=runs_root, out_dir=figures_dir, preset=preset)
+        written += draw(registry, fid, runs_root=runs_root, out_dir=figures_dir, preset=preset, overrides=overrides)
     return render(built, "md"), written

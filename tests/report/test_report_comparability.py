@@ -45,6 +45,17 @@ def test_differences_name_the_fields_most_telling_first():
     assert differences(shrunk, reference, checkpoint=True) == ["eval.limit=20"]
 
 
+def test_another_preset_is_named_first_then_only_the_set_on_top_of_it(tmp_path):
+    from exoformer.report.recipe import run_differences
+
+    plain = make_run(tmp_path, "gated-s42", preset="smoke", ppl=40.0)
+    assert run_differences(registry(), "gated-s42", plain) == ["preset smoke (paper 450m)"]
+    steps = registry().resolve("gated-s42", preset="smoke").train.steps
+    variant = make_run(tmp_path, "gated-s42", preset="smoke", ppl=40.0, overrides=("train.steps=31",))
+    assert run_differences(registry(), "gated-s42", variant) == ["preset smoke (paper 450m)",
+                                                                 f"train.steps=31 (smoke {steps})"]
+
+
 def test_shrunk_spec_cells_are_marked_in_the_table_and_not_called_stale(tmp_path, capsys):
     _shrunk_rows(tmp_path)
     make_run(tmp_path, "resformer-s42", accuracies=uniform(0.49), ppl=14.4)
@@ -70,7 +81,8 @@ def test_shrunk_spec_cells_are_judged_on_rank_only_in_diff(tmp_path, capsys):
     assert main(["diff", "table1", "--runs-dir", str(tmp_path)]) == 0  # the rank agreement was compared
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.startswith("gated ") and "val_ppl" in ln)
-    assert "OUTSIDE" not in line and f"rank only {MARK} not comparable: eval.limit=20" in line
+    assert "OUTSIDE" not in line and line.endswith(f"rank only {MARK}")
+    assert f"{MARK} gated: not comparable: eval.limit=20, train.final_val_tokens=16384" in out
     assert "NOT comparable with the paper's recipe" in out
 
 
