@@ -239,3 +239,25 @@ def test_unknown_target_is_named_before_the_runs_root(tmp_path, capsys):
     assert main(["diff", "tabel1", "--runs-dir", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip()
     assert "unknown table 'tabel1'" in err and "did you mean 'table1'" in err
+
+
+def test_bars_show_the_checkpoint_source_and_the_footnote(tmp_path, monkeypatch):
+    make_run(tmp_path, "gated-s42", accuracies=uniform(0.31), ppl=138.65, overrides=SHRUNK)
+    make_run(tmp_path, "base-s42", accuracies=uniform(0.48), ppl=14.8, checkpoint_as=("table1", "base"))
+    seen: list[tuple[str, list[str], list[float]]] = []
+    from matplotlib.figure import Figure
+
+    original = Figure.savefig
+
+    def recording(self, *args, **kwargs):
+        ax = self.axes[0]
+        ys = [float(y) for c in ax.collections if hasattr(c, "get_offsets") for _, y in c.get_offsets()]
+        seen.append((ax.get_title(), [t.get_text() for t in self.texts], ys))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", recording)
+    figures.draw(registry(), "accuracy-bars-table1", runs_root=tmp_path, out_dir=tmp_path / "f")
+    title, texts, marker_ys = seen[0]
+    assert "crosses: checkpoint evaluated as the row" in title
+    assert any(t.startswith("not comparable with the paper: all runs: eval.limit=20") for t in texts)
+    assert 48.0 in [round(y, 6) for y in marker_ys]  # the checkpoint's crosses (base has no bar of ours)
