@@ -257,14 +257,14 @@ def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], o
             if marks:
                 ax.scatter([m[0] for m in marks], [m[1] for m in marks], marker="_", s=120,
                            color="black", linewidths=1.5, zorder=3)
-    checkpoints = [(j + (i - (len(rows) - 1) / 2) * width, cell.value) for i, row in enumerate(rows)
+    ckpt_marks = [(j + (i - (len(rows) - 1) / 2) * width, cell.value) for i, row in enumerate(rows)
                    for j, column in enumerate(columns) if (cell := built.cell(row, column, CHECKPOINT)).value is not None]
-    if checkpoints:
-        ax.scatter([c[0] for c in checkpoints], [c[1] for c in checkpoints], marker="x", s=30, color="black",
+    if ckpt_marks:
+        ax.scatter([c[0] for c in ckpt_marks], [c[1] for c in ckpt_marks], marker="x", s=30, color="black",
                    linewidths=1.0, zorder=4)
     ax.set_xticks(range(len(columns)), columns, rotation=20, fontsize=8)
     ax.set_ylabel("accuracy (%)")
-    sources = "dashes: paper; crosses: checkpoint evaluated as the row" if checkpoints else "dashes: paper"
+    sources = "dashes: paper; crosses: checkpoint evaluated as the row" if ckpt_marks else "dashes: paper"
     ax.set_title(f"{figure.title}\n(error bars: seed std, else lm-eval stderr; {sources})", fontsize=8)
     ax.legend(fontsize=6, ncol=2)
     ax.grid(axis="y", alpha=0.3)
