@@ -273,8 +273,8 @@ def load_final_checkpoint(run_or_checkpoint_dir: str | os.PathLike, expected_ste
     """
     directory = checkpoint_dir(run_or_checkpoint_dir)
     path = directory / checkpoint_name(expected_step)
-    retrain = ("train it to the end again: resuming continues from the newest good checkpoint "
-               "(python -m exoformer.train with the same settings, or rerun the run's train stage)")
+    retrain = ("train the run to its last step again, which resumes from the newest good checkpoint (the same "
+               "python -m exoformer.train command; for a harness run, delete its stages/train.json and rerun it)")
     if not path.is_file():
         newest = latest_checkpoint(directory)
         found = f"newest verified checkpoint is {newest.name}" if newest else "no verified checkpoint"
@@ -283,7 +283,7 @@ def load_final_checkpoint(run_or_checkpoint_dir: str | os.PathLike, expected_ste
     data, problem = _read_verified(path)
     if problem:
         raise UserError(f"final checkpoint (step {expected_step}) is not usable: {problem}", where=str(path),
-                        fix=f"delete it and its .sha256, then {retrain}")
+                        fix=retrain)
     state = _torch_load(io.BytesIO(data), path, map_location)
     if state.get("step") != expected_step:
         raise UserError(f"checkpoint holds step {state.get('step')!r}, expected the final step {expected_step}",
