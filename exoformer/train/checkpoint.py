@@ -9,16 +9,16 @@ checkpoints (a damaged file never pushes a good one out).
 Results (final validation, evaluation, analysis) come only from `load_final_checkpoint`: the checkpoint
 of the run's last step, verified, or a UserError naming the file; never an earlier step.
 
-Cost at paper scale (~5 GB states): a load reads the file once, hashing the bytes it reads, and
-torch.loads those same bytes (so what was checked is what is used); a verdict on an unchanged file is
-remembered for the process, so listing checkpoints after a save or a load hashes nothing again.
+Cost at paper scale (~5 GB states): a load hashes the open file in one streaming pass and torch.loads
+the same open file (the second read comes from the page cache; memory stays one state). A verdict on an
+unchanged file (same size, mtime, inode and side-car) is remembered for the process, so a file is hashed
+at most once per process: listing checkpoints after a save or a load, or loading it again, hashes nothing.
 Loading uses torch.load(weights_only=True).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import re
 import tempfile
@@ -52,10 +52,14 @@ def checkpoint_dir(run_or_checkpoint_dir: str | os.PathLike) -> Path:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
+        return _sha256_of(f)
+
+
+def _sha256_of(f) -> str:
+    digest = hashlib.sha256()
+    while block := f.read(1 << 22):
+        digest.update(block)
     return digest.hexdigest()
 
 
@@ -196,21 +200,36 @@ def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
     return None
 
 
-def _read_verified(path: Path) -> tuple[bytes | None, str | None]:
-    """(the file's bytes, None) when they match the side-car, else (None, the reason); one read, one hash."""
+def _load_verified(path: Path, map_location) -> tuple[dict[str, Any] | None, str | None]:
+    """(state, None) when the file matches its side-car, else (None, the reason).
+
+    Hashes the open file in one streaming pass (unless this process already verified it unchanged), then
+    torch.loads the same open file, so what was checked is what is loaded; memory stays one state.
+    """
     expected, problem = _recorded_digest(path)
     if problem:
         return None, problem
     try:
-        data = path.read_bytes()
+        f = open(path, "rb")
     except FileNotFoundError:
         return None, "file missing"
     except OSError as error:
         return None, f"unreadable ({error.strerror or error})"
-    actual = hashlib.sha256(data).hexdigest()
-    verdict = None if actual == expected else _mismatch(expected, actual)
-    _remember(path, expected, verdict)
-    return (data, None) if verdict is None else (None, verdict)
+    with f:
+        st = os.fstat(f.fileno())
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, expected)
+        if key in _VERDICTS:
+            verdict = _VERDICTS[key]
+        else:
+            try:
+                actual = _sha256_of(f)
+            except OSError as error:
+                return None, f"unreadable ({error.strerror or error})"
+            verdict = _VERDICTS[key] = None if actual == expected else _mismatch(expected, actual)
+        if verdict is not None:
+            return None, verdict
+        f.seek(0)
+        return _torch_load(f, path, map_location), None
 
 
 def _torch_load(source: Any, where: Path, map_location) -> dict[str, Any]:
@@ -233,11 +252,11 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
 def load_verified(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """One checkpoint, verified against its side-car while it is read; UserError naming the file if not."""
     path = Path(path)
-    data, problem = _read_verified(path)
+    state, problem = _load_verified(path, map_location)
     if problem:
         raise UserError(f"checkpoint is not usable: {problem}", where=str(path),
                         fix="delete it (and its .sha256) to fall back to an earlier checkpoint")
-    return _torch_load(io.BytesIO(data), path, map_location)
+    return state
 
 
 def load_latest_verified(directory: str | os.PathLike, map_location: str | torch.device = "cpu"
@@ -245,9 +264,9 @@ def load_latest_verified(directory: str | os.PathLike, map_location: str | torch
     """(path, state) of the newest checkpoint that verifies, reading each candidate once; damaged ones are
     skipped with a warning naming the file. (None, None) when there is none."""
     for path in _checkpoints(Path(directory)):
-        data, problem = _read_verified(path)
+        state, problem = _load_verified(path, map_location)
         if problem is None:
-            return path, _torch_load(io.BytesIO(data), path, map_location)
+            return path, state
         warnings.warn(f"skipping checkpoint {path}: {problem}", stacklevel=2)
     return None, None
 
@@ -280,11 +299,10 @@ def load_final_checkpoint(run_or_checkpoint_dir: str | os.PathLike, expected_ste
         found = f"newest verified checkpoint is {newest.name}" if newest else "no verified checkpoint"
         raise UserError(f"final checkpoint {path.name} (step {expected_step}) not found; {found}",
                         where=str(path), fix=retrain)
-    data, problem = _read_verified(path)
+    state, problem = _load_verified(path, map_location)
     if problem:
         raise UserError(f"final checkpoint (step {expected_step}) is not usable: {problem}", where=str(path),
                         fix=retrain)
-    state = _torch_load(io.BytesIO(data), path, map_location)
     if state.get("step") != expected_step:
         raise UserError(f"checkpoint holds step {state.get('step')!r}, expected the final step {expected_step}",
                         where=str(path), fix=f"delete it and its .sha256, then {retrain}")

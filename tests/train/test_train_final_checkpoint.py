@@ -164,23 +164,22 @@ def test_each_load_hashes_the_file_once(tiny_data, tmp_path, monkeypatch):
     run = trained_copy(tiny_data, tmp_path)
     final = run / "checkpoints" / FINAL
     size = final.stat().st_size
-    ckpt._VERDICTS.clear()  # a fresh process
     counter = HashCounter(monkeypatch)
-    load_final_checkpoint(run, 12)
-    assert counter.bytes == size
-    assert latest_checkpoint(run / "checkpoints") == final and counter.bytes == size  # verdict remembered
-    counter.bytes = 0
-    load_model_from_run(run, steps=12)
-    assert counter.bytes == size
-    counter.bytes = 0
-    final_validation(tiny_model(), tiny_train(tiny_data), run, tokens=64)
-    assert counter.bytes == size
-    counter.bytes = 0
-    probe_run(run, SimpleNamespace(name="tiny", hash12="0" * 12, variant="tiny", shape="tiny",
-                                   train=tiny_train(tiny_data),
-                                   analysis=SimpleNamespace(seq_len=32, n_sequences=2, ablations=("none",))),
-              ["pca_components"], device="cpu")
-    assert counter.bytes == size
+    spec = SimpleNamespace(name="tiny", hash12="0" * 12, variant="tiny", shape="tiny", train=tiny_train(tiny_data),
+                           analysis=SimpleNamespace(seq_len=32, n_sequences=2, ablations=("none",)))
+    loads = {"load_final_checkpoint": lambda: load_final_checkpoint(run, 12),
+             "load_model_from_run": lambda: load_model_from_run(run, steps=12),
+             "load_model_from_run without steps": lambda: load_model_from_run(run),
+             "final_validation": lambda: final_validation(tiny_model(), tiny_train(tiny_data), run, tokens=64),
+             "probe_run": lambda: probe_run(run, spec, ["pca_components"], device="cpu")}
+    for name, load in loads.items():
+        ckpt._VERDICTS.clear()  # a fresh process
+        counter.bytes = 0
+        load()
+        assert counter.bytes == size, name
+        assert latest_checkpoint(run / "checkpoints") == final and counter.bytes == size, name  # remembered
+        load()
+        assert counter.bytes == size, name  # the same unchanged file is not hashed again in this process
 
 
 def test_remembered_verdict_is_dropped_when_the_file_changes(tmp_path):
