@@ -185,11 +185,6 @@ def _checkpoints(directory: Path) -> list[Path]:
     return [p for _, p in sorted(found, reverse=True)]
 
 
-def step_of(path: str | os.PathLike) -> int | None:
-    match = NAME.match(Path(path).name)
-    return int(match.group(1)) if match else None
-
-
 def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
     """The newest verified checkpoint in `directory`; corrupt or partial files are skipped with a warning."""
     for path in _checkpoints(Path(directory)):

@@ -317,9 +317,10 @@ def final_validation(model_config: ModelConfig, train_config: TrainConfig, out_d
                      tokens: int | None = None, device: str | torch.device | None = None,
                      build_model: ModelBuilder | None = None) -> dict:
     """Validation loss and perplexity of the run's final checkpoint (verified: a missing or damaged one is a
-    UserError naming it) on the first `tokens` validation tokens (default train_config.final_val_tokens), in order. The mean is token-weighted (the official full-val
-    mean is unweighted over batches, hazard H11). `val_loss` is pure CE (ppl = exp(val_loss));
-    `val_loss_official` adds the z term twice as the official logs do (H3)."""
+    UserError naming it) on the first `tokens` validation tokens (default train_config.final_val_tokens), in
+    order. The mean is token-weighted (the official full-val mean is unweighted over batches, hazard H11).
+    `val_loss` is pure CE (ppl = exp(val_loss)); `val_loss_official` adds the z term twice as the official
+    logs do (H3)."""
     env = dist_util.distributed_env()
     device = dist_util.pick_device(device, env)
     state = load_final_checkpoint(out_dir, train_config.steps)
