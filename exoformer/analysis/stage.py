@@ -48,7 +48,7 @@ ATTENTION_PROBES = frozenset({"first_token_attention", "attention_entropy"})
 def analyse_stage(ctx: Any) -> dict:
     """Run the analysis of `ctx.run_dir` for `ctx.spec` on `ctx.device`; return the stage summary.
 
-    A run without a complete checkpoint is a one-line UserError (only when a model probe is selected:
+    A run without a verified final checkpoint is a one-line UserError (only when a model probe is selected:
     spike scores need only metrics.jsonl). Spike scores come first: cheap, and a missing log fails fast.
     """
     spec, run_dir = ctx.spec, Path(ctx.run_dir)
@@ -100,17 +100,19 @@ def analyse_stage(ctx: Any) -> dict:
 
 
 def probe_run(run_dir: Path, spec: Any, probes: list[str] | tuple[str, ...], *, device: Any = None) -> dict:
-    """Load the run's newest checkpoint, build the fixed input, run the probes; JSON-ready dict."""
+    """Load the run's final checkpoint (verified), build the fixed input, run the probes; JSON-ready dict."""
     import torch
 
     from exoformer.analysis.probes import run_probes
-    from exoformer.train.checkpoint import latest_checkpoint, load_model_from_run
+    from exoformer.train.checkpoint import checkpoint_files, checkpoint_name, load_final_checkpoint, model_from_state
 
-    checkpoint = latest_checkpoint(run_dir / "checkpoints")
-    if checkpoint is None:
+    if not checkpoint_files(run_dir / "checkpoints"):
         raise UserError("the run has no complete checkpoint to analyse", where=str(run_dir / "checkpoints"),
                         fix=f"run its train stage first (reproduce.py run {spec.name})")
-    model, model_config = load_model_from_run(run_dir, map_location="cpu")
+    checkpoint = run_dir / "checkpoints" / checkpoint_name(spec.train.steps)
+    state = load_final_checkpoint(run_dir, spec.train.steps)  # verified, or a UserError naming the file
+    model, model_config = model_from_state(state, where=str(checkpoint))
+    del state
     device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
     model = model.float().to(device)
     seq_len = spec.analysis.seq_len or model_config.seq_len

@@ -1,11 +1,14 @@
 """The `validate` and `evaluate` stages of a run (docs/architecture.md "Runs").
 
-`validate_stage`: the final validation perplexity of the run's newest checkpoint (paper: exp of the mean
+`validate_stage`: the final validation perplexity of the run's final checkpoint (paper: exp of the mean
 loss on the 100M-token validation shard; `train.final_val_tokens`) -> `eval/validation.json`, which also
 holds its long-format rows (task "validation", metrics "ppl" and "loss").
 `evaluate_stage`: lm-eval on the spec's suite (`eval.suite`, `eval.num_fewshot`, `eval.batch_size`,
 `eval.limit`) -> `eval/results.json` (lm-eval's dict without per-sample logs) and `eval/long.jsonl`
-(one row per task and metric). Both write atomically and return a small summary for `stages/<name>.json`.
+(one row per task and metric). Both read only the verified checkpoint of the final step
+(exoformer.train.checkpoint.load_final_checkpoint): a missing or damaged one is a UserError naming the
+file, so the stage fails instead of scoring an earlier step. Both write atomically and return a small
+summary for `stages/<name>.json`.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def validation_rows(result: dict[str, Any], *, spec: str, seed: int) -> list[dic
 
 
 def validate_stage(ctx: Any) -> dict[str, Any]:
-    """Final validation loss / perplexity from the newest checkpoint -> eval/validation.json."""
+    """Final validation loss / perplexity from the verified final checkpoint -> eval/validation.json."""
     from exoformer.train.loop import final_validation
 
     spec, run_dir = ctx.spec, Path(ctx.run_dir)
@@ -66,7 +69,7 @@ def evaluate_stage(ctx: Any) -> dict[str, Any]:
 
     spec, run_dir = ctx.spec, Path(ctx.run_dir)
     device = _device(ctx) or "cpu"
-    model, _ = load_model_from_run(run_dir, map_location=device)
+    model, _ = load_model_from_run(run_dir, steps=spec.train.steps, map_location=device)
     tokenizer = for_data(resolve_data_dir(spec.train.data))  # compact vocabulary for smoke runs, else GPT-2
     ev = spec.eval
     _say(ctx, f"evaluate: suite {ev.suite}, {ev.num_fewshot}-shot, batch {ev.batch_size}"

@@ -45,8 +45,8 @@ def make_run(tmp_path: Path, config: ModelConfig | None = None, *, checkpoint=Tr
     if checkpoint:
         torch.manual_seed(0)
         model = ExoTransformer(config)
-        save_checkpoint(run_dir / "checkpoints", 7, {"model": model.state_dict(), "model_config": config.to_dict()},
-                        keep=2)
+        save_checkpoint(run_dir / "checkpoints", 7, {"step": 7, "model": model.state_dict(),
+                                                      "model_config": config.to_dict()}, keep=2)
     grad = 1.0 + 0.01 * rng.standard_normal(steps)
     for s in spikes:
         grad[s] += 5.0  # 500 sigma
@@ -54,7 +54,7 @@ def make_run(tmp_path: Path, config: ModelConfig | None = None, *, checkpoint=Tr
              for s, g in enumerate(grad)]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     spec = SimpleNamespace(name="tiny-s42", hash12="0123456789ab", variant="tiny", shape="tiny",
-                           train=SimpleNamespace(data=str(data)),
+                           train=SimpleNamespace(data=str(data), steps=7),
                            analysis=AnalysisConfig(**({"n_sequences": 3, "seq_len": SEQ} | analysis)))
     logged: list[str] = []
     return SimpleNamespace(run_dir=run_dir, spec=spec, device="cpu", log=logged.append, logged=logged, data=data)
