@@ -199,8 +199,11 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
                 log.info(f"{stage}: disabled by the spec")
                 continue
             if rd.stage_done(stage):
-                log.info(f"{stage}: already done")
-                continue
+                problem = _final_checkpoint_problem(rd, spec) if stage == "train" else None
+                if problem is None:
+                    log.info(f"{stage}: already done")
+                    continue
+                log.info(f"train: recorded as done, but {problem}: training again from the newest good checkpoint")
             rd.update_status(stage=stage)
             started = time.time()
             log.info(f"{stage}: start")
@@ -236,6 +239,15 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
         rd.update_status(state=runs.SUCCEEDED, stage=None, reason=None, pid=None)
         log.info("SUCCEEDED")
     return DONE
+
+
+def _final_checkpoint_problem(rd: RunDir, spec: Spec) -> str | None:
+    """Why the final checkpoint cannot serve the stages still to run (None: it verifies, or nothing needs it)."""
+    if not rd.missing_stage_records([s for s in wanted_stages(spec) if s != "train"]):
+        return None
+    from exoformer.train.checkpoint import final_checkpoint_problem
+
+    return final_checkpoint_problem(rd.checkpoints, spec.train.steps)
 
 
 class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
