@@ -7,7 +7,10 @@ context spaces move into the continuation, context+continuation are encoded toge
 How this differs from the author's adapter (official_code.md section 5), on purpose:
 - batched: requests sorted by total length (longest first), right-padded, one forward per batch, results
   put back in request order; the author scores one request per forward (batch size 1);
-- log-softmax in fp32 whatever the model dtype (the author takes it on bf16 logits);
+- log-softmax in fp32 whatever the model dtype (the author takes it on bf16 logits), and only at the
+  positions that predict a continuation token: with a model that has `hidden_states` and `lm_head`
+  (ExoTransformer) the head runs on those rows alone, so (B, T, V) logits never exist
+  (`exoformer.eval.scoring`);
 - the context/continuation split is lm-eval's (encode whole, split at len(encode(context))), not a binary
   search on decoded text;
 - `loglikelihood_rolling` uses lm-eval's rolling windows instead of one forward per token, and
@@ -29,6 +32,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tqdm import tqdm
 
 from exoformer.errors import UserError
+from exoformer.eval.scoring import continuation_logprobs
 
 TokenRequest = tuple[Any, list[int], list[int]]  # (cache key, context tokens, continuation tokens)
 
@@ -49,11 +53,12 @@ class ExoLM(TemplateLM):
     `tokenizer` defaults to the offline GPT-2 encoding; a smoke model needs its `CompactTokenizer`
     (`exoformer.data.tokenizer.for_data(data_dir)`). `batch_size` requests share one forward pass.
     The model is put in eval mode for each call (its previous mode is restored afterwards) and moved to
-    `device`.
+    `device`. A model with `hidden_states(idx)` and `lm_head` is scored lean (the head only where a token is
+    scored); `full_logits=True` scores from `model(idx)` instead, the reference the benchmarks compare with.
     """
 
     def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | None = None, batch_size: int = 32,
-                 device: str | torch.device = "cpu") -> None:
+                 device: str | torch.device = "cpu", full_logits: bool = False) -> None:
         super().__init__()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise UserError(f"batch size must be a positive integer, got {batch_size!r}", where="eval.batch_size")
@@ -76,6 +81,9 @@ class ExoLM(TemplateLM):
         self.max_length = seq_len
         self._device = torch.device(device)
         self.model = model.to(self._device)
+        self.lean = not full_logits and callable(getattr(model, "hidden_states", None)) and isinstance(
+            getattr(model, "lm_head", None), torch.nn.Module)
+        self._vocab_size = vocab_size if isinstance(vocab_size, int) else None
 
     # ---- TemplateLM's tokenisation hooks -------------------------------------------------------------
 
@@ -132,23 +140,27 @@ class ExoLM(TemplateLM):
         return results  # type: ignore[return-value]
 
     def _score_batch(self, inputs: list[list[int]], targets: list[list[int]]) -> list[tuple[float, bool]]:
-        """One right-padded forward; gather log-probs of each target at the positions that predict it."""
+        """One right-padded forward; log-probs of each target at the positions that predict it."""
         lengths = [len(x) for x in inputs]
         idx = torch.full((len(inputs), max(lengths)), self.eot_token_id, dtype=torch.long)
         for row, tokens in enumerate(inputs):
             idx[row, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-        logits = self.model(idx.to(self._device))  # (B, T, V)
+        idx = idx.to(self._device)
 
         # Position t predicts token t+1, so a continuation of n tokens is read at the last n input positions.
-        rows = [row for row, target in enumerate(targets) for _ in target]
-        positions = [p for length, target in zip(lengths, targets, strict=True)
-                     for p in range(length - len(target), length)]
+        rows = torch.tensor([row for row, target in enumerate(targets) for _ in target], dtype=torch.long,
+                            device=self._device)
+        positions = torch.tensor([p for length, target in zip(lengths, targets, strict=True)
+                                  for p in range(length - len(target), length)], dtype=torch.long,
+                                 device=self._device)
         flat_targets = torch.tensor([t for target in targets for t in target], dtype=torch.long, device=self._device)
-        picked = logits[torch.tensor(rows, dtype=torch.long, device=self._device),
-                        torch.tensor(positions, dtype=torch.long, device=self._device)]
-        logprobs = torch.log_softmax(picked.float(), dim=-1)  # (N, V) fp32
-        token_logprobs = logprobs.gather(-1, flat_targets[:, None])[:, 0].double()
-        greedy = (logprobs.argmax(-1) == flat_targets)
+        if self.lean:
+            picked = self.model.hidden_states(idx)[rows, positions]  # (N, d)
+            token_logprobs, greedy = continuation_logprobs(picked, flat_targets, self._vocab(),
+                                                           to_logits=self.model.lm_head)
+        else:
+            picked = self.model(idx)[rows, positions]  # (B, T, V) -> (N, V)
+            token_logprobs, greedy = continuation_logprobs(picked, flat_targets, picked.shape[-1])
         counts = [len(t) for t in targets]
         sums = [float(s.sum()) for s in torch.split(token_logprobs.cpu(), counts)]
         all_greedy = [bool(g.all()) for g in torch.split(greedy.cpu(), counts)]
@@ -199,8 +211,8 @@ class ExoLM(TemplateLM):
         text = ""
         for _ in range(max_gen_toks):
             window = (tokens + generated)[-self.max_length:]
-            logits = self.model(torch.tensor([window], dtype=torch.long, device=self._device))
-            next_token = int(logits[0, -1].float().argmax())
+            next_token = int(self._last_logits(torch.tensor([window], dtype=torch.long, device=self._device))
+                             [0].float().argmax())
             if next_token == self.eot_token_id:
                 break
             generated.append(next_token)
@@ -210,6 +222,15 @@ class ExoLM(TemplateLM):
         for stop in until:
             text = text.split(stop, 1)[0]
         return text
+
+    def _last_logits(self, idx: torch.Tensor) -> torch.Tensor:
+        """(B, V) logits of the last position (the head on one row per sequence when scoring lean)."""
+        if self.lean:
+            return self.model.lm_head(self.model.hidden_states(idx)[:, -1])
+        return self.model(idx)[:, -1]
+
+    def _vocab(self) -> int:
+        return self._vocab_size if self._vocab_size is not None else self.model.lm_head.out_features
 
     @contextlib.contextmanager
     def _inference(self) -> Iterator[None]:
