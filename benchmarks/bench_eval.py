@@ -3,7 +3,7 @@
 1. Scoring path (`--only scoring`): the same ExoLM requests scored lean (LM head only at the continuation
    positions, `exoformer.eval.scoring`) and from the full logits (`full_logits=True`, the former path), at
    `--seq 1024 --batch 16 --vocab 57601` (the official checkpoints' vocabulary) with a small trunk, so that
-   the head dominates as it does at 450M. Reports the peak memory held by each call above its start
+   the head dominates as it does at 450M (`exoformer.eval.scoring.Scorer`, ExoLM's token side). Reports the peak memory held by each call above its start
    (benchmarks/measure.py: CUDA allocator peak, or the process's resident high-water mark on Linux CPUs),
    requests/s, their ratios, and the largest |delta log-likelihood| between the two paths (target: peak
    ratio <= 0.2, delta <= 1e-5).
@@ -32,6 +32,7 @@ from lm_eval.api.model import LM
 from measure import measure, mib, token_requests
 
 from exoformer.eval.lm import ExoLM
+from exoformer.eval.scoring import Scorer
 from exoformer.eval.run import evaluate
 from exoformer.model import ExoTransformer, variant_config
 
@@ -95,13 +96,12 @@ def alternate(jobs: dict, reps: int, device: str) -> tuple[dict, dict, dict]:
 def bench_scoring(args) -> dict:
     cfg = variant_config("gated", shape="tiny", n_layer=2, d_model=128, n_head=2, seq_len=args.seq,
                          vocab_size=args.vocab)
-    model = perturbed(ExoTransformer(cfg)).to(args.device)
-    requests = token_requests(args.requests, args.seq, args.vocab)
-    adapters = {"lean": ExoLM(model, batch_size=args.batch, device=args.device, tokenizer=_NoText()),
-                "full_logits": ExoLM(model, batch_size=args.batch, device=args.device, tokenizer=_NoText(),
-                                     full_logits=True)}
-    jobs = {name: (lambda lm=lm: lm._loglikelihood_tokens(requests, disable_tqdm=True))
-            for name, lm in adapters.items()}
+    model = perturbed(ExoTransformer(cfg)).to(args.device).eval()
+    requests = [(context, continuation) for _, context, continuation in token_requests(args.requests, args.seq,
+                                                                                      args.vocab)]
+    scorers = {"lean": Scorer(model, pad_id=0, device=args.device),
+               "full_logits": Scorer(model, pad_id=0, device=args.device, full_logits=True)}
+    jobs = {name: (lambda s=scorer: s.score(requests, args.batch)) for name, scorer in scorers.items()}
     scores, median, peaks = alternate(jobs, args.reps, args.device)
     max_delta = max(abs(a[0] - b[0]) for a, b in zip(scores["lean"], scores["full_logits"], strict=True))
     peak_ratio = (round(peaks["lean"] / peaks["full_logits"], 4)
@@ -119,19 +119,6 @@ def bench_scoring(args) -> dict:
                                                                  strict=True)),
         "targets": {"peak_ratio_lean_over_full": "<= 0.2", "max_abs_loglik_delta": "<= 1e-5"},
     }
-
-
-class _NoText:
-    """Token requests need no tokenizer; ExoLM only reads the EOT id (padding)."""
-
-    eot_token_id = 0
-    n_vocab = 1
-
-    def encode(self, text: str) -> list[int]:
-        raise NotImplementedError
-
-    def decode(self, ids) -> str:
-        raise NotImplementedError
 
 
 def bench_batching(args) -> dict:

@@ -18,14 +18,15 @@ guess. Once results/gpu_check.json holds an MFU, `plan` uses it instead of the a
 `--cpu` runs the same checks at toy scale on the CPU (values marked CPU; gloo with world size 1; compiled
 with the aot_eager backend, which traces like inductor but needs no C++ compiler) for CI.
 
-    python benchmarks/gpu_check.py [--cpu] [--out PATH] [--only NAME ...]
+    python benchmarks/gpu_check.py [--cpu] [--out PATH] [--only NAME ...] [--budget-s SECONDS]
+
+Rows run in the order listed by `checks()`: the train steps and MFU first, the compile checks last.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import math
 import platform
 import statistics
 import sys
@@ -72,6 +73,8 @@ FAMILIES = {
 """One variant per family of the paper: every anchor source, the coefficient granularities, dynamic."""
 
 STEP_VARIANTS = ("gated", "dynamic-e-exoformer")
+GPU_BUDGET_S = 270.0
+"""On a GPU no check starts after this many seconds, so that the whole run stays within ~5 minutes."""
 
 
 def peak_tflops(device_name: str) -> float | None:
@@ -419,21 +422,9 @@ def row_steps_speed(ctx: Context) -> Row:
 
 # ----------------------------------------------------------------------------- evaluation
 
-class TokenOnly:
-    """Token requests need no tokenizer; ExoLM reads only the EOT id (padding)."""
-
-    eot_token_id = 0
-    n_vocab = 1
-
-    def encode(self, text: str) -> list[int]:
-        raise NotImplementedError
-
-    def decode(self, ids) -> str:
-        raise NotImplementedError
-
-
 def eval_scoring(ctx: Context) -> dict:
-    from exoformer.eval.lm import ExoLM
+    """ExoLM's token side (`exoformer.eval.scoring.Scorer`, no lm-eval needed) in three settings."""
+    from exoformer.eval.scoring import Scorer
 
     scale = ctx.scale
     cfg = config("dynamic-e-exoformer", scale.eval_shape)
@@ -441,19 +432,19 @@ def eval_scoring(ctx: Context) -> dict:
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.02 * torch.randn_like(p))
-    requests = token_requests(scale.eval_requests, scale.eval_window, cfg.vocab_size)
-    settings = {"batched": {"batch_size": scale.eval_batch}, "batch1": {"batch_size": 1},
-                "full_logits": {"batch_size": scale.eval_batch, "full_logits": True}}
+    model.eval()
+    pairs = [(context, continuation) for _, context, continuation in
+             token_requests(scale.eval_requests, scale.eval_window, cfg.vocab_size)]
+    settings = {"batched": (scale.eval_batch, False), "batch1": (1, False), "full_logits": (scale.eval_batch, True)}
     out = {}
-    for name, kwargs in settings.items():
-        lm = ExoLM(model, TokenOnly(), device=ctx.device, **kwargs)
-        lm._loglikelihood_tokens(requests[:2], disable_tqdm=True)  # warm-up
-        scores, seconds, peak = measure(lambda lm=lm: lm._loglikelihood_tokens(requests, disable_tqdm=True),
-                                        ctx.device)
-        out[name] = {"scores": scores, "requests_per_s": len(requests) / seconds, "peak": peak}
+    for name, (batch_size, full_logits) in settings.items():
+        scorer = Scorer(model, pad_id=0, device=ctx.device, full_logits=full_logits)
+        scorer.score(pairs[:2], batch_size)  # warm-up
+        scores, seconds, peak = measure(lambda s=scorer, b=batch_size: s.score(pairs, b), ctx.device)
+        out[name] = {"scores": scores, "requests_per_s": len(pairs) / seconds, "peak": peak}
     out["delta_batch1"] = max(abs(a[0] - b[0]) for a, b in zip(out["batched"]["scores"], out["batch1"]["scores"]))
     out["delta_full"] = max(abs(a[0] - b[0]) for a, b in zip(out["batched"]["scores"], out["full_logits"]["scores"]))
-    out["shape"] = (f"{cfg.n_layer}x{cfg.d_model}, vocab {cfg.vocab_size}, {len(requests)} requests of "
+    out["shape"] = (f"{cfg.n_layer}x{cfg.d_model}, vocab {cfg.vocab_size}, {len(pairs)} requests of "
                     f"{scale.eval_window + 1} tokens")
     return out
 
@@ -537,28 +528,30 @@ def row_process_group(ctx: Context) -> Row:
             results = [tuple(map(float, Path(tmp, f"rank{r}").read_text().split())) for r in range(world)]
     ok = all(value == world for _, value in results)
     return ctx.row(max(s for s, _ in results), "s", ok,
-                   f"{backend}, world size {world}: all-reduced sum {[v for _, v in results]} (expected {world} on every rank)")
+                   f"{backend}, world size {world}: all-reduced sums {[v for _, v in results]} "
+                   f"(expected {world} on every rank)")
 
 
 # ----------------------------------------------------------------------------- runner
 
 def checks() -> list[tuple[str, Callable[[Context], Row]]]:
-    """(row name, check) in the order printed."""
-    out = [("flex doc mask vs dense SDPA, bf16: max |diff|", row_flex_diff), ("flex / dense SDPA time", row_flex_time)]
-    out += [(f"compiled vs eager loss: {v}", lambda ctx, v=v: compiled_against_eager(ctx, v))
-            for v in FAMILIES.values()]
+    """(row name, check), most needed first (what the cost model reads comes before what a budget may cut)."""
+    out = []
     for variant in STEP_VARIANTS:
         names = (f"train step {variant}", f"train tokens/s {variant}", f"train MFU {variant}",
                  f"train peak memory {variant}")
         out += list(zip(names, step_rows(variant), strict=True))
     out += [(f"train step time {STEP_VARIANTS[1]} / {STEP_VARIANTS[0]}", row_step_ratio),
-            (f"train peak memory {STEP_VARIANTS[1]} / {STEP_VARIANTS[0]}", row_memory_ratio),
-            ("30 bf16 steps eager vs compiled: max |loss diff|", row_steps_loss),
-            ("30 bf16 steps: compiled speed-up", row_steps_speed)]
+            (f"train peak memory {STEP_VARIANTS[1]} / {STEP_VARIANTS[0]}", row_memory_ratio)]
     out += list(zip(("eval requests/s, batched", "eval requests/s, batch 1", "eval batched / batch 1 requests/s",
                      "eval peak memory, batched", "eval peak memory, batch 1", "eval peak memory lean / full logits"),
                     eval_rows(), strict=True))
     out.append(("process group init + all-reduce (NCCL; gloo with --cpu)", row_process_group))
+    out += [("flex doc mask vs dense SDPA, bf16: max |diff|", row_flex_diff), ("flex / dense SDPA time", row_flex_time)]
+    out += [("30 bf16 steps eager vs compiled: max |loss diff|", row_steps_loss),
+            ("30 bf16 steps: compiled speed-up", row_steps_speed)]
+    out += [(f"compiled vs eager loss: {v}", lambda ctx, v=v: compiled_against_eager(ctx, v))
+            for v in FAMILIES.values()]
     return out
 
 
@@ -579,9 +572,7 @@ def run_check(ctx: Context, name: str, check: Callable[[Context], Row]) -> Row:
 
 
 def format_value(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.4g}" if math.isfinite(value) and value != int(value) or abs(value) >= 1e6 else f"{value:g}"
+    return "-" if value is None else f"{value:.4g}"
 
 
 def print_row(row: Row, width: int) -> None:
@@ -612,6 +603,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="JSON path (default results/gpu_check.json; with --cpu results/gpu_check_cpu.json)")
     parser.add_argument("--only", nargs="*", default=None, help="run only the rows whose name contains one of these")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="start no check after this many seconds (its row says 'skipped'); "
+                             f"default {GPU_BUDGET_S:g} on a GPU, none with --cpu")
     args = parser.parse_args(argv)
     if args.cpu:
         ctx = Context(CPU_SCALE, torch.device("cpu"), "CPU", None)
@@ -622,20 +616,26 @@ def main(argv: list[str] | None = None) -> int:
         name = torch.cuda.get_device_name(0)
         ctx = Context(GPU_SCALE, torch.device("cuda", 0), name, peak_tflops(name))
     out = args.out or DEFAULT_OUT[args.cpu]
+    if args.budget_s is None and not args.cpu:
+        args.budget_s = GPU_BUDGET_S
     selected = [(n, c) for n, c in checks() if not args.only or any(s in n for s in args.only)]
     width = max(len(n) for n, _ in selected) + 4
     print(f"gpu_check on {ctx.label} (bf16 peak {'unknown' if ctx.peak is None else f'{ctx.peak:g} TFLOP/s'}), "
           f"torch {torch.__version__}, writing {out}", flush=True)
     print(f"{'check':<{width}}  {'value':>10}  {'unit':<10}  {'device':<14}  {'ok':<4}  {'s':>6}  notes", flush=True)
     rows: list[Row] = []
+    started = time.perf_counter()
     for name, check in selected:
-        rows.append(run_check(ctx, name, check))
+        if args.budget_s is not None and time.perf_counter() - started > args.budget_s:
+            rows.append(Row(name, None, "", ctx.label, None, f"skipped: past the {args.budget_s:g} s budget"))
+        else:
+            rows.append(run_check(ctx, name, check))
         print_row(rows[-1], width)
         atomic_write_json(out, report(ctx, rows, complete=False))  # a run cut short keeps what it measured
     atomic_write_json(out, report(ctx, rows, complete=True))
     failed = [r.name for r in rows if r.ok is False]
-    print(f"{len(rows)} rows, {len(failed)} failed{': ' + '; '.join(failed) if failed else ''}; wrote {out}",
-          flush=True)
+    print(f"{len(rows)} rows, {len(failed)} failed{': ' + '; '.join(failed) if failed else ''}; "
+          f"{time.perf_counter() - started:.0f} s; wrote {out}", flush=True)
     return 1 if failed else 0
 
 

@@ -32,7 +32,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tqdm import tqdm
 
 from exoformer.errors import UserError
-from exoformer.eval.scoring import continuation_logprobs
+from exoformer.eval.scoring import Scorer
 
 TokenRequest = tuple[Any, list[int], list[int]]  # (cache key, context tokens, continuation tokens)
 
@@ -81,9 +81,12 @@ class ExoLM(TemplateLM):
         self.max_length = seq_len
         self._device = torch.device(device)
         self.model = model.to(self._device)
-        self.lean = not full_logits and callable(getattr(model, "hidden_states", None)) and isinstance(
-            getattr(model, "lm_head", None), torch.nn.Module)
-        self._vocab_size = vocab_size if isinstance(vocab_size, int) else None
+        self.scorer = Scorer(self.model, pad_id=self.eot_token_id, device=self._device, full_logits=full_logits)
+
+    @property
+    def lean(self) -> bool:
+        """Whether requests are scored with the LM head at the scored positions only."""
+        return self.scorer.lean
 
     # ---- TemplateLM's tokenisation hooks -------------------------------------------------------------
 
@@ -110,61 +113,18 @@ class ExoLM(TemplateLM):
     def _loglikelihood_tokens(self, requests: list[TokenRequest], disable_tqdm: bool = False,
                               **kwargs) -> list[tuple[float, bool]]:
         """(sum of continuation log-probs, continuation is the greedy output) for each request, in order."""
-        inputs: list[list[int]] = []
-        for _, context_enc, continuation_enc in requests:
-            if len(continuation_enc) > self.max_length:
-                raise ValueError(f"continuation of {len(continuation_enc)} tokens cannot be scored within the "
-                                 f"model's {self.max_length}-token context")
-            if not context_enc and continuation_enc:
-                raise ValueError("context tokens are empty: TemplateLM.loglikelihood puts EOT there")
-            # Left-truncate to seq_len + 1 tokens; the last one is only predicted, never fed.
-            inputs.append((context_enc + continuation_enc)[-(self.max_length + 1):][:-1])
-        targets = [continuation_enc for _, _, continuation_enc in requests]
-        results: list[tuple[float, bool] | None] = [None] * len(requests)
-        for i, target in enumerate(targets):
-            if not target:
-                results[i] = (0.0, True)  # nothing to score: log 1, and trivially the greedy output
-        order = sorted((i for i, target in enumerate(targets) if target),
-                       key=lambda i: (-len(inputs[i]), inputs[i], targets[i]))
         with self._inference(), tqdm(total=len(requests), desc="loglikelihood", disable=disable_tqdm) as bar:
-            for start in range(0, len(order), self.batch_size):
-                batch = order[start:start + self.batch_size]
-                scored = self._score_batch([inputs[i] for i in batch], [targets[i] for i in batch])
-                for i, result in zip(batch, scored, strict=True):
-                    results[i] = result
+            def scored(indices: list[int], results: list[tuple[float, bool]]) -> None:
+                for i, result in zip(indices, results, strict=True):
                     key = requests[i][0]
                     if key is not None:
                         self.cache_hook.add_partial("loglikelihood", key, result)
-                bar.update(len(batch))
-            bar.update(len(requests) - len(order))
-        return results  # type: ignore[return-value]
+                bar.update(len(indices))
 
-    def _score_batch(self, inputs: list[list[int]], targets: list[list[int]]) -> list[tuple[float, bool]]:
-        """One right-padded forward; log-probs of each target at the positions that predict it."""
-        lengths = [len(x) for x in inputs]
-        idx = torch.full((len(inputs), max(lengths)), self.eot_token_id, dtype=torch.long)
-        for row, tokens in enumerate(inputs):
-            idx[row, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-        idx = idx.to(self._device)
-
-        # Position t predicts token t+1, so a continuation of n tokens is read at the last n input positions.
-        rows = torch.tensor([row for row, target in enumerate(targets) for _ in target], dtype=torch.long,
-                            device=self._device)
-        positions = torch.tensor([p for length, target in zip(lengths, targets, strict=True)
-                                  for p in range(length - len(target), length)], dtype=torch.long,
-                                 device=self._device)
-        flat_targets = torch.tensor([t for target in targets for t in target], dtype=torch.long, device=self._device)
-        if self.lean:
-            picked = self.model.hidden_states(idx)[rows, positions]  # (N, d)
-            token_logprobs, greedy = continuation_logprobs(picked, flat_targets, self._vocab(),
-                                                           to_logits=self.model.lm_head)
-        else:
-            picked = self.model(idx)[rows, positions]  # (B, T, V) -> (N, V)
-            token_logprobs, greedy = continuation_logprobs(picked, flat_targets, picked.shape[-1])
-        counts = [len(t) for t in targets]
-        sums = [float(s.sum()) for s in torch.split(token_logprobs.cpu(), counts)]
-        all_greedy = [bool(g.all()) for g in torch.split(greedy.cpu(), counts)]
-        return list(zip(sums, all_greedy, strict=True))
+            results = self.scorer.score([(context, continuation) for _, context, continuation in requests],
+                                        self.batch_size, on_batch=scored)
+            bar.update(len(requests) - bar.n)
+        return results
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         """Log-likelihood of whole strings with lm-eval's disjoint rolling windows of the model's context.
@@ -211,7 +171,7 @@ class ExoLM(TemplateLM):
         text = ""
         for _ in range(max_gen_toks):
             window = (tokens + generated)[-self.max_length:]
-            next_token = int(self._last_logits(torch.tensor([window], dtype=torch.long, device=self._device))
+            next_token = int(self.scorer.last_logits(torch.tensor([window], dtype=torch.long, device=self._device))
                              [0].float().argmax())
             if next_token == self.eot_token_id:
                 break
@@ -222,15 +182,6 @@ class ExoLM(TemplateLM):
         for stop in until:
             text = text.split(stop, 1)[0]
         return text
-
-    def _last_logits(self, idx: torch.Tensor) -> torch.Tensor:
-        """(B, V) logits of the last position (the head on one row per sequence when scoring lean)."""
-        if self.lean:
-            return self.model.lm_head(self.model.hidden_states(idx)[:, -1])
-        return self.model(idx)[:, -1]
-
-    def _vocab(self) -> int:
-        return self._vocab_size if self._vocab_size is not None else self.model.lm_head.out_features
 
     @contextlib.contextmanager
     def _inference(self) -> Iterator[None]:

@@ -73,3 +73,11 @@ def test_a_failing_check_is_an_error_row_and_the_others_still_run(tmp_path, monk
                                         ("Tesla T4", None)])
 def test_peak_table_matches_device_names_and_leaves_unknown_devices_unknown(name, peak):
     assert gpu_check.peak_tflops(name) == peak
+
+
+def test_checks_past_the_time_budget_are_skipped_rows_not_failures(tmp_path, capsys):
+    out = tmp_path / "budget.json"
+    assert gpu_check.main(["--cpu", "--out", str(out), "--only", "process group", "--budget-s", "0"]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["ok"] is None and row["value"] is None and "skipped: past the 0 s budget" in row["notes"]
+    assert "skipped" in capsys.readouterr().out
