@@ -3,7 +3,7 @@
 Checks (each a function returning one row: name, value, unit, device, ok, notes; a check that raises
 becomes a row with its error, and the remaining checks still run):
 - FlexAttention with a document mask against dense-mask SDPA in bf16 (max |difference|, time ratio);
-- compiled against eager loss for each variant family (bf16 autocast on GPU);
+- compiled against eager loss for each variant family (bf16 autocast on GPU, fp32 with --cpu);
 - train step (bf16 autocast, document masks, CE + z-loss, backward, clip, Muon + AdamW) of gated and
   dynamic-e-exoformer at the 450M shape (seq 2048, micro-batch 16): ms/step, tokens/s, MFU, peak memory,
   and the ratios of dynamic-e-exoformer to gated;
@@ -147,6 +147,19 @@ def config(variant: str, shape: dict) -> ModelConfig:
     return variant_config(variant, shape.pop("shape"), **shape)
 
 
+class CheckFailed(Exception):
+    """A shared measurement failed earlier; the message is its description."""
+
+
+def describe_error(err: BaseException) -> str:
+    """'Class: message (file:line)', one line, the line being where it was raised."""
+    if isinstance(err, CheckFailed):
+        return str(err)
+    frames = traceback.extract_tb(err.__traceback__) if err.__traceback__ else []
+    where = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return f"{err.__class__.__name__}: {' '.join(str(err).split())[:300]}{where}"
+
+
 @dataclass
 class Context:
     """The device, the scale, and measurements shared by several rows (each computed once)."""
@@ -159,15 +172,18 @@ class Context:
     memo: dict = field(default_factory=dict)
 
     def once(self, key, compute: Callable):
-        """compute() the first time; later calls return its result or raise its error again."""
+        """compute() the first time; later calls return its result or raise its error again.
+
+        An error is kept as text: a kept exception would hold its frames, and with them the GPU memory of
+        the model that failed, through every later check."""
         if key not in self.memo:
             try:
                 self.memo[key] = (True, compute())
             except Exception as err:  # noqa: BLE001 - every dependent row reports it
-                self.memo[key] = (False, err)
+                self.memo[key] = (False, describe_error(err))
         ok, value = self.memo[key]
         if not ok:
-            raise value
+            raise CheckFailed(value)
         return value
 
     def row(self, value, unit: str, ok: bool | None = None, notes: str = "") -> Row:
@@ -560,10 +576,7 @@ def run_check(ctx: Context, name: str, check: Callable[[Context], Row]) -> Row:
     try:
         row = check(ctx)
     except Exception as err:  # noqa: BLE001 - a failing check is a row, never the end of the script
-        last = traceback.extract_tb(err.__traceback__)[-1]
-        message = " ".join(str(err).split())[:300]
-        row = ctx.row(None, "", False,
-                      f"error: {err.__class__.__name__}: {message} ({Path(last.filename).name}:{last.lineno})")
+        row = ctx.row(None, "", False, f"error: {describe_error(err)}")
     finally:
         if ctx.device.type == "cuda":
             torch.cuda.empty_cache()

@@ -81,3 +81,18 @@ def test_checks_past_the_time_budget_are_skipped_rows_not_failures(tmp_path, cap
     (row,) = json.loads(out.read_text())["rows"]
     assert row["ok"] is None and row["value"] is None and "skipped: past the 0 s budget" in row["notes"]
     assert "skipped" in capsys.readouterr().out
+
+
+def test_a_shared_measurement_that_fails_is_reported_by_each_row_that_needs_it():
+    ctx = gpu_check.Context(gpu_check.CPU_SCALE, gpu_check.torch.device("cpu"), "CPU", None)
+    calls = []
+
+    def failing():
+        calls.append(1)
+        raise MemoryError("out of memory at step 0")
+
+    rows = [gpu_check.run_check(ctx, f"row {i}", lambda c: c.row(c.once("shared", failing), "x")) for i in range(2)]
+    assert len(calls) == 1  # computed once
+    for i, row in enumerate(rows):
+        assert row.name == f"row {i}" and row.ok is False and row.value is None
+        assert "error: MemoryError: out of memory at step 0 (test_gpu_check.py:" in row.notes
