@@ -33,6 +33,7 @@ from exoformer.eval.stage import evaluate_stage, validate_stage
 from exoformer.harness import runs
 from exoformer.harness.spec import STAGES, Spec, wanted_stages
 from exoformer.rundir import RunDir
+from exoformer.stage import StageContext
 
 try:  # the job class must be a Checkpointable when submitit is there; inline runs work without it
     from submitit.helpers import Checkpointable as _JobBase
@@ -40,23 +41,6 @@ except ImportError:  # pragma: no cover - submitit is a pinned requirement
     _JobBase = object  # type: ignore[misc,assignment]
 
 INTERRUPTED, STOPPED, DONE = "interrupted", "stopped", "done"
-
-
-@dataclass(kw_only=True, slots=True)
-class StageContext:
-    """What every stage gets: its run directory, the resolved spec, the device to use and the run's logger."""
-
-    run_dir: Path
-    spec: Spec
-    device: str | None
-    log: logging.Logger
-
-    @property
-    def files(self) -> RunDir:
-        return RunDir(self.run_dir)
-
-    def say(self, text: str) -> None:
-        self.log.info(text)
 
 
 class StageInterrupted(Exception):
@@ -208,7 +192,7 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
             started = time.time()
             log.info(f"{stage}: start")
             try:
-                result = STAGE_FUNCTIONS[stage](StageContext(run_dir=rd.path, spec=spec, device=device, log=log))
+                result = STAGE_FUNCTIONS[stage](StageContext(run_dir=rd.path, spec=spec, device=device, say=log.info))
             except StageInterrupted as stop:
                 if rd.stop_requested():  # the launcher was interrupted: stop for good, a plain `run` resumes
                     rd.clear_stop()
@@ -261,8 +245,7 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
         if rank != 0:  # other ranks only train (DDP); rank 0 owns the run directory
             if not RunDir(run_dir).stage_done("train"):
                 with contextlib.suppress(StageInterrupted):
-                    train_stage(StageContext(run_dir=Path(run_dir), spec=spec, device=None,
-                                             log=logging.getLogger("exoformer.run")))
+                    train_stage(StageContext(run_dir=Path(run_dir), spec=spec))
             return {"state": "rank-done", "rank": rank}
         outcome = run_pipeline(Path(run_dir), spec, backend=backend, job_id=job_id)
         if outcome == INTERRUPTED and job_id is not None:

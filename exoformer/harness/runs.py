@@ -56,7 +56,7 @@ def run_dir_for(spec: Spec, root: Path) -> Path:
     return Path(root) / spec.name / spec.hash12
 
 
-def spec_from_dict(data: dict[str, Any], *, where: str = "spec.yaml") -> Spec:
+def spec_from_dict(data: dict[str, Any], *, where: str = "the spec file") -> Spec:
     """Rebuild a Spec from the layout of Spec.to_dict (a run's spec file)."""
     def tuples(d: dict) -> dict:
         return {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}

@@ -30,6 +30,7 @@ import torch
 
 from exoformer.errors import UserError
 from exoformer.io import atomic_write_text, fsync_dir
+from exoformer.rundir import RunDir
 
 NAME = re.compile(r"^step_(\d{8,})\.pt$")
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -48,7 +49,8 @@ def checkpoint_name(step: int) -> str:
 def checkpoint_dir(run_or_checkpoint_dir: str | os.PathLike) -> Path:
     """`<run>/checkpoints` for a run directory, else the directory itself."""
     path = Path(run_or_checkpoint_dir)
-    return path / "checkpoints" if (path / "checkpoints").is_dir() or not _checkpoints(path) else path
+    inside = RunDir(path).checkpoints
+    return inside if inside.is_dir() or not _checkpoints(path) else path
 
 
 def _sha256(path: Path) -> str:

@@ -28,6 +28,7 @@ from exoformer.data.loader import Batch, TrainBatches, validation_batches
 from exoformer.errors import UserError
 from exoformer.model.config import ModelConfig
 from exoformer.train import distributed as dist_util
+from exoformer.rundir import RunDir
 from exoformer.train.checkpoint import (check_resumable, checkpoint_dir, checkpoint_name, load_final_checkpoint,
                                         load_latest_verified, save_checkpoint)
 from exoformer.train.config import TrainConfig
@@ -187,7 +188,7 @@ def train(model_config: ModelConfig, train_config: TrainConfig, out_dir: str | P
 
 def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist_util.DistEnv,
            device: torch.device, build_model: ModelBuilder) -> TrainResult:
-    ckpt_dir = out_dir / "checkpoints"
+    ckpt_dir = RunDir(out_dir).checkpoints
     resume_path, state = load_latest_verified(ckpt_dir)  # damaged ones skipped (warned), the newest good one
     if state is not None:
         check_resumable(state, model_config.to_dict(), cfg.to_dict(), where=str(resume_path))
@@ -237,7 +238,7 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                                                       else None)
     if cfg.compile:
         forward = torch.compile(forward)
-    metrics = MetricsLog(out_dir / "metrics.jsonl", resume_step=step) if env.is_main else None
+    metrics = MetricsLog(RunDir(out_dir).metrics_file, resume_step=step) if env.is_main else None
     progress = Progress(cfg.steps, env.is_main)
     if env.is_main:
         progress.note(f"{'resuming at' if step else 'starting'} step {step}/{cfg.steps}: "

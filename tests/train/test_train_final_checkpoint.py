@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from exoformer.errors import UserError
+from exoformer.stage import StageContext
 from exoformer.train import checkpoint as ckpt
 from exoformer.train.checkpoint import (final_checkpoint_problem, latest_checkpoint, load_checkpoint,
                                         load_final_checkpoint, load_model_from_run, save_checkpoint)
@@ -31,9 +32,9 @@ def reference(tiny_data, tmp_path_factory):
     return run, final_validation(tiny_model(), tiny_train(tiny_data), run)
 
 
-def stage_ctx(tiny_data, run: Path) -> SimpleNamespace:
+def stage_ctx(tiny_data, run: Path) -> StageContext:
     spec = SimpleNamespace(name="tiny-s0", seed=0, model=tiny_model(), train=tiny_train(tiny_data))
-    return SimpleNamespace(spec=spec, run_dir=run, device="cpu", log=None)
+    return StageContext(spec=spec, run_dir=run, device="cpu")
 
 
 def trained_copy(tiny_data, tmp_path: Path) -> Path:
