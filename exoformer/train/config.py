@@ -70,7 +70,8 @@ class TrainConfig:
     precision: str = "auto"
     """One of PRECISIONS."""
     compile: bool = False
-    """torch.compile the model (GPU speed; never changes the math)."""
+    """torch.compile the model on CUDA, as the author's train.py does (speed only; ignored on CPU, where compiling a
+    shrunk spec would cost a minute per run). Kernels may reorder float operations: hashed like any field."""
 
     val_every: int = 100
     """Validation loss every this many steps (0: never during training)."""

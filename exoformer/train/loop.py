@@ -236,7 +236,7 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
     if env.world_size > 1:
         forward = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
                                                       else None)
-    if cfg.compile:
+    if cfg.compile and device.type == "cuda":  # on CPU compiling costs a minute and buys nothing here
         forward = torch.compile(forward)
     metrics = MetricsLog(RunDir(out_dir).metrics_file, resume_step=step) if env.is_main else None
     progress = Progress(cfg.steps, env.is_main)
