@@ -14,6 +14,7 @@ from pathlib import Path
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import REPO_ROOT, Registry
 from exoformer.harness.yaml_lines import load_yaml_with_lines
+from exoformer.limits import check_finite
 
 DEFAULT_REPORTED = REPO_ROOT / "results" / "paper" / "reported.yaml"
 VERSIONS = ("v1", "v2", "v3", "v4", "unknown")
@@ -30,6 +31,8 @@ class Reported:
 
 
 def reported_path(explicit: str | os.PathLike | None = None) -> Path:
+    if explicit is not None and not str(explicit).strip():
+        raise UserError("empty file name", where="--reported", fix="name reported.yaml, or leave --reported out")
     chosen = explicit or os.environ.get("EXOFORMER_REPORTED")
     return Path(chosen) if chosen else DEFAULT_REPORTED
 
@@ -119,6 +122,7 @@ def _cell(cell: object, where: str, sources: dict) -> Reported | None:
                         fix=did_you_mean(sorted(extra)[0], allowed))
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise UserError(f"value must be a number or null, got {value!r}", where=where, fix="write a number")
+    check_finite(value, where=where)
     if cell.get("source") not in sources:
         raise UserError(f"unknown source tag {cell.get('source')!r}", where=where,
                         fix=did_you_mean(str(cell.get("source")), sources))
