@@ -81,26 +81,21 @@ class VariantTable:
         return shape
 
 
-_CACHE: dict[tuple[str, int, int], VariantTable] = {}
+_CACHE: dict[tuple[str, str], VariantTable] = {}
 
 
 def load_variants(path: str | os.PathLike, *, display: str | None = None) -> VariantTable:
-    """Parse and check one variants.yaml (cached while the file is unchanged); errors name file:line."""
-    from exoformer.harness.yaml_lines import load_yaml_with_lines, read_limited  # noqa: F401 - lazy: no cycle
+    """Parse and check one variants.yaml (cached by its text); errors name file:line."""
+    from exoformer.harness.yaml_lines import load_yaml_text, read_limited  # lazy: harness imports this module
 
-    path = Path(path)
     shown = display or str(path)
-    try:
-        info = path.stat()
-        key = (str(path.resolve()), info.st_mtime_ns, info.st_size)
-    except OSError:
-        key = None
-    if key is not None and key in _CACHE:
-        return _CACHE[key]
-    table = _parse(load_yaml_with_lines(path, display=shown), shown)
-    if key is not None:
-        _CACHE[key] = table
-    return table
+    text = read_limited(path, display=shown)
+    key = (shown, text)
+    if key not in _CACHE:
+        if len(_CACHE) > 16:
+            _CACHE.clear()
+        _CACHE[key] = _parse(load_yaml_text(text, where=shown), shown)
+    return _CACHE[key]
 
 
 def _parse(data: Any, file: str) -> VariantTable:
