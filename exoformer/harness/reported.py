@@ -83,8 +83,14 @@ def load_reported(registry: Registry, path: str | os.PathLike | None = None) -> 
                 if (tid, row.id, col) not in cells:
                     raise UserError(f"cell {table.reported}/{row.id}/{col} is missing", where=file,
                                     fix="add it, as {value: null, reason: ...} when the paper does not give it")
-    for tid, cols in (data.get("column_maxima") or {}).items():
-        mw = f"{file}:{data['column_maxima'].line_of(tid)}"
+    maxima = data.get("column_maxima") or {}
+    if not isinstance(maxima, dict):
+        raise UserError("column_maxima must map table -> {column: cell}", where=f"{file}:{data.line_of('column_maxima')}",
+                        fix="indent tables under it")
+    for tid, cols in maxima.items():
+        mw = f"{file}:{maxima.line_of(tid)}"
+        if not isinstance(cols, dict):
+            raise UserError(f"column_maxima of {tid!r} must map column -> cell", where=mw, fix="indent columns under it")
         if tid not in registry.tables:
             raise UserError(f"column_maxima names unknown table {tid!r}", where=mw, fix=did_you_mean(str(tid),
                                                                                                      registry.tables))
@@ -94,8 +100,15 @@ def load_reported(registry: Registry, path: str | os.PathLike | None = None) -> 
                                 where=f"{file}:{cols.line_of(col)}",
                                 fix=did_you_mean(str(col), registry.tables[tid].columns))
             _cell(cell, f"{file}:{cols.line_of(col)}", sources)
-    for i, diff in enumerate(data.get("differences") or []):
-        dw = f"{file}:{data['differences'].line_of(i)}"
+    diffs = data.get("differences") or []
+    if not isinstance(diffs, list):
+        raise UserError("differences must be a list", where=f"{file}:{data.line_of('differences')}",
+                        fix="write - {minuend: T/R/C, subtrahend: T/R/C, value: X, source: TAG, version: vN}")
+    for i, diff in enumerate(diffs):
+        dw = f"{file}:{diffs.line_of(i)}"
+        if not isinstance(diff, dict):
+            raise UserError(f"a difference must be a mapping, got {diff!r}", where=dw,
+                            fix="write {minuend: T/R/C, subtrahend: T/R/C, value: X, source: TAG, version: vN}")
         for end in ("minuend", "subtrahend"):
             key = tuple(str(diff.get(end, "")).split("/"))
             if key not in cells:
