@@ -33,6 +33,8 @@ NAME_CHARS = "[a-z0-9][a-z0-9._-]*"
 """Name charset: lowercase letters, digits, '.', '_', '-', starting with a letter or digit (no glob characters,
 no path separators, no whitespace or newline)."""
 NAME_RE = re.compile(rf"\A{NAME_CHARS}\Z")
+MAX_INT = 2 ** 63
+"""Integers lie in [-2**63, 2**63) (what torch and numpy can hold); floats must be finite."""
 SEED_MAX = 2 ** 32
 """Seeds lie in [0, 2**32) (what numpy and torch generators accept)."""
 

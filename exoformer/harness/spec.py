@@ -16,7 +16,7 @@ from typing import Any
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.hashing import hash12, semantic_hash
 from exoformer.harness.yaml_lines import load_yaml_text
-from exoformer.limits import check_finite, check_seed
+from exoformer.limits import MAX_INT, check_finite, check_seed
 from exoformer.model.config import ModelConfig
 from exoformer.train.config import TrainConfig
 
@@ -195,10 +195,14 @@ def check_type(value: Any, type_name: str, *, where: str) -> Any:
         ok = isinstance(value, bool)
     elif base == "int":
         ok = isinstance(value, int) and not isinstance(value, bool)
+        if ok and not -MAX_INT <= value < MAX_INT:
+            raise UserError(f"{_digits(value)} does not fit in 64 bits", where=where, fix="write a smaller integer")
     elif base == "float":
         if isinstance(value, str) and _FLOAT.match(value.strip()):
-            value = float(value)
+            value = float(value)  # a too-long exponent gives inf, refused below
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and isinstance(value, int) and not -MAX_INT <= value < MAX_INT:
+            raise UserError(f"{_digits(value)} is too large", where=where, fix="write a finite number of normal size")
         value = float(value) if ok else value
         if ok:
             check_finite(value, where=where)
@@ -331,3 +335,8 @@ def build_section(cls: type, layer: Layer, section: str, base: dict[str, Any], *
 def _is_file_origin(origin: str) -> bool:
     """True for `file:line` and `--set` origins (the places a user wrote), false for derived ones."""
     return origin.startswith("--set") or (":" in origin and "(" not in origin)
+
+
+def _digits(value: int) -> str:
+    """A huge integer shown by its size, not its digits (an error line stays short)."""
+    return f"an integer of {value.bit_length()} bits"

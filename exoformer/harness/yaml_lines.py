@@ -118,6 +118,15 @@ class _LimitedLoader(Composer, _EventSource, SafeConstructor, Resolver):  # type
                            node.start_mark.line + 1, "use fewer or smaller aliases (an alias repeats its whole value)")
         return size
 
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        """Constructor failures (a 5,000-digit integer, a timestamp like 2026-13-45) become one-line errors."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError, TypeError) as exc:
+            raise _Refused(f"cannot read the value {_short(node.value) if isinstance(node, ScalarNode) else ''} "
+                           f"({exc.__class__.__name__})", node.start_mark.line + 1,
+                           "quote it to make it a string, or write a plain number") from None
+
     def construct_yaml_map(self, node: MappingNode):  # type: ignore[override]
         yield _construct_mapping(self, node)
 

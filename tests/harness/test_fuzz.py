@@ -382,6 +382,10 @@ def _limit_cases():
         cases.append(("yaml-budget", f"deep-block-{depth}", {"fuzz.yaml": text}, ["fuzz.yaml:", "nesting deeper"]))
     cases.append(("yaml-budget", "big-file", {"fuzz.yaml": "# " + "x" * limits.MAX_FILE_BYTES + "\n"},
                   ["fuzz.yaml", "byte limit"]))
+    cases.append(("yaml-budget", "int-5000-digits", {"fuzz.yaml": _spec_yaml("train: {steps: " + "9" * 5000 + "}")},
+                  ["fuzz.yaml:8", "cannot read the value"]))
+    cases.append(("yaml-budget", "int-huge-float-field", {"fuzz.yaml": _spec_yaml(f"train: {{muon_lr: {10 ** 400}}}")},
+                  ["fuzz.yaml:8", "too large"]))
     cases.append(("yaml-budget", "not-utf8", {"fuzz.yaml": b"groups: \xff\xfe\n"}, ["fuzz.yaml", "UTF-8"]))
     for i in range(8):  # sweeps over the size limit
         n_axes = rng.randint(2, 8)
@@ -434,6 +438,10 @@ def _override_cases():
          ["--set", "aliases"]),
         ("set-misc", "set-seed-neg", ["seed=-1"], ["--set seed", "2**32"]),
         ("set-misc", "set-seed-big", [f"seed={2 ** 32}"], ["--set seed", "2**32"]),
+        ("set-misc", "set-int-5000-digits", ["train.steps=" + "7" * 5000], ["--set train.steps", "cannot read the value"]),
+        ("set-misc", "set-int-64-bits", [f"train.steps={2 ** 64}"], ["--set train.steps", "64 bits"]),
+        ("set-misc", "set-float-overflow", ["train.muon_lr=1e400"], ["--set train.muon_lr", "finite"]),
+        ("set-misc", "set-bad-date", ["train.steps=2026-13-45"], ["--set train.steps", "cannot read the value"]),
     ]
     return cases
 
