@@ -59,15 +59,17 @@ class _Refused(Exception):
 try:
     from yaml._yaml import CParser as _EventSource  # libyaml's event parser: fast, and not recursive
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    from yaml.parser import Parser as _EventSource  # type: ignore[assignment]
+    from yaml.parser import Parser
     from yaml.reader import Reader
     from yaml.scanner import Scanner
 
-    class _PyEvents(Reader, Scanner, _EventSource):  # type: ignore[misc, valid-type]
+    class _PyEvents(Reader, Scanner, Parser):  # type: ignore[misc]
+        """The pure-Python event parser (also not recursive)."""
+
         def __init__(self, stream: str) -> None:
             Reader.__init__(self, stream)
             Scanner.__init__(self)
-            _EventSource.__init__(self)
+            Parser.__init__(self)
 
     _EventSource = _PyEvents  # type: ignore[misc, assignment]
 

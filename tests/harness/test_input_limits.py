@@ -286,3 +286,20 @@ def test_a_registry_without_variants_is_refused(tmp_path):
     (reg_dir / "variants.yaml").unlink()
     with pytest.raises(UserError, match="no variants.yaml"):
         Registry(reg_dir)
+
+
+def test_the_limits_hold_without_libyaml(monkeypatch):
+    """A PyYAML built without libyaml composes through the same budgets (a separate copy of the module)."""
+    import importlib.util
+
+    import exoformer.harness.yaml_lines as shipped
+
+    monkeypatch.setitem(sys.modules, "yaml._yaml", None)  # `from yaml._yaml import ...` now raises ImportError
+    spec = importlib.util.spec_from_file_location("yaml_lines_pure", shipped.__file__)
+    pure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pure)
+    assert pure._EventSource.__name__ == "_PyEvents"
+    assert pure.load_yaml_text("b: &b {x: 1}\nc:\n  <<: *b\n  y: 2\n", where="t")["c"] == {"x": 1, "y": 2}
+    for text, message in (("[" * 100_000, "deeper than"), (BOMB, "aliases are expanded"), ("a: 1\na: 2\n", "duplicate")):
+        with pytest.raises(UserError, match=message):
+            pure.load_yaml_text(text, where="t")
