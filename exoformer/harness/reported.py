@@ -85,12 +85,13 @@ def load_reported(registry: Registry, path: str | os.PathLike | None = None) -> 
                                     fix="add it, as {value: null, reason: ...} when the paper does not give it")
     maxima = data.get("column_maxima") or {}
     if not isinstance(maxima, dict):
-        raise UserError("column_maxima must map table -> {column: cell}", where=f"{file}:{data.line_of('column_maxima')}",
-                        fix="indent tables under it")
+        raise UserError("column_maxima must map table -> {column: cell}",
+                        where=f"{file}:{data.line_of('column_maxima')}", fix="indent tables under it")
     for tid, cols in maxima.items():
         mw = f"{file}:{maxima.line_of(tid)}"
         if not isinstance(cols, dict):
-            raise UserError(f"column_maxima of {tid!r} must map column -> cell", where=mw, fix="indent columns under it")
+            raise UserError(f"column_maxima of {tid!r} must map column -> cell", where=mw,
+                            fix="indent columns under it")
         if tid not in registry.tables:
             raise UserError(f"column_maxima names unknown table {tid!r}", where=mw, fix=did_you_mean(str(tid),
                                                                                                      registry.tables))

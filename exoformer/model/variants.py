@@ -141,8 +141,8 @@ def _parse(data: Any, file: str) -> VariantTable:
                             fix="name the shape for gated and for ungated variants")
         for which in ("gated", "ungated"):
             if entry[which] not in out["shapes"]:
-                raise UserError(f"alias {name!r}: unknown {which} shape {entry[which]!r}", where=_at(file, entry, which),
-                                fix=did_you_mean(str(entry[which]), out["shapes"]))
+                raise UserError(f"alias {name!r}: unknown {which} shape {entry[which]!r}",
+                                where=_at(file, entry, which), fix=did_you_mean(str(entry[which]), out["shapes"]))
         if name in out["shapes"]:
             raise UserError(f"alias {name!r} is also a shape name", where=where, fix="rename one of them")
         aliases[name] = (entry["gated"], entry["ungated"])

@@ -297,17 +297,20 @@ def _q(name):
     return json.dumps(name)
 
 
+ROW = "{id: r, label: R, specs: [base-s42]}"
+
+
 def _names_of_kind(kind, name):
     fz = "groups:\n  fuzz:\n    why: fuzz group\n"
     return {
         "spec": fz + f"    specs:\n      {_q(name)}: {{variant: base, seed: 9}}\n",
         "group": f"groups:\n  {_q(name)}:\n    why: x\n",
-        "table": f"tables:\n  {_q(name)}: {{title: x, columns: [val_ppl], rows: [{{id: r, label: R, specs: [base-s42]}}]}}\n",
+        "table": f"tables:\n  {_q(name)}: {{title: x, columns: [val_ppl], rows: [{ROW}]}}\n",
         "figure": f"figures:\n  {_q(name)}: {{title: x, kind: curves, specs: [base-s42], series: [val_loss]}}\n",
         "preset": f"presets:\n  {_q(name)}: {{why: x, shape: smoke}}\n",
         "shape": f"shapes:\n  {_q(name)}: {{n_layer: 2}}\n",
         "metric": f"metrics:\n  {_q(name)}: {{description: x, better: lower}}\n",
-        "row": f"tables:\n  t9: {{title: x, columns: [val_ppl], rows: [{{id: {_q(name)}, label: R, specs: [base-s42]}}]}}\n",
+        "row": f"tables:\n  t9: {{title: x, columns: [val_ppl], rows: [{ROW.replace('id: r', 'id: ' + _q(name))}]}}\n",
         "label": fz + "    sweeps:\n      - name: \"x-{lr}\"\n        variant: base\n"
                       f"        grid:\n          lr: {{{_q(name)}: {{train.muon_lr: 0.02}}}}\n",
     }[kind]
@@ -334,7 +337,8 @@ def _limit_cases():
         cases.append(("nonfinite", f"nonfinite-shape-{key}", {"fuzz.yaml": f"shapes:\n  s9: {{{key}: {bad}}}\n"}
                       if key != "coef_init" else {"fuzz.yaml": _spec_yaml(f"model: {{coef_init: {bad}}}")},
                       ["fuzz.yaml:", key, "finite"]))
-    cases.append(("nonfinite", "nonfinite-variants-coef", {"variants.yaml": ("replace", "  gated:\n", "  gated:\n    coef_init: .nan\n")},
+    nan_variant = ("replace", "  gated:\n", "  gated:\n    coef_init: .nan\n")
+    cases.append(("nonfinite", "nonfinite-variants-coef", {"variants.yaml": nan_variant},
                   ["variants.yaml:", "coef_init", "finite"]))
     for key, values in RANGES.items():  # out-of-range values
         for value in values:
@@ -349,7 +353,8 @@ def _limit_cases():
             continue
         else:
             body = "{}: {{{}: {}}}".format(*key.split("."), value)
-        cases.append(("range", f"range-random-{len(cases)}-{key}", {"fuzz.yaml": _spec_yaml(body)}, ["fuzz.yaml:", key]))
+        cases.append(("range", f"range-random-{len(cases)}-{key}", {"fuzz.yaml": _spec_yaml(body)},
+                      ["fuzz.yaml:", key]))
     kinds = ("spec", "group", "table", "figure", "preset", "shape", "metric", "row", "label")
     for label, bad in BAD_NAMES.items():  # every bad name, in every kind of name
         for kind in kinds:
@@ -392,10 +397,11 @@ def _limit_cases():
         sizes = [rng.randint(5, 25) for _ in range(n_axes)]
         while _prod(sizes) <= limits.MAX_SWEEP_POINTS:
             sizes[rng.randrange(n_axes)] += 10
-        grid = "".join(f"          a{j}: {{" + ", ".join(f"v{k}: {{train.muon_lr: {0.001 * (k + 1)}}}" for k in range(n))
-                       + "}\n" for j, n in enumerate(sizes))
-        text = ("groups:\n  fuzz:\n    why: fuzz group\n    sweeps:\n      - name: \"x-" + "-".join(f"{{a{j}}}" for j in range(n_axes))
-                + "\"\n        variant: base\n        grid:\n" + grid)
+        labels = [", ".join(f"v{k}: {{train.muon_lr: {0.001 * (k + 1)}}}" for k in range(n)) for n in sizes]
+        grid = "".join(f"          a{j}: {{{axis}}}\n" for j, axis in enumerate(labels))
+        template = "x-" + "-".join(f"{{a{j}}}" for j in range(n_axes))
+        text = (f"groups:\n  fuzz:\n    why: fuzz group\n    sweeps:\n      - name: \"{template}\"\n"
+                "        variant: base\n        grid:\n" + grid)
         cases.append(("sweep-size", f"sweep-{'x'.join(map(str, sizes))}", {"fuzz.yaml": text},
                       ["fuzz.yaml:5", "points", "over the limit"]))
     for i, target in enumerate(["../outside.yaml", "../../etc/passwd", "/etc/passwd", "sub/../../x.yaml"]):
@@ -417,7 +423,8 @@ def _prod(values):
 
 
 def _spec_yaml(body):
-    return f"groups:\n  fuzz:\n    why: fuzz group\n    specs:\n      fuzz-spec:\n        variant: e-exoformer\n        seed: 5\n        {body}\n"
+    return ("groups:\n  fuzz:\n    why: fuzz group\n    specs:\n      fuzz-spec:\n        variant: e-exoformer\n"
+            f"        seed: 5\n        {body}\n")
 
 
 def _override_cases():
@@ -438,7 +445,8 @@ def _override_cases():
          ["--set", "aliases"]),
         ("set-misc", "set-seed-neg", ["seed=-1"], ["--set seed", "2**32"]),
         ("set-misc", "set-seed-big", [f"seed={2 ** 32}"], ["--set seed", "2**32"]),
-        ("set-misc", "set-int-5000-digits", ["train.steps=" + "7" * 5000], ["--set train.steps", "cannot read the value"]),
+        ("set-misc", "set-int-5000-digits", ["train.steps=" + "7" * 5000],
+         ["--set train.steps", "cannot read the value"]),
         ("set-misc", "set-int-64-bits", [f"train.steps={2 ** 64}"], ["--set train.steps", "64 bits"]),
         ("set-misc", "set-float-overflow", ["train.muon_lr=1e400"], ["--set train.muon_lr", "finite"]),
         ("set-misc", "set-bad-date", ["train.steps=2026-13-45"], ["--set train.steps", "cannot read the value"]),

@@ -64,17 +64,24 @@ def _in_process(capsys, *argv):
 
 # ------------------------------------------------------------------ machine-exhausting files
 
-BOMB = ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-        "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-        "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
-        "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
-        "i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]\n")
+def _bomb_levels(width=9, depth=9):
+    """Anchors a, b, c, ...: each a list of `width` aliases of the previous one (width**depth values in all)."""
+    names = "abcdefghijklmnop"[:depth]
+    levels = ["&a [" + ", ".join(["x"] * width) + "]"]
+    levels += [f"&{n} [" + ", ".join([f"*{p}"] * width) + "]" for p, n in zip(names, names[1:])]
+    return levels
+
+
+BOMB = "".join(f"{chr(97 + i)}: {level}\n" for i, level in enumerate(_bomb_levels()))
+"""A bare alias bomb: 9**9 (387 million) values once expanded."""
+BOMB_IN_SPEC = FZ + "    specs:\n      fz-a:\n        variant: base\n        note: [" + ", ".join(_bomb_levels()) + "]\n"
+"""The same bomb where the loader must read it: a spec's note (a string field; the error message would print it)."""
 
 
 @pytest.mark.parametrize("verb", [["validate"], ["list"], ["plan", "table1"]])
 def test_an_alias_bomb_is_refused_under_a_memory_cap(tmp_path, verb):
-    assert len(BOMB) < 800  # 9**9 (387 million) values once expanded
-    reg = _registry(tmp_path, BOMB)
+    assert len(BOMB_IN_SPEC) < 800
+    reg = _registry(tmp_path, BOMB_IN_SPEC)
     _one_error_line(_cli(*verb, "--runs-dir", str(tmp_path / "runs"), registry=reg) if verb[0] == "plan"
                     else _cli(*verb, registry=reg), "fz.yaml:", "aliases are expanded")
 
@@ -82,8 +89,8 @@ def test_an_alias_bomb_is_refused_under_a_memory_cap(tmp_path, verb):
 def test_a_huge_sweep_grid_is_refused_before_expanding(tmp_path):
     grid = "".join(f"          a{j}: {{" + ", ".join(f"v{k}: {{train.muon_lr: 0.0{k + 1}}}" for k in range(20)) + "}\n"
                    for j in range(8))  # 20**8 = 2.56e10 points
-    text = FZ + "    sweeps:\n      - name: \"x-" + "-".join(f"{{a{j}}}" for j in range(8)) + "\"\n        variant: base\n" \
-        "        grid:\n" + grid
+    template = "x-" + "-".join(f"{{a{j}}}" for j in range(8))
+    text = FZ + f"    sweeps:\n      - name: \"{template}\"\n        variant: base\n        grid:\n" + grid
     reg = _registry(tmp_path, text)
     for verb in (["validate"], ["list"]):
         _one_error_line(_cli(*verb, registry=reg), "fz.yaml:5", "25600000000 points", str(limits.MAX_SWEEP_POINTS))
@@ -157,8 +164,8 @@ def test_nan_in_reported_numbers_is_refused(tmp_path, capsys):
     ("train: {adam_beta1: 1.0}", "train.adam_beta1"), ("model: {coef_init: .inf}", "model.coef_init"),
 ])
 def test_out_of_range_values_fail_validate(tmp_path, capsys, body, field):
-    reg = _registry(tmp_path, FZ + f"    specs:\n      fz-a:\n        variant: e-exoformer\n        seed: 7\n        {body}\n"
-                    .replace("        seed: 7\n        seed:", "        seed:"))
+    spec = f"    specs:\n      fz-a:\n        variant: e-exoformer\n        seed: 7\n        {body}\n"
+    reg = _registry(tmp_path, FZ + spec.replace("        seed: 7\n        seed:", "        seed:"))
     err = _in_process(capsys, "validate", "--registry", str(reg))
     assert "fz.yaml:" in err and field in err
 
@@ -260,10 +267,12 @@ def test_an_override_value_goes_through_the_limited_loader():
 def test_a_registry_brings_its_own_variants(tmp_path):
     reg_dir = _registry(tmp_path, FZ + "    specs:\n      fz-own: {variant: fz-variant, seed: 9}\n")
     text = (reg_dir / "variants.yaml").read_text().replace(
-        "variants:\n", "variants:\n  fz-variant:\n    description: only here\n    gated: true\n    coef_init: 0.25\n", 1)
+        "variants:\n", "variants:\n  fz-variant:\n    description: only here\n    gated: true\n"
+                        "    coef_init: 0.25\n", 1)
     (reg_dir / "variants.yaml").write_text(text)
     spec = Registry(reg_dir).resolve("fz-own")
-    assert (spec.variant, spec.model.gated, spec.model.coef_init, spec.shape) == ("fz-variant", True, 0.25, "450m-gated")
+    got = (spec.variant, spec.model.gated, spec.model.coef_init, spec.shape)
+    assert got == ("fz-variant", True, 0.25, "450m-gated")
     with pytest.raises(UserError, match="fz-variant"):
         variant_config("fz-variant")  # the repository's table does not have it
     assert variant_config("e-exoformer", "tiny").n_layer == 2  # code without a registry keeps working
@@ -300,6 +309,7 @@ def test_the_limits_hold_without_libyaml(monkeypatch):
     spec.loader.exec_module(pure)
     assert pure._EventSource.__name__ == "_PyEvents"
     assert pure.load_yaml_text("b: &b {x: 1}\nc:\n  <<: *b\n  y: 2\n", where="t")["c"] == {"x": 1, "y": 2}
-    for text, message in (("[" * 100_000, "deeper than"), (BOMB, "aliases are expanded"), ("a: 1\na: 2\n", "duplicate")):
+    bad = (("[" * 100_000, "deeper than"), (BOMB, "aliases are expanded"), ("a: 1\na: 2\n", "duplicate"))
+    for text, message in bad:
         with pytest.raises(UserError, match=message):
             pure.load_yaml_text(text, where="t")
