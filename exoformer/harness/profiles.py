@@ -64,6 +64,8 @@ class Profile:
 
 def profiles_dir() -> Path:
     chosen = os.environ.get("EXOFORMER_PROFILES")
+    if chosen is not None and not chosen.strip():  # never a silent fallback to slurm/profiles/
+        raise UserError("empty profiles directory", where="$EXOFORMER_PROFILES", fix="unset it, or name a directory")
     return Path(chosen) if chosen else PROFILES_DIR
 
 

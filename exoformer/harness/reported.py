@@ -33,7 +33,10 @@ class Reported:
 def reported_path(explicit: str | os.PathLike | None = None) -> Path:
     if explicit is not None and not str(explicit).strip():
         raise UserError("empty file name", where="--reported", fix="name reported.yaml, or leave --reported out")
-    chosen = explicit or os.environ.get("EXOFORMER_REPORTED")
+    env = os.environ.get("EXOFORMER_REPORTED")
+    if explicit is None and env is not None and not env.strip():
+        raise UserError("empty file name", where="$EXOFORMER_REPORTED", fix="unset it, or name reported.yaml")
+    chosen = explicit or env
     return Path(chosen) if chosen else DEFAULT_REPORTED
 
 

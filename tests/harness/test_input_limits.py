@@ -235,9 +235,11 @@ def test_an_empty_registry_or_reported_is_refused(capsys, monkeypatch):
     assert "--registry" in err and "empty" in err
     err = _in_process(capsys, "validate", "--reported", "")
     assert "--reported" in err and "empty" in err
-    monkeypatch.setenv("EXOFORMER_REGISTRY", " ")
-    err = _in_process(capsys, "list")
-    assert "$EXOFORMER_REGISTRY" in err
+    for env, argv in (("EXOFORMER_REPORTED", ["validate"]), ("EXOFORMER_PROFILES", ["plan", "base-s42"]),
+                      ("EXOFORMER_REGISTRY", ["list"])):
+        monkeypatch.setenv(env, "")
+        err = _in_process(capsys, *argv)
+        assert f"${env}" in err and "empty" in err
 
 
 def test_merge_keys_work_and_duplicate_keys_stay_errors(tmp_path, capsys):
