@@ -31,7 +31,7 @@ from exoformer.harness.spec import (
     parse_override, set_flat,
 )
 from exoformer.harness.tables import Figure, Metric, Table, parse_figure, parse_metrics, parse_table
-from exoformer.harness.yaml_lines import LineDict, load_yaml_with_lines
+from exoformer.yaml_lines import LineDict, load_yaml_with_lines
 from exoformer.model import variants as variants_mod
 from exoformer.model.config import ModelConfig
 from exoformer.train.config import TrainConfig

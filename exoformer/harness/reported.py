@@ -13,7 +13,7 @@ from pathlib import Path
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import REPO_ROOT, Registry
-from exoformer.harness.yaml_lines import load_yaml_with_lines
+from exoformer.yaml_lines import load_yaml_with_lines
 from exoformer.limits import check_finite
 
 DEFAULT_REPORTED = REPO_ROOT / "results" / "paper" / "reported.yaml"

@@ -15,7 +15,7 @@ from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.hashing import hash12, semantic_hash
-from exoformer.harness.yaml_lines import load_yaml_text
+from exoformer.yaml_lines import load_yaml_text
 from exoformer.limits import MAX_INT, check_finite, check_seed
 from exoformer.model.config import ModelConfig
 from exoformer.train.config import TrainConfig

@@ -86,7 +86,7 @@ _CACHE: dict[tuple[str, str], VariantTable] = {}
 
 def load_variants(path: str | os.PathLike, *, display: str | None = None) -> VariantTable:
     """Parse and check one variants.yaml (cached by its text); errors name file:line."""
-    from exoformer.harness.yaml_lines import load_yaml_text, read_limited  # lazy: harness imports this module
+    from exoformer.yaml_lines import load_yaml_text, read_limited  # lazy: harness imports this module
 
     shown = display or str(path)
     text = read_limited(path, display=shown)

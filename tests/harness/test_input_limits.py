@@ -18,7 +18,7 @@ from exoformer.errors import UserError
 from exoformer.harness.registry import DEFAULT_REGISTRY, Registry
 from exoformer.harness.reported import DEFAULT_REPORTED
 from exoformer.harness.spec import parse_override
-from exoformer.harness.yaml_lines import load_yaml_text
+from exoformer.yaml_lines import load_yaml_text
 from exoformer.model.variants import variant_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -303,7 +303,7 @@ def test_the_limits_hold_without_libyaml(monkeypatch):
     """A PyYAML built without libyaml composes through the same budgets (a separate copy of the module)."""
     import importlib.util
 
-    import exoformer.harness.yaml_lines as shipped
+    import exoformer.yaml_lines as shipped
 
     monkeypatch.setitem(sys.modules, "yaml._yaml", None)  # `from yaml._yaml import ...` now raises ImportError
     spec = importlib.util.spec_from_file_location("yaml_lines_pure", shipped.__file__)
