@@ -15,21 +15,18 @@ from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.hashing import hash12, semantic_hash
-from exoformer.yaml_lines import load_yaml_text
 from exoformer.limits import MAX_INT, check_finite, check_seed
-from exoformer.model.config import ModelConfig
+from exoformer.eval.suites import SUITES
+from exoformer.model.config import ABLATIONS, ModelConfig
 from exoformer.train.config import TrainConfig
+from exoformer.yaml_lines import load_yaml_text
 
-SUITES = ("paper", "smoke")
-"""paper: the six lm-eval tasks (ARC-C, ARC-E, HellaSwag, OBQA, PIQA, WinoGrande); smoke: their offline twins."""
 
 PROBES = ("first_token_attention", "attention_entropy", "token_similarity", "similarity_to_embeddings",
           "layer_similarity", "pca_components", "gate_stats", "coefficient_stats", "massive_activation",
           "spike_scores")
 """Analysis probes (official_code.md 6.2; paper.md 4.3-4.4); names follow exoformer.analysis.metrics."""
 
-ABLATIONS = ("none", "anchor", "self")
-"""Inference-time ablations of the mixing terms (paper appendix C); ignored for non-mixing models."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
