@@ -23,8 +23,8 @@ from torch import nn
 
 from exoformer.analysis import metrics
 from exoformer.errors import UserError, did_you_mean
+from exoformer.model.config import ABLATIONS
 
-ABLATIONS = ("none", "anchor", "self")
 """'none' is the model as trained; 'anchor' / 'self' drop that term of every mix (paper appendix C)."""
 
 FORMAT = "exoformer.analysis.probes/1"

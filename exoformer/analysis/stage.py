@@ -22,6 +22,8 @@ from typing import Any
 
 from exoformer.errors import UserError
 from exoformer.io import atomic_write_json, atomic_write_text
+from exoformer.rundir import RunDir
+from exoformer.stage import StageContext
 
 FORMAT = "exoformer.analysis.stage/1"
 
@@ -45,42 +47,42 @@ ATTENTION_PROBES = frozenset({"first_token_attention", "attention_entropy"})
 """Probes that need the O(T^2) attention probabilities; without them the forward skips computing them."""
 
 
-def analyse_stage(ctx: Any) -> dict:
+def analyse_stage(ctx: StageContext) -> dict:
     """Run the analysis of `ctx.run_dir` for `ctx.spec` on `ctx.device`; return the stage summary.
 
-    A run without a complete checkpoint is a one-line UserError (only when a model probe is selected:
+    A run without a verified final checkpoint is a one-line UserError (only when a model probe is selected:
     spike scores need only metrics.jsonl). Spike scores come first: cheap, and a missing log fails fast.
     """
     spec, run_dir = ctx.spec, Path(ctx.run_dir)
     config = spec.analysis
     if not config.enabled:
-        _log(ctx, "analysis disabled (analysis.enabled: false); nothing to do")
+        ctx.say("analysis disabled (analysis.enabled: false); nothing to do")
         return {"skipped": "analysis.enabled is false"}
     selected = tuple(config.probes)
-    out_dir = run_dir / "analysis"
+    files = ctx.files
     summary: dict[str, Any] = {"probes": list(selected)}
     rows: list[dict] = []
 
     if "spike_scores" in selected:
         from exoformer.analysis.metrics import spike_scores_from_metrics
 
-        spikes = spike_scores_from_metrics(run_dir / "metrics.jsonl")
+        spikes = spike_scores_from_metrics(files.metrics_file)
         spikes = {"format": FORMAT, "spec": spec.name, **spikes}
-        atomic_write_json(out_dir / "spikes.json", spikes)
-        summary["spikes_json"] = "analysis/spikes.json"
+        atomic_write_json(files.spikes, spikes)
+        summary["spikes_json"] = files.display(files.spikes)
         summary["grad_spike_score_pct"] = spikes["grad_norm"]["score_pct"]
         summary["loss_spike_score_pct"] = spikes["loss"]["score_pct"]
         rows += [_row("grad_spike_score", spikes["grad_norm"]["score_pct"], spikes["grad_norm"]["values"]),
                  _row("loss_spike_score", spikes["loss"]["score_pct"], spikes["loss"]["values"])]
-        _log(ctx, f"spike scores: grad_norm {_pct(spikes['grad_norm'])}, loss {_pct(spikes['loss'])}"
+        ctx.say(f"spike scores: grad_norm {_pct(spikes['grad_norm'])}, loss {_pct(spikes['loss'])}"
                   " -> analysis/spikes.json")
 
     model_probes = [p for p in selected if PROBE_OUTPUTS[p]]
     if model_probes:
         started = time.perf_counter()
-        probes = probe_run(run_dir, spec, model_probes, device=getattr(ctx, "device", None))
-        atomic_write_json(out_dir / "probes.json", probes)
-        summary["probes_json"] = "analysis/probes.json"
+        probes = probe_run(run_dir, spec, model_probes, device=ctx.device)
+        atomic_write_json(files.probes, probes)
+        summary["probes_json"] = files.display(files.probes)
         summary["checkpoint"] = probes["run"]["checkpoint"]
         summary["input"] = probes["input"]
         summary["seconds"] = round(time.perf_counter() - started, 3)
@@ -90,27 +92,30 @@ def analyse_stage(ctx: Any) -> dict:
         summary.update(_headline(probes))
         rows += [_row(metric, value, probes["input"]["batch"] * probes["input"]["seq_len"])
                  for metric, value in _table_numbers(probes).items()]
-        _log(ctx, f"probes on {probes['input']['batch']} x {probes['input']['seq_len']} tokens of "
+        ctx.say(f"probes on {probes['input']['batch']} x {probes['input']['seq_len']} tokens of "
                   f"{probes['run']['checkpoint']} -> analysis/probes.json ({summary['seconds']:.1f} s)")
 
     if rows:
-        atomic_write_text(out_dir / "long.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
-        summary["long_jsonl"] = "analysis/long.jsonl"
+        atomic_write_text(files.analysis_rows, "".join(json.dumps(row) + "\n" for row in rows))
+        summary["long_jsonl"] = files.display(files.analysis_rows)
     return summary
 
 
 def probe_run(run_dir: Path, spec: Any, probes: list[str] | tuple[str, ...], *, device: Any = None) -> dict:
-    """Load the run's newest checkpoint, build the fixed input, run the probes; JSON-ready dict."""
+    """Load the run's final checkpoint (verified), build the fixed input, run the probes; JSON-ready dict."""
     import torch
 
     from exoformer.analysis.probes import run_probes
-    from exoformer.train.checkpoint import latest_checkpoint, load_model_from_run
+    from exoformer.train.checkpoint import checkpoint_files, checkpoint_name, load_final_checkpoint, model_from_state
 
-    checkpoint = latest_checkpoint(run_dir / "checkpoints")
-    if checkpoint is None:
-        raise UserError("the run has no complete checkpoint to analyse", where=str(run_dir / "checkpoints"),
+    checkpoints = RunDir(run_dir).checkpoints
+    if not checkpoint_files(checkpoints):
+        raise UserError("the run has no complete checkpoint to analyse", where=str(checkpoints),
                         fix=f"run its train stage first (reproduce.py run {spec.name})")
-    model, model_config = load_model_from_run(run_dir, map_location="cpu")
+    checkpoint = checkpoints / checkpoint_name(spec.train.steps)
+    state = load_final_checkpoint(run_dir, spec.train.steps)  # verified, or a UserError naming the file
+    model, model_config = model_from_state(state, where=str(checkpoint))
+    del state
     device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
     model = model.float().to(device)
     seq_len = spec.analysis.seq_len or model_config.seq_len
@@ -232,8 +237,6 @@ def write_coefficients(run_dir: Path, checkpoint_name: str, spec_name: str) -> s
     """
     import torch
 
-    from exoformer.rundir import RunDir
-
     run = RunDir(run_dir)
     state = torch.load(run.checkpoints / checkpoint_name, map_location="cpu", weights_only=True, mmap=True)
     record = {**mixing_coefficients(state["model"], state["model_config"]), "spec": spec_name,
@@ -249,14 +252,3 @@ def _row(metric: str, value: float | None, n: int) -> dict:
 def _pct(series: dict) -> str:
     score = series["score_pct"]
     return "not enough steps" if score is None else f"{score:.4f}%"
-
-
-def _log(ctx: Any, message: str) -> None:
-    """ctx.log may be a logging.Logger-like object or a plain callable; absent is fine."""
-    log = getattr(ctx, "log", None)
-    if log is None:
-        return
-    if hasattr(log, "info"):
-        log.info(message)
-    elif callable(log):
-        log(message)

@@ -62,7 +62,7 @@ def print_plan(planned: list[PlannedRun], target: str, *, as_json: bool) -> None
     print(f"total: {total['to_run']} to run, {total['to_resume']} to resume, {total['to_skip']} skipped; "
           f"{total['flops']:.3g} FLOPs, {_cost(total['gpu_hours'], total['cpu_minutes'], profiles)}"
           " (excluding skipped runs)")
-    sources = sorted({s for p in planned if (s := getattr(p.cost, "mfu_source", None))})
+    sources = sorted({p.cost.mfu_source for p in planned if p.cost.mfu_source})
     if sources and any(p.cost.gpu_hours is not None for p in planned):
         print("MFU: " + "; ".join(sources))
 

@@ -3,7 +3,8 @@
 `resolve_data(name_or_dir)` turns what a spec's `data:` field says into a directory of shards:
 - "smoke": the bundled corpus, generated once into the cache (env EXOFORMER_CACHE, default
   <repo>/results/cache/) under a name keyed by the generator's version, parameters and source, built in a
-  temporary folder and renamed into place (a crash never leaves a half corpus), reused afterwards;
+  temporary folder and renamed into place (a crash never leaves a half corpus), reused afterwards after
+  a check against the SHA256SUMS recorded with it (a damaged cache is rebuilt, never trained on);
 - "fineweb-edu-10b": env EXOFORMER_DATA_DIR, else <repo>/data/finewebedu10B (what `prefetch` downloads);
 - any other value: a directory path holding `*_train_*.bin` and `*_val_*.bin` shards.
 """
@@ -15,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -54,16 +56,63 @@ def _smoke_key() -> str:
 
 
 def smoke_data_dir() -> Path:
-    """The smoke corpus directory, generated on first use (a few seconds) and reused afterwards."""
+    """The smoke corpus directory, generated on first use (a few seconds) and reused afterwards.
+
+    Every reuse checks the cached files against the SHA256SUMS written with them (the corpus is a few MB,
+    so this costs milliseconds); a cache that fails the check, or predates the check, is rebuilt with a
+    warning rather than trained on. The generator is deterministic, so the rebuilt files are the same.
+    """
+    target = cache_dir() / f"smoke-{_smoke_key()}"
+    problem = _smoke_cache_problem(target)
+    if problem is None:
+        return target
+    if problem != "not built yet":
+        warnings.warn(f"{target}: cached smoke corpus {problem}; rebuilding it", stacklevel=2)
+    _build_smoke(target, replace=problem != "not built yet")
+    problem = _smoke_cache_problem(target)
+    if problem is not None:
+        raise UserError(f"the rebuilt smoke corpus still fails its check ({problem})", where=str(target),
+                        fix="delete the folder and check the disk (EXOFORMER_CACHE selects another place)")
+    return target
+
+
+def _smoke_cache_problem(target: Path) -> str | None:
+    """None when `target` holds a complete smoke corpus matching its recorded checksums, else what is wrong."""
+    from exoformer.data.checksums import SUMS_FILE, read_sums, sha256_file
     from exoformer.data.smoke import corpus
 
-    target = cache_dir() / f"smoke-{_smoke_key()}"
-    if (target / corpus.META_FILE).is_file():
-        return target
+    if not (target / corpus.META_FILE).is_file():
+        return "not built yet"
+    sums_path = target / SUMS_FILE
+    if not sums_path.is_file():
+        return f"has no {SUMS_FILE} (made before checksums were recorded)"
+    try:
+        expected = read_sums(sums_path)
+    except UserError as error:
+        return f"has an unreadable {SUMS_FILE} ({error.problem})"
+    present = {p.name for p in target.iterdir() if p.is_file() and p.name != SUMS_FILE}
+    if present != set(expected):
+        return f"holds files {sorted(present ^ set(expected))} that differ from its {SUMS_FILE}"
+    for name, digest in sorted(expected.items()):
+        if sha256_file(target / name) != digest:
+            return f"file {name} does not match its recorded checksum (damaged)"
+    return None
+
+
+def _build_smoke(target: Path, *, replace: bool) -> None:
+    """Generate the corpus in a temporary folder with its SHA256SUMS, then rename it into place."""
+    from exoformer.data.checksums import write_sums
+    from exoformer.data.smoke import corpus
+
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".building", dir=target.parent))
+    stale = None
     try:
         corpus.write_corpus(building)
+        write_sums(building, sorted(p for p in building.iterdir() if p.is_file()))
+        if replace and target.exists():
+            stale = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".stale", dir=target.parent))
+            os.rename(target, stale / "old")
         try:
             os.rename(building, target)
         except OSError:  # another process finished first (the target exists and is not empty): use theirs
@@ -71,7 +120,8 @@ def smoke_data_dir() -> Path:
                 raise
     finally:
         shutil.rmtree(building, ignore_errors=True)
-    return target
+        if stale is not None:
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def resolve_data(name_or_dir: str | os.PathLike) -> Path:

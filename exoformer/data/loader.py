@@ -25,11 +25,8 @@ import numpy as np
 import torch
 
 from exoformer.data.shards import find_shards, read_shard
+from exoformer.data.tokenizer import GPT2_EOT
 from exoformer.errors import UserError
-
-EOT = 50256
-"""GPT-2 end-of-text id, which precedes every document (compact smoke vocabularies pass their own)."""
-
 
 @dataclass(kw_only=True, slots=True)
 class Batch:
@@ -41,7 +38,7 @@ class Batch:
 class ChunkedShards:
     """The chunks of a list of shards, addressed by one global index (shards in sorted order)."""
 
-    def __init__(self, paths: list[Path], seq_len: int, *, vocab_size: int | None = None, eot: int = EOT) -> None:
+    def __init__(self, paths: list[Path], seq_len: int, *, vocab_size: int | None = None, eot: int = GPT2_EOT) -> None:
         self.paths, self.seq_len, self.vocab_size, self.eot = paths, seq_len, vocab_size, eot
         self.tokens = [read_shard(p) for p in paths]
         counts = np.array([max(0, (t.size - 1) // seq_len) for t in self.tokens], dtype=np.int64)
@@ -93,7 +90,7 @@ class TrainBatches:
 
     def __init__(self, data_dir: str | os.PathLike, *, seq_len: int, step_seqs: int, micro_batch_seqs: int,
                  seed: int, rank: int = 0, world_size: int = 1, vocab_size: int | None = None,
-                 eot: int = EOT) -> None:
+                 eot: int = GPT2_EOT) -> None:
         if step_seqs % (world_size * micro_batch_seqs):
             raise UserError(f"a global batch of {step_seqs} sequences does not split into {world_size} ranks x "
                             f"micro-batches of {micro_batch_seqs}", where="train.micro_batch_seqs",
@@ -138,7 +135,7 @@ class TrainBatches:
 
 
 def validation_batches(data_dir: str | os.PathLike, *, seq_len: int, batch_seqs: int, max_seqs: int | None = None,
-                       vocab_size: int | None = None, eot: int = EOT, rank: int = 0,
+                       vocab_size: int | None = None, eot: int = GPT2_EOT, rank: int = 0,
                        world_size: int = 1) -> Iterator[Batch]:
     """Validation chunks in order, in batches of `batch_seqs` (the last may be shorter).
 

@@ -7,7 +7,10 @@ context spaces move into the continuation, context+continuation are encoded toge
 How this differs from the author's adapter (official_code.md section 5), on purpose:
 - batched: requests sorted by total length (longest first), right-padded, one forward per batch, results
   put back in request order; the author scores one request per forward (batch size 1);
-- log-softmax in fp32 whatever the model dtype (the author takes it on bf16 logits);
+- log-softmax in fp32 whatever the model dtype (the author takes it on bf16 logits), and only at the
+  positions that predict a continuation token: with a model that has `hidden_states` and `lm_head`
+  (ExoTransformer) the head runs on those rows alone, so (B, T, V) logits never exist
+  (`exoformer.eval.scoring`);
 - the context/continuation split is lm-eval's (encode whole, split at len(encode(context))), not a binary
   search on decoded text;
 - `loglikelihood_rolling` uses lm-eval's rolling windows instead of one forward per token, and
@@ -29,6 +32,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tqdm import tqdm
 
 from exoformer.errors import UserError
+from exoformer.eval.scoring import Scorer
 
 TokenRequest = tuple[Any, list[int], list[int]]  # (cache key, context tokens, continuation tokens)
 
@@ -49,11 +53,12 @@ class ExoLM(TemplateLM):
     `tokenizer` defaults to the offline GPT-2 encoding; a smoke model needs its `CompactTokenizer`
     (`exoformer.data.tokenizer.for_data(data_dir)`). `batch_size` requests share one forward pass.
     The model is put in eval mode for each call (its previous mode is restored afterwards) and moved to
-    `device`.
+    `device`. A model with `hidden_states(idx)` and `lm_head` is scored lean (the head only where a token is
+    scored); `full_logits=True` scores from `model(idx)` instead, the reference the benchmarks compare with.
     """
 
     def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | None = None, batch_size: int = 32,
-                 device: str | torch.device = "cpu") -> None:
+                 device: str | torch.device = "cpu", full_logits: bool = False) -> None:
         super().__init__()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise UserError(f"batch size must be a positive integer, got {batch_size!r}", where="eval.batch_size")
@@ -76,6 +81,12 @@ class ExoLM(TemplateLM):
         self.max_length = seq_len
         self._device = torch.device(device)
         self.model = model.to(self._device)
+        self.scorer = Scorer(self.model, pad_id=self.eot_token_id, device=self._device, full_logits=full_logits)
+
+    @property
+    def lean(self) -> bool:
+        """Whether requests are scored with the LM head at the scored positions only."""
+        return self.scorer.lean
 
     # ---- TemplateLM's tokenisation hooks -------------------------------------------------------------
 
@@ -102,57 +113,18 @@ class ExoLM(TemplateLM):
     def _loglikelihood_tokens(self, requests: list[TokenRequest], disable_tqdm: bool = False,
                               **kwargs) -> list[tuple[float, bool]]:
         """(sum of continuation log-probs, continuation is the greedy output) for each request, in order."""
-        inputs: list[list[int]] = []
-        for _, context_enc, continuation_enc in requests:
-            if len(continuation_enc) > self.max_length:
-                raise ValueError(f"continuation of {len(continuation_enc)} tokens cannot be scored within the "
-                                 f"model's {self.max_length}-token context")
-            if not context_enc and continuation_enc:
-                raise ValueError("context tokens are empty: TemplateLM.loglikelihood puts EOT there")
-            # Left-truncate to seq_len + 1 tokens; the last one is only predicted, never fed.
-            inputs.append((context_enc + continuation_enc)[-(self.max_length + 1):][:-1])
-        targets = [continuation_enc for _, _, continuation_enc in requests]
-        results: list[tuple[float, bool] | None] = [None] * len(requests)
-        for i, target in enumerate(targets):
-            if not target:
-                results[i] = (0.0, True)  # nothing to score: log 1, and trivially the greedy output
-        order = sorted((i for i, target in enumerate(targets) if target),
-                       key=lambda i: (-len(inputs[i]), inputs[i], targets[i]))
         with self._inference(), tqdm(total=len(requests), desc="loglikelihood", disable=disable_tqdm) as bar:
-            for start in range(0, len(order), self.batch_size):
-                batch = order[start:start + self.batch_size]
-                scored = self._score_batch([inputs[i] for i in batch], [targets[i] for i in batch])
-                for i, result in zip(batch, scored, strict=True):
-                    results[i] = result
+            def scored(indices: list[int], results: list[tuple[float, bool]]) -> None:
+                for i, result in zip(indices, results, strict=True):
                     key = requests[i][0]
                     if key is not None:
                         self.cache_hook.add_partial("loglikelihood", key, result)
-                bar.update(len(batch))
-            bar.update(len(requests) - len(order))
-        return results  # type: ignore[return-value]
+                bar.update(len(indices))
 
-    def _score_batch(self, inputs: list[list[int]], targets: list[list[int]]) -> list[tuple[float, bool]]:
-        """One right-padded forward; gather log-probs of each target at the positions that predict it."""
-        lengths = [len(x) for x in inputs]
-        idx = torch.full((len(inputs), max(lengths)), self.eot_token_id, dtype=torch.long)
-        for row, tokens in enumerate(inputs):
-            idx[row, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-        logits = self.model(idx.to(self._device))  # (B, T, V)
-
-        # Position t predicts token t+1, so a continuation of n tokens is read at the last n input positions.
-        rows = [row for row, target in enumerate(targets) for _ in target]
-        positions = [p for length, target in zip(lengths, targets, strict=True)
-                     for p in range(length - len(target), length)]
-        flat_targets = torch.tensor([t for target in targets for t in target], dtype=torch.long, device=self._device)
-        picked = logits[torch.tensor(rows, dtype=torch.long, device=self._device),
-                        torch.tensor(positions, dtype=torch.long, device=self._device)]
-        logprobs = torch.log_softmax(picked.float(), dim=-1)  # (N, V) fp32
-        token_logprobs = logprobs.gather(-1, flat_targets[:, None])[:, 0].double()
-        greedy = (logprobs.argmax(-1) == flat_targets)
-        counts = [len(t) for t in targets]
-        sums = [float(s.sum()) for s in torch.split(token_logprobs.cpu(), counts)]
-        all_greedy = [bool(g.all()) for g in torch.split(greedy.cpu(), counts)]
-        return list(zip(sums, all_greedy, strict=True))
+            results = self.scorer.score([(context, continuation) for _, context, continuation in requests],
+                                        self.batch_size, on_batch=scored)
+            bar.update(len(requests) - bar.n)
+        return results
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         """Log-likelihood of whole strings with lm-eval's disjoint rolling windows of the model's context.
@@ -199,8 +171,8 @@ class ExoLM(TemplateLM):
         text = ""
         for _ in range(max_gen_toks):
             window = (tokens + generated)[-self.max_length:]
-            logits = self.model(torch.tensor([window], dtype=torch.long, device=self._device))
-            next_token = int(logits[0, -1].float().argmax())
+            next_token = int(self.scorer.last_logits(torch.tensor([window], dtype=torch.long, device=self._device))
+                             [0].float().argmax())
             if next_token == self.eot_token_id:
                 break
             generated.append(next_token)

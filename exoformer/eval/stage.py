@@ -1,11 +1,14 @@
 """The `validate` and `evaluate` stages of a run (docs/architecture.md "Runs").
 
-`validate_stage`: the final validation perplexity of the run's newest checkpoint (paper: exp of the mean
+`validate_stage`: the final validation perplexity of the run's final checkpoint (paper: exp of the mean
 loss on the 100M-token validation shard; `train.final_val_tokens`) -> `eval/validation.json`, which also
 holds its long-format rows (task "validation", metrics "ppl" and "loss").
 `evaluate_stage`: lm-eval on the spec's suite (`eval.suite`, `eval.num_fewshot`, `eval.batch_size`,
 `eval.limit`) -> `eval/results.json` (lm-eval's dict without per-sample logs) and `eval/long.jsonl`
-(one row per task and metric). Both write atomically and return a small summary for `stages/<name>.json`.
+(one row per task and metric). Both read only the verified checkpoint of the final step
+(exoformer.train.checkpoint.load_final_checkpoint): a missing or damaged one is a UserError naming the
+file, so the stage fails instead of scoring an earlier step. Both write atomically and return a small
+summary for `stages/<name>.json`.
 """
 
 from __future__ import annotations
@@ -15,24 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from exoformer.io import atomic_write_json, atomic_write_text
+from exoformer.stage import StageContext
 
-VALIDATION_FILE = "eval/validation.json"
-RESULTS_FILE = "eval/results.json"
-LONG_FILE = "eval/long.jsonl"
 VALIDATION_TASK = "validation"
-
-
-def _say(ctx: Any, text: str) -> None:
-    """ctx.log may be a logger or a plain callable (or absent)."""
-    log = getattr(ctx, "log", None)
-    if log is None:
-        return
-    (log.info if hasattr(log, "info") else log)(text)
-
-
-def _device(ctx: Any) -> str | None:
-    device = getattr(ctx, "device", None)
-    return None if device is None else str(device)
 
 
 def validation_rows(result: dict[str, Any], *, spec: str, seed: int) -> list[dict[str, Any]]:
@@ -42,40 +30,40 @@ def validation_rows(result: dict[str, Any], *, spec: str, seed: int) -> list[dic
             for metric, key in (("ppl", "val_ppl"), ("loss", "val_loss"))]
 
 
-def validate_stage(ctx: Any) -> dict[str, Any]:
-    """Final validation loss / perplexity from the newest checkpoint -> eval/validation.json."""
+def validate_stage(ctx: StageContext) -> dict[str, Any]:
+    """Final validation loss / perplexity from the verified final checkpoint -> eval/validation.json."""
     from exoformer.train.loop import final_validation
 
-    spec, run_dir = ctx.spec, Path(ctx.run_dir)
-    _say(ctx, f"validate: {spec.train.final_val_tokens:,} validation tokens")
-    result = final_validation(spec.model, spec.train, run_dir, device=_device(ctx))
+    spec, run_dir, files = ctx.spec, Path(ctx.run_dir), ctx.files
+    ctx.say(f"validate: {spec.train.final_val_tokens:,} validation tokens")
+    result = final_validation(spec.model, spec.train, run_dir, device=ctx.device)
     record = {**result, "rows": validation_rows(result, spec=spec.name, seed=spec.seed)}
-    atomic_write_json(run_dir / VALIDATION_FILE, record)
-    _say(ctx, f"validate: val_loss {result['val_loss']:.4f}, ppl {result['val_ppl']:.3f} "
+    atomic_write_json(files.validation, record)
+    ctx.say(f"validate: val_loss {result['val_loss']:.4f}, ppl {result['val_ppl']:.3f} "
               f"on {result['tokens']:,} tokens")
     return {"val_loss": result["val_loss"], "val_ppl": result["val_ppl"], "tokens": result["tokens"],
-            "file": VALIDATION_FILE}
+            "file": files.display(files.validation)}
 
 
-def evaluate_stage(ctx: Any) -> dict[str, Any]:
+def evaluate_stage(ctx: StageContext) -> dict[str, Any]:
     """lm-eval on the spec's suite with the run's own tokenizer -> eval/results.json and eval/long.jsonl."""
     from exoformer.data.tokenizer import for_data
     from exoformer.eval.run import dumps, evaluate, long_rows
     from exoformer.train.checkpoint import load_model_from_run
     from exoformer.train.loop import resolve_data_dir
 
-    spec, run_dir = ctx.spec, Path(ctx.run_dir)
-    device = _device(ctx) or "cpu"
-    model, _ = load_model_from_run(run_dir, map_location=device)
+    spec, run_dir, files = ctx.spec, Path(ctx.run_dir), ctx.files
+    device = ctx.device or "cpu"
+    model, _ = load_model_from_run(run_dir, steps=spec.train.steps, map_location=device)
     tokenizer = for_data(resolve_data_dir(spec.train.data))  # compact vocabulary for smoke runs, else GPT-2
     ev = spec.eval
-    _say(ctx, f"evaluate: suite {ev.suite}, {ev.num_fewshot}-shot, batch {ev.batch_size}"
+    ctx.say(f"evaluate: suite {ev.suite}, {ev.num_fewshot}-shot, batch {ev.batch_size}"
               + (f", limit {ev.limit}" if ev.limit else ""))
     results = evaluate(model, tokenizer, ev.suite, num_fewshot=ev.num_fewshot, batch_size=ev.batch_size,
                        limit=ev.limit, device=device)
     rows = long_rows(results, spec=spec.name, seed=spec.seed)
-    atomic_write_text(run_dir / RESULTS_FILE, dumps(results))
-    atomic_write_text(run_dir / LONG_FILE, "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))
+    atomic_write_text(files.eval_results, dumps(results))
+    atomic_write_text(files.eval_rows, "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))
     summary = {f"{r['task']}/{r['metric']}": r["value"] for r in rows}
-    _say(ctx, "evaluate: " + ", ".join(f"{k} {v:.4f}" for k, v in summary.items() if v is not None))
-    return {"suite": ev.suite, "rows": len(rows), "metrics": summary, "file": LONG_FILE}
+    ctx.say("evaluate: " + ", ".join(f"{k} {v:.4f}" for k, v in summary.items() if v is not None))
+    return {"suite": ev.suite, "rows": len(rows), "metrics": summary, "file": files.display(files.eval_rows)}

@@ -10,23 +10,26 @@ paths are absolute (relative ones resolve against the working directory), and `d
 (a single path would become a `train` split).
 
 `smoke`: the same six configs, renamed `smoke_<task>` and pointed at the small JSONL files committed under
-`exoformer/eval/smoke_data/` (verified against their checksums first). Prompts, choices, targets and
+`exoformer/eval/smoke_data/` (verified against their checksums first). Every local task file is also read
+once as JSONL before lm-eval sees it, so a truncated one is an error naming file:line. Prompts, choices, targets and
 metrics are the paper configs' own.
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
 
+from exoformer.data.checksums import read_sums, sha256_file, verify_files  # noqa: F401 (sha256_file re-exported)
 from exoformer.errors import UserError, did_you_mean
 
 PAPER_TASKS = ("arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "winogrande")
 SUITES = ("paper", "smoke")
 SMOKE_PREFIX = "smoke_"
 CHECKSUM_FILE = "SHA256SUMS"
+REFETCH = "the file changed since it was fetched: re-run `python reproduce.py prefetch`"
 
 # Where each task's YAML lives inside lm_eval/tasks (0.4.13).
 BUILTIN_YAML = {
@@ -60,6 +63,7 @@ def task_configs(suite: str, data_dir: str | os.PathLike | None = None) -> list[
                                 "EXOFORMER_TASK_DIR (or eval data_dir) at its tasks/ folder")
         located = [local_config(cfg, task=cfg["task"], files=_paper_files(root, cfg)) for cfg in configs]
         verify_checksums(root, [Path(p) for cfg in located for p in cfg["dataset_kwargs"]["data_files"].values()])
+        _check_files(located)
         return located
     if suite == "smoke":
         if data_dir is not None:
@@ -116,40 +120,48 @@ def _paper_files(root: Path, cfg: dict[str, Any]) -> dict[str, Path]:
 def verify_checksums(root: Path, files: list[Path]) -> None:
     """Check `files` against `<root>/SHA256SUMS` (sha256sum format) when it exists; every file must be listed."""
     sums_path = root / CHECKSUM_FILE
-    if not sums_path.is_file():
-        return
-    expected = read_checksums(sums_path)
-    for path in files:
-        rel = path.resolve().relative_to(root).as_posix()
-        if rel not in expected:
-            raise UserError(f"{rel} is not listed in {sums_path}", where=str(path),
-                            fix="re-run `python reproduce.py prefetch` so data and checksums agree")
-        found = sha256_file(path)
-        if found != expected[rel]:
-            raise UserError(f"checksum mismatch: sha256 {found[:12]}... but {CHECKSUM_FILE} says "
-                            f"{expected[rel][:12]}...", where=str(path),
-                            fix="the file changed since it was fetched: re-run `python reproduce.py prefetch`")
+    if sums_path.is_file():
+        verify_files(root, files, sums_path=sums_path, fix=REFETCH)
 
 
 def read_checksums(path: Path) -> dict[str, str]:
-    sums: dict[str, str] = {}
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
+    """relative path -> digest of a SHA256SUMS file; a malformed line is a UserError at file:line."""
+    return read_sums(path, fix="regenerate it with `python reproduce.py prefetch`")
+
+
+def check_jsonl(path: Path) -> int:
+    """The number of rows of a task file, each a JSON object; else a UserError at file:line.
+
+    lm-eval's own reader reports a truncated or garbled file as a DatasetGenerationError naming no file.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise UserError(f"cannot read task data file ({error.strerror or error})", where=str(path),
+                        fix=REFETCH) from None
+    rows = 0
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
             continue
-        digest, sep, name = line.partition("  ")
-        if not sep or len(digest) != 64:
-            raise UserError("not a sha256sum line (expected '<64 hex>  <relative path>')",
-                            where=f"{path}:{number}", fix="regenerate it with `python reproduce.py prefetch`")
-        sums[name.strip().removeprefix("./")] = digest.lower()
-    return sums
+        try:
+            row = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            what = "not UTF-8" if isinstance(error, UnicodeDecodeError) else f"not JSON ({error.msg})"
+            raise UserError(f"task data line is {what}: a truncated or damaged file", where=f"{path}:{number}",
+                            fix=REFETCH) from None
+        if not isinstance(row, dict):
+            raise UserError(f"task data line is a JSON {type(row).__name__}, not an object", where=f"{path}:{number}",
+                            fix=REFETCH)
+        rows += 1
+    if rows == 0:
+        raise UserError("task data file holds no rows", where=str(path), fix=REFETCH)
+    return rows
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def _check_files(configs: list[dict[str, Any]]) -> None:
+    for cfg in configs:
+        for path in cfg["dataset_kwargs"]["data_files"].values():
+            check_jsonl(Path(path))
 
 
 def _smoke_configs() -> list[dict[str, Any]]:
@@ -171,4 +183,5 @@ def _smoke_configs() -> list[dict[str, Any]]:
                             "config names", where="exoformer/eval/smoke_data",
                             fix="regenerate it with `python -m exoformer.data.smoke.tasks`")
         configs.append(local_config(cfg, task=name, files={s: Path(splits[s]) for s in named_splits(cfg)}))
+    _check_files(configs)
     return configs

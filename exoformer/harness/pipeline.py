@@ -33,6 +33,7 @@ from exoformer.eval.stage import evaluate_stage, validate_stage
 from exoformer.harness import runs
 from exoformer.harness.spec import STAGES, Spec, wanted_stages
 from exoformer.rundir import RunDir
+from exoformer.stage import StageContext
 
 try:  # the job class must be a Checkpointable when submitit is there; inline runs work without it
     from submitit.helpers import Checkpointable as _JobBase
@@ -40,23 +41,6 @@ except ImportError:  # pragma: no cover - submitit is a pinned requirement
     _JobBase = object  # type: ignore[misc,assignment]
 
 INTERRUPTED, STOPPED, DONE = "interrupted", "stopped", "done"
-
-
-@dataclass(kw_only=True, slots=True)
-class StageContext:
-    """What every stage gets: its run directory, the resolved spec, the device to use and the run's logger."""
-
-    run_dir: Path
-    spec: Spec
-    device: str | None
-    log: logging.Logger
-
-    @property
-    def files(self) -> RunDir:
-        return RunDir(self.run_dir)
-
-    def say(self, text: str) -> None:
-        self.log.info(text)
 
 
 class StageInterrupted(Exception):
@@ -199,13 +183,16 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
                 log.info(f"{stage}: disabled by the spec")
                 continue
             if rd.stage_done(stage):
-                log.info(f"{stage}: already done")
-                continue
+                problem = _final_checkpoint_problem(rd, spec) if stage == "train" else None
+                if problem is None:
+                    log.info(f"{stage}: already done")
+                    continue
+                log.info(f"train: recorded as done, but {problem}: training again from the newest good checkpoint")
             rd.update_status(stage=stage)
             started = time.time()
             log.info(f"{stage}: start")
             try:
-                result = STAGE_FUNCTIONS[stage](StageContext(run_dir=rd.path, spec=spec, device=device, log=log))
+                result = STAGE_FUNCTIONS[stage](StageContext(run_dir=rd.path, spec=spec, device=device, say=log.info))
             except StageInterrupted as stop:
                 if rd.stop_requested():  # the launcher was interrupted: stop for good, a plain `run` resumes
                     rd.clear_stop()
@@ -238,6 +225,15 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
     return DONE
 
 
+def _final_checkpoint_problem(rd: RunDir, spec: Spec) -> str | None:
+    """Why the final checkpoint cannot serve the stages still to run (None: it verifies, or nothing needs it)."""
+    if not rd.missing_stage_records([s for s in wanted_stages(spec) if s != "train"]):
+        return None
+    from exoformer.train.checkpoint import final_checkpoint_problem
+
+    return final_checkpoint_problem(rd.checkpoints, spec.train.steps)
+
+
 class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
     """The callable submitit runs: `PipelineJob()(run_dir, spec, backend)`. Stateless, so that submitit's default
     `checkpoint()` (resubmit self with the same arguments) resumes from the run directory."""
@@ -249,8 +245,7 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
         if rank != 0:  # other ranks only train (DDP); rank 0 owns the run directory
             if not RunDir(run_dir).stage_done("train"):
                 with contextlib.suppress(StageInterrupted):
-                    train_stage(StageContext(run_dir=Path(run_dir), spec=spec, device=None,
-                                             log=logging.getLogger("exoformer.run")))
+                    train_stage(StageContext(run_dir=Path(run_dir), spec=spec))
             return {"state": "rank-done", "rank": rank}
         outcome = run_pipeline(Path(run_dir), spec, backend=backend, job_id=job_id)
         if outcome == INTERRUPTED and job_id is not None:

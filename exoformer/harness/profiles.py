@@ -14,7 +14,8 @@ from typing import Any
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import REPO_ROOT
 from exoformer.harness.spec import check_type
-from exoformer.harness.yaml_lines import LineDict, load_yaml_with_lines
+from exoformer.yaml_lines import LineDict, load_yaml_with_lines
+from exoformer.limits import MAX_NAME_LEN, NAME_RE
 
 PROFILES_DIR = REPO_ROOT / "slurm" / "profiles"
 
@@ -63,6 +64,8 @@ class Profile:
 
 def profiles_dir() -> Path:
     chosen = os.environ.get("EXOFORMER_PROFILES")
+    if chosen is not None and not chosen.strip():  # never a silent fallback to slurm/profiles/
+        raise UserError("empty profiles directory", where="$EXOFORMER_PROFILES", fix="unset it, or name a directory")
     return Path(chosen) if chosen else PROFILES_DIR
 
 
@@ -90,6 +93,10 @@ def _section(cls: type, data: Any, where: str, what: str, overrides: dict[str, A
 def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     """Profile `name`; `overrides` maps dotted keys like 'gpu.mfu' to values (from --set profile.gpu.mfu=...)."""
     overrides = overrides or {}
+    if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > MAX_NAME_LEN:
+        # a profile is a name, never a path: `--profile ../../x` must not read files outside the profiles folder
+        raise UserError(f"invalid profile name {name[:40] if isinstance(name, str) else name!r}", where="--profile",
+                        fix=did_you_mean(str(name), list_profiles()))
     path = profiles_dir() / f"{name}.yaml"
     if not path.is_file():
         raise UserError(f"unknown profile {name!r}", where="--profile", fix=did_you_mean(name, list_profiles()))

@@ -1,9 +1,14 @@
 """The registry: every named spec, preset, table and figure, loaded from experiments/ (YAML only).
 
 Loading starts at `registry.yaml` in the registry directory and follows `include:` lists (paths relative to
-the including file; a cycle is an error naming the files). Each file may hold any of the sections
-`include`, `presets`, `shapes`, `groups`, `metrics`, `tables`, `figures`. Names are global: a spec, group,
-preset, shape, table or figure defined twice is an error naming both places.
+the including file, and inside the registry directory; a cycle is an error naming the files). Each file may
+hold any of the sections `include`, `presets`, `shapes`, `groups`, `metrics`, `tables`, `figures`. The
+directory's `variants.yaml` (named variants, shapes, shape aliases) is read through the registry too.
+
+Names are global and checked against exoformer/limits.py. Specs, groups, tables and figures share one
+namespace, so a TARGET never means two things (a spec named like a table would shadow it). Two pairings are
+not shadowing and are allowed: a group and the table of its runs, and a figure drawn from exactly the table
+of its name (`specs: [table:ID]`). Presets, shapes and metrics each have their own namespace.
 
 Resolution (`Registry.resolve`) merges, per spec: dataclass defaults -> preset -> variant -> group defaults
 -> spec -> CLI overrides (spec.py). Nothing here imports torch.
@@ -17,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exoformer import limits
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness import sweeps as sweeps_mod
 from exoformer.harness.claims_schema import DeclaredClaim, parse_claims
@@ -25,7 +31,7 @@ from exoformer.harness.spec import (
     parse_override, set_flat,
 )
 from exoformer.harness.tables import Figure, Metric, Table, parse_figure, parse_metrics, parse_table
-from exoformer.harness.yaml_lines import LineDict, load_yaml_with_lines
+from exoformer.yaml_lines import LineDict, load_yaml_with_lines
 from exoformer.model import variants as variants_mod
 from exoformer.model.config import ModelConfig
 from exoformer.train.config import TrainConfig
@@ -33,8 +39,10 @@ from exoformer.train.config import TrainConfig
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_REGISTRY = REPO_ROOT / "experiments"
 ROOT_FILE = "registry.yaml"
-NOT_REGISTRY_FILES = ("variants.yaml",)
-"""Files in the registry directory that are not registry files (variants.yaml belongs to exoformer.model)."""
+NOT_REGISTRY_FILES = (variants_mod.VARIANTS_NAME,)
+"""Files in the registry directory that are not reached by include: (variants.yaml is read on its own)."""
+TARGET_KINDS = ("spec", "group", "table", "figure")
+"""Kinds whose names share one namespace (see the module docstring)."""
 FILE_SECTIONS = ("include", "presets", "shapes", "groups", "metrics", "tables", "figures", "claims")
 SPEC_KEYS = ("variant", "preset", "seed", "note", *SECTIONS)
 PRESET_KEYS = tuple(SECTIONS)
@@ -42,9 +50,18 @@ DEFAULT_PRESET = "450m"
 
 
 def registry_dir(explicit: str | os.PathLike | None = None) -> Path:
-    """--registry DIR, else $EXOFORMER_REGISTRY, else the repository's experiments/."""
-    chosen = explicit or os.environ.get("EXOFORMER_REGISTRY")
-    return Path(chosen) if chosen else DEFAULT_REGISTRY
+    """--registry DIR, else $EXOFORMER_REGISTRY, else the repository's experiments/ (an empty value is an error,
+    never a silent fallback to the default)."""
+    if explicit is not None and not str(explicit).strip():
+        raise UserError("empty registry directory", where="--registry",
+                        fix="name a directory with registry.yaml, or leave --registry out for experiments/")
+    if explicit is None:
+        env = os.environ.get("EXOFORMER_REGISTRY")
+        if env is not None and not env.strip():
+            raise UserError("empty registry directory", where="$EXOFORMER_REGISTRY",
+                            fix="unset it, or name a directory with registry.yaml")
+        explicit = env
+    return Path(explicit) if explicit else DEFAULT_REGISTRY
 
 
 @dataclass(kw_only=True, slots=True)
@@ -93,11 +110,19 @@ class Registry:
         self.figures: dict[str, Figure] = {}
         self.claims: dict[str, DeclaredClaim] = {}
         self._defined: dict[tuple[str, str], str] = {}
+        self._targets: dict[str, tuple[str, str]] = {}
         root = self.directory / ROOT_FILE
         if not root.is_file():
             raise UserError(f"no {ROOT_FILE} in the registry directory", where=str(self.directory),
                             fix="point --registry (or $EXOFORMER_REGISTRY) at a directory with registry.yaml")
+        self._root_dir = self.directory.resolve()
+        vfile = self.directory / variants_mod.VARIANTS_NAME
+        if not vfile.is_file():
+            raise UserError(f"no {variants_mod.VARIANTS_NAME} in the registry directory", where=str(self.directory),
+                            fix="add the variants table (copy experiments/variants.yaml)")
+        self.variants = variants_mod.load_variants(vfile, display=self.display(vfile))
         self._load_file(root, stack=[])
+        self._check_pairings()
 
     # ------------------------------------------------------------------ loading
     def display(self, path: Path) -> str:
@@ -132,6 +157,10 @@ class Registry:
                             fix="write include: [a.yaml, b.yaml]")
         for i, name in enumerate(includes):
             target = path.parent / name
+            if Path(name).is_absolute() or not target.resolve().is_relative_to(self._root_dir):
+                raise UserError(f"included file {name!r} is outside the registry directory",
+                                where=f"{file}:{includes.line_of(i)}",
+                                fix=f"include only files inside {self.display(self._root_dir)}")
             if not target.is_file():
                 here = [p.name for p in path.parent.glob("*.yaml")]
                 raise UserError(f"included file {name!r} not found", where=f"{file}:{includes.line_of(i)}",
@@ -151,13 +180,39 @@ class Registry:
     def _define(self, kind: str, name: Any, where: str) -> str:
         if not isinstance(name, str):
             raise UserError(f"{kind} name {name!r} is not a string", where=where, fix="quote it")
-        sweeps_mod.check_name(name, where=where, what=f"{kind} name")
-        key = ("spec" if kind == "spec" else kind, name)
+        limits.check_name(name, where=where, what=f"{kind} name")
+        key = (kind, name)
         if key in self._defined:
             raise UserError(f"duplicate {kind} name {name!r} (first defined at {self._defined[key]})", where=where,
                             fix="rename one of them")
+        if kind in TARGET_KINDS:
+            if name in self._targets and not self._may_pair(self._targets[name][0], kind):
+                other_kind, other_where = self._targets[name]
+                raise UserError(f"{kind} name {name!r} is already the name of a {other_kind} (defined at "
+                                f"{other_where}); specs, groups, tables and figures share one namespace",
+                                where=where, fix="rename one of them")
+            self._targets.setdefault(name, (kind, where))
+            if kind == "spec" and len(self.specs) >= limits.MAX_SPECS:
+                raise UserError(f"more than {limits.MAX_SPECS} specs in the registry", where=where,
+                                fix="split the registry or shrink its sweeps")
         self._defined[key] = where
         return name
+
+    @staticmethod
+    def _may_pair(first: str, second: str) -> bool:
+        """The two name sharings that are not shadowing (checked fully by `_check_pairings`)."""
+        return {first, second} in ({"group", "table"}, {"table", "figure"})
+
+    def _check_pairings(self) -> None:
+        """A figure sharing a table's name must draw exactly that table; nothing else may share a name."""
+        for name, fig in self.figures.items():
+            if name in self.tables and fig.specs != (f"table:{name}",):
+                raise UserError(f"figure name {name!r} is already the name of a table (defined at "
+                                f"{self.tables[name].source}) but the figure draws other specs", where=fig.source,
+                                fix=f"rename the figure, or draw exactly that table (specs: [table:{name}])")
+            if name in self.groups:
+                raise UserError(f"figure name {name!r} is already the name of a group", where=fig.source,
+                                fix="rename one of them")
 
     def _load_metrics(self, body: dict, file: str) -> None:
         for mid, metric in parse_metrics(body, file).items():
@@ -188,8 +243,8 @@ class Registry:
         for name, sbody in body.items():
             where = f"{file}:{body.line_of(name)}"
             self._define("shape", name, where)
-            if name in variants_mod.list_shapes() or name in variants_mod.GATING_ALIASES:
-                raise UserError(f"shape {name!r} is already defined in experiments/variants.yaml", where=where,
+            if name in self.variants.shapes or name in self.variants.aliases:
+                raise UserError(f"shape {name!r} is already defined in {self.variants.file}", where=where,
                                 fix="pick another name")
             if not isinstance(sbody, dict):
                 raise UserError(f"shape {name!r} must be a mapping of model shape fields", where=where,
@@ -264,7 +319,7 @@ class Registry:
     def _add_spec(self, name: str, group: Group, layer: Layer, shapes: dict, source: str) -> None:
         if "variant" not in layer:
             raise UserError(f"spec {name!r} names no variant", where=source,
-                            fix=f"add variant: (one of {', '.join(variants_mod.list_variants()[:6])}, ...)")
+                            fix=f"add variant: (one of {', '.join(self.variants.list_variants()[:6])}, ...)")
         self.specs[name] = SpecEntry(name=name, group=group.name, layer=layer, shapes=shapes, source=source)
         group.specs.append(name)
 
@@ -310,10 +365,10 @@ class Registry:
         pre = self.presets[preset_name]
         variant = layer["variant"]
         try:
-            vfields = variants_mod.variant_fields(variant.value)
+            vfields = self.variants.variant_fields(variant.value)
         except UserError as err:
             raise UserError(err.problem, where=variant.origin, fix=err.fix) from None
-        merged: Layer = {f"model.{k}": Entry(v, f"experiments/variants.yaml (variant {variant.value})")
+        merged: Layer = {f"model.{k}": Entry(v, f"{self.variants.file} (variant {variant.value})")
                          for k, v in vfields.items()}
         merged.update({k: v for k, v in layer.items() if k.startswith("model.")})
         gated_entry = merged.get("model.gated")
@@ -345,19 +400,16 @@ class Registry:
         shape = pre.shape
         if isinstance(shape, dict):
             return shape["gated" if gated else "ungated"], pre.source
-        if shape in variants_mod.GATING_ALIASES:
-            gated_name, ungated_name = variants_mod.GATING_ALIASES[shape]
-            return (gated_name if gated else ungated_name), pre.source
-        return shape, pre.source
+        return self.variants.resolve_alias(shape, gated), pre.source
 
     def _shape_values(self, name: str, where: str) -> tuple[dict, str]:
         if name in self.shapes:
             values, origin = self.shapes[name]
             return values, origin
-        if name not in variants_mod.list_shapes():
+        if name not in self.variants.shapes:
             raise UserError(f"unknown shape {name!r}", where=where,
-                            fix=did_you_mean(name, [*variants_mod.list_shapes(), *self.shapes]))
-        return variants_mod.shape_fields(name), f"experiments/variants.yaml (shape {name})"
+                            fix=did_you_mean(name, [*self.variants.shapes, *self.shapes]))
+        return self.variants.shape_fields(name), f"{self.variants.file} (shape {name})"
 
     # ------------------------------------------------------------------ targets
     def select(self, target: str, *, replicates: bool = False) -> list[str]:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import REPO_ROOT, Registry
-from exoformer.harness.yaml_lines import load_yaml_with_lines
+from exoformer.yaml_lines import load_yaml_with_lines
+from exoformer.limits import check_finite
 
 DEFAULT_REPORTED = REPO_ROOT / "results" / "paper" / "reported.yaml"
 VERSIONS = ("v1", "v2", "v3", "v4", "unknown")
@@ -30,7 +31,12 @@ class Reported:
 
 
 def reported_path(explicit: str | os.PathLike | None = None) -> Path:
-    chosen = explicit or os.environ.get("EXOFORMER_REPORTED")
+    if explicit is not None and not str(explicit).strip():
+        raise UserError("empty file name", where="--reported", fix="name reported.yaml, or leave --reported out")
+    env = os.environ.get("EXOFORMER_REPORTED")
+    if explicit is None and env is not None and not env.strip():
+        raise UserError("empty file name", where="$EXOFORMER_REPORTED", fix="unset it, or name reported.yaml")
+    chosen = explicit or env
     return Path(chosen) if chosen else DEFAULT_REPORTED
 
 
@@ -80,8 +86,15 @@ def load_reported(registry: Registry, path: str | os.PathLike | None = None) -> 
                 if (tid, row.id, col) not in cells:
                     raise UserError(f"cell {table.reported}/{row.id}/{col} is missing", where=file,
                                     fix="add it, as {value: null, reason: ...} when the paper does not give it")
-    for tid, cols in (data.get("column_maxima") or {}).items():
-        mw = f"{file}:{data['column_maxima'].line_of(tid)}"
+    maxima = data.get("column_maxima") or {}
+    if not isinstance(maxima, dict):
+        raise UserError("column_maxima must map table -> {column: cell}",
+                        where=f"{file}:{data.line_of('column_maxima')}", fix="indent tables under it")
+    for tid, cols in maxima.items():
+        mw = f"{file}:{maxima.line_of(tid)}"
+        if not isinstance(cols, dict):
+            raise UserError(f"column_maxima of {tid!r} must map column -> cell", where=mw,
+                            fix="indent columns under it")
         if tid not in registry.tables:
             raise UserError(f"column_maxima names unknown table {tid!r}", where=mw, fix=did_you_mean(str(tid),
                                                                                                      registry.tables))
@@ -91,8 +104,15 @@ def load_reported(registry: Registry, path: str | os.PathLike | None = None) -> 
                                 where=f"{file}:{cols.line_of(col)}",
                                 fix=did_you_mean(str(col), registry.tables[tid].columns))
             _cell(cell, f"{file}:{cols.line_of(col)}", sources)
-    for i, diff in enumerate(data.get("differences") or []):
-        dw = f"{file}:{data['differences'].line_of(i)}"
+    diffs = data.get("differences") or []
+    if not isinstance(diffs, list):
+        raise UserError("differences must be a list", where=f"{file}:{data.line_of('differences')}",
+                        fix="write - {minuend: T/R/C, subtrahend: T/R/C, value: X, source: TAG, version: vN}")
+    for i, diff in enumerate(diffs):
+        dw = f"{file}:{diffs.line_of(i)}"
+        if not isinstance(diff, dict):
+            raise UserError(f"a difference must be a mapping, got {diff!r}", where=dw,
+                            fix="write {minuend: T/R/C, subtrahend: T/R/C, value: X, source: TAG, version: vN}")
         for end in ("minuend", "subtrahend"):
             key = tuple(str(diff.get(end, "")).split("/"))
             if key not in cells:
@@ -119,6 +139,7 @@ def _cell(cell: object, where: str, sources: dict) -> Reported | None:
                         fix=did_you_mean(sorted(extra)[0], allowed))
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise UserError(f"value must be a number or null, got {value!r}", where=where, fix="write a number")
+    check_finite(value, where=where)
     if cell.get("source") not in sources:
         raise UserError(f"unknown source tag {cell.get('source')!r}", where=where,
                         fix=did_you_mean(str(cell.get("source")), sources))

@@ -26,6 +26,7 @@ from exoformer.rundir import (  # noqa: F401 - the run states, re-exported for t
     parse_time, read_status, update_status, write_status,
 )
 from exoformer.train.config import TrainConfig
+from exoformer.yaml_lines import load_yaml_with_lines
 
 RUNS_ENV = "EXOFORMER_RUNS_DIR"
 DEFAULT_RUNS_ROOT = REPO_ROOT / "results" / "runs"
@@ -56,7 +57,7 @@ def run_dir_for(spec: Spec, root: Path) -> Path:
     return Path(root) / spec.name / spec.hash12
 
 
-def spec_from_dict(data: dict[str, Any], *, where: str = "spec.yaml") -> Spec:
+def spec_from_dict(data: dict[str, Any], *, where: str = "the spec file") -> Spec:
     """Rebuild a Spec from the layout of Spec.to_dict (a run's spec file)."""
     def tuples(d: dict) -> dict:
         return {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
@@ -79,9 +80,9 @@ def read_spec(run_dir: Path) -> Spec | None:
     if not path.is_file():
         return None
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError):
-        raise UserError("not a readable spec file", where=str(path),
+        data = load_yaml_with_lines(path)
+    except UserError as err:
+        raise UserError(f"not a readable spec file ({err.problem})", where=str(path),
                         fix="move the run directory away; the registry still has the spec") from None
     return spec_from_dict(data, where=str(path)) if isinstance(data, dict) else None
 
@@ -90,8 +91,8 @@ def spec_hash_of(run_dir: Path) -> str | None:
     """The full hash recorded in a run's spec file (None when absent or unreadable): never raises."""
     path = RunDir(run_dir).spec_file
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = load_yaml_with_lines(path)
+    except (OSError, UserError):
         return None
     held = data.get("hash") if isinstance(data, dict) else None
     return held if isinstance(held, str) else None

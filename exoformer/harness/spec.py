@@ -13,23 +13,20 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-import yaml
-
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.hashing import hash12, semantic_hash
-from exoformer.model.config import ModelConfig
+from exoformer.limits import MAX_INT, check_finite, check_seed
+from exoformer.eval.suites import SUITES
+from exoformer.model.config import ABLATIONS, ModelConfig
 from exoformer.train.config import TrainConfig
+from exoformer.yaml_lines import load_yaml_text
 
-SUITES = ("paper", "smoke")
-"""paper: the six lm-eval tasks (ARC-C, ARC-E, HellaSwag, OBQA, PIQA, WinoGrande); smoke: their offline twins."""
 
 PROBES = ("first_token_attention", "attention_entropy", "token_similarity", "similarity_to_embeddings",
           "layer_similarity", "pca_components", "gate_stats", "coefficient_stats", "massive_activation",
           "spike_scores")
 """Analysis probes (official_code.md 6.2; paper.md 4.3-4.4); names follow exoformer.analysis.metrics."""
 
-ABLATIONS = ("none", "anchor", "self")
-"""Inference-time ablations of the mixing terms (paper appendix C); ignored for non-mixing models."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -97,7 +94,9 @@ class Placement:
     qos: str | None = None
     """Slurm QOS (null: the profile's)."""
     runs_root: str | None = None
-    """Runs root for this spec (null: --runs-dir, $EXOFORMER_RUNS_DIR, or results/runs)."""
+    """Not settable from a registry file or `--set` (FORBIDDEN): the runs root is chosen by --runs-dir or
+    $EXOFORMER_RUNS_DIR only, so a registry file can never redirect where runs are written. Kept so that
+    run directories written before keep loading."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -160,7 +159,8 @@ FIELD_TYPES: dict[str, str] = {
     f"{section}.{f.name}": str(f.type) for section, cls in SECTIONS.items() for f in fields(cls)
 }
 FIELD_TYPES.update(TOP_LEVEL_TYPES)
-FORBIDDEN = {"train.seed": "set the top-level `seed:` (it seeds model init and training)"}
+FORBIDDEN = {"train.seed": "set the top-level `seed:` (it seeds model init and training)",
+             "placement.runs_root": "choose the runs root with --runs-dir or $EXOFORMER_RUNS_DIR"}
 
 _FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
@@ -192,11 +192,17 @@ def check_type(value: Any, type_name: str, *, where: str) -> Any:
         ok = isinstance(value, bool)
     elif base == "int":
         ok = isinstance(value, int) and not isinstance(value, bool)
+        if ok and not -MAX_INT <= value < MAX_INT:
+            raise UserError(f"{_digits(value)} does not fit in 64 bits", where=where, fix="write a smaller integer")
     elif base == "float":
         if isinstance(value, str) and _FLOAT.match(value.strip()):
-            value = float(value)
+            value = float(value)  # a too-long exponent gives inf, refused below
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and isinstance(value, int) and not -MAX_INT <= value < MAX_INT:
+            raise UserError(f"{_digits(value)} is too large", where=where, fix="write a finite number of normal size")
         value = float(value) if ok else value
+        if ok:
+            check_finite(value, where=where)
     elif base == "str":
         ok = isinstance(value, str)
     elif base == "tuple[str, ...]":
@@ -222,7 +228,10 @@ def set_flat(layer: Layer, key: str, value: Any, origin: str, *, allowed: tuple[
     valid = [k for k in FIELD_TYPES if allowed is None or k.split(".")[0] in allowed]
     if key not in FIELD_TYPES or key not in valid:
         raise UserError(f"unknown key {key!r}", where=origin, fix=did_you_mean(key, valid))
-    layer[key] = Entry(check_type(value, FIELD_TYPES[key], where=f"{origin}: {key}"), origin)
+    value = check_type(value, FIELD_TYPES[key], where=f"{origin}: {key}")
+    if key == "seed":
+        check_seed(value, where=f"{origin}: {key}")
+    layer[key] = Entry(value, origin)
 
 
 def flatten_body(body: Any, *, file: str, line: int | None, allowed: tuple[str, ...],
@@ -285,9 +294,12 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, _, raw = text.partition("=")
     key = key.strip()
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        raise UserError(f"cannot read value {raw!r}", where=f"--set {key}",
+        value = load_yaml_text(raw, where=f"--set {key}", numbered=False) if raw.strip() else None
+    except UserError as err:
+        if not err.problem.startswith("invalid YAML"):
+            raise
+        shown = raw if len(raw) <= 40 else raw[:37] + "..."
+        raise UserError(f"cannot read value {shown!r}", where=f"--set {key}",
                         fix="quote it or write a plain scalar") from None
     return key, value
 
@@ -320,6 +332,11 @@ def build_section(cls: type, layer: Layer, section: str, base: dict[str, Any], *
 def _is_file_origin(origin: str) -> bool:
     """True for `file:line` and `--set` origins (the places a user wrote), false for derived ones."""
     return origin.startswith("--set") or (":" in origin and "(" not in origin)
+
+
+def _digits(value: int) -> str:
+    """A huge integer shown by its size, not its digits (an error line stays short)."""
+    return f"an integer of {value.bit_length()} bits"
 
 
 STAGES = ("train", "validate", "evaluate", "analyse")

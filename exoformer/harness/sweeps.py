@@ -17,15 +17,18 @@ Points are the cartesian product of the axes in the order written; the first axi
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from exoformer import limits
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.spec import FIELD_TYPES, Entry, Layer, set_flat
+from exoformer.limits import NAME_RE, check_name
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-"""Spec names: lowercase, digits, '.', '_', '-'; no glob characters, so a name is never mistaken for a pattern."""
+# NAME_RE: spec names are lowercase, digits, '.', '_', '-' and at most limits.MAX_NAME_LEN characters; no glob
+# characters, so a name is never mistaken for a pattern (exoformer/limits.py).
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 SWEEP_KEYS = ("name", "grid")
@@ -36,13 +39,6 @@ class Point:
     name: str
     layer: Layer
     origin: str
-
-
-def check_name(name: Any, *, where: str, what: str = "spec name") -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise UserError(f"invalid {what} {name!r}", where=where,
-                        fix="use lowercase letters, digits, '.', '_' and '-', starting with a letter or digit")
-    return name
 
 
 def expand(sweep: dict, common: Layer, *, file: str, line: int) -> list[Point]:
@@ -59,6 +55,11 @@ def expand(sweep: dict, common: Layer, *, file: str, line: int) -> list[Point]:
     for axis, values in grid.items():
         axis_where = f"{file}:{_line(grid, axis, line)}"
         axes.append((str(axis), _axis_points(axis, values, file=file, where=axis_where, line=line)))
+    n_points = math.prod(len(values) for _, values in axes)
+    if n_points > limits.MAX_SWEEP_POINTS:
+        sizes = " x ".join(str(len(values)) for _, values in axes)
+        raise UserError(f"sweep grid has {n_points} points ({sizes}), over the limit of {limits.MAX_SWEEP_POINTS}",
+                        where=where, fix="split it into smaller sweeps or drop axes")
     placeholders = _PLACEHOLDER.findall(template)
     known = [a for a, _ in axes] + [k for k in ("variant", "seed", "preset") if k in common]
     for ph in placeholders:
@@ -77,7 +78,7 @@ def expand(sweep: dict, common: Layer, *, file: str, line: int) -> list[Point]:
                 if key in settings:
                     labels[key] = _label(settings[key].value)
         name = _PLACEHOLDER.sub(lambda m: labels[m.group(1)], template)
-        check_name(name, where=where, what=f"name {name!r} made by template")
+        check_name(name, where=where, what="name made by the template")
         points.append(Point(name=name, layer=layer, origin=where))
     return points
 

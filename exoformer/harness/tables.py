@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
+from exoformer.eval.suites import PAPER_TASKS
 from exoformer.harness.sweeps import check_name
 
-TASKS = ("arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "winogrande")
+TASKS = PAPER_TASKS
 DEFAULT_CONVENTION = {"arc_challenge": "acc_norm", "arc_easy": "acc_norm", "hellaswag": "acc_norm",
                       "openbookqa": "acc_norm", "piqa": "acc_norm", "winogrande": "acc"}
 """Default metric per task [inference: paper.md 4.2; WinoGrande has only acc]; a table may override it."""

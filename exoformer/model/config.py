@@ -7,6 +7,7 @@ without importing torch. Every variant of the paper is a value of this dataclass
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 
 from exoformer.errors import UserError, did_you_mean
@@ -186,8 +187,18 @@ def _validate(cfg: ModelConfig) -> None:
     if cfg.first_mixing_layer >= cfg.n_layer and cfg.mix_paths:
         raise bad("n_layer", f"anchor {cfg.anchor!r} leaves no layer to mix with n_layer={cfg.n_layer}",
                   f"use n_layer > {cfg.first_mixing_layer}")
-    if not (cfg.init_std > 0 and cfg.init_cutoff > 0 and cfg.norm_eps > 0 and cfg.rope_theta > 0):
-        raise bad("init_std", "init_std, init_cutoff, norm_eps and rope_theta must be positive", "use the defaults")
+    for name in ("rope_theta", "norm_eps", "init_std", "init_cutoff", "coef_init"):
+        value = getattr(cfg, name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise bad(name, f"must be a finite number, got {value!r}", "write a finite number (not .nan or .inf)")
+    for name in ("rope_theta", "norm_eps", "init_std", "init_cutoff"):
+        if getattr(cfg, name) <= 0:
+            raise bad(name, f"must be > 0, got {getattr(cfg, name)!r}", "use a positive value (see the default)")
 
 
 MODEL_FIELDS = tuple(f.name for f in fields(ModelConfig))
+
+
+ABLATIONS = ("none", "anchor", "self")
+"""Inference-time ablations of the mixing terms (paper appendix C): `inspect(ablate=...)` drops the anchor or the
+layer's own term in every mixing layer; "none" is the unablated pass. Ignored for non-mixing models."""

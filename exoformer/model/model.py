@@ -99,6 +99,10 @@ class ExoTransformer(nn.Module):
                 module.reset_tables()
 
     def forward(self, idx: torch.Tensor, doc_starts: torch.Tensor | None = None) -> torch.Tensor:
+        return self.lm_head(self.hidden_states(idx, doc_starts))
+
+    def hidden_states(self, idx: torch.Tensor, doc_starts: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T, d) final-normed hidden states: `forward` minus the LM head (evaluation scores a few positions)."""
         seq_len = idx.shape[1]
         rope = self.rope.tables(seq_len)
         mask = build_mask(doc_starts, seq_len, idx.device)
@@ -108,7 +112,7 @@ class ExoTransformer(nn.Module):
             if i == self.anchor_depth:
                 anchor = self.anchor(h)  # once per forward, shared by every later layer
             h, anchor = block(h, anchor, rope, mask)
-        return self.lm_head(self.final_norm(h))
+        return self.final_norm(h)
 
     # ------------------------------------------------------------------------- inspection
 

@@ -1,101 +1,220 @@
-"""Named variants and shapes of the paper as data: `experiments/variants.yaml` (torch-free).
+"""Named variants and shapes of the paper as data: a registry's `variants.yaml` (torch-free).
 
-The registry, the planner and the CLI resolve names through these functions, so they must stay stable:
-`list_variants`, `list_shapes`, `variant_fields`, `shape_fields`, `resolve_shape`, `variant_config`.
+The file is registry data: `Registry` reads the `variants.yaml` of its own directory (so `--registry DIR`
+brings its own variants) through `load_variants`, under the same input limits as every registry file.
+Code without a registry (the trainer's `--variant`, tests) uses the module functions below, which read the
+repository's experiments/variants.yaml: `list_variants`, `list_shapes`, `variant_fields`, `shape_fields`,
+`resolve_shape`, `variant_config`. A shape alias (`aliases:`, e.g. 450m -> 450m-gated / 450m-ungated by the
+variant's gating) is defined there once and nowhere else.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+import os
+from dataclasses import dataclass, fields
 from pathlib import Path
-
-import yaml
+from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
+from exoformer.limits import check_finite
 from exoformer.model.config import ModelConfig
 
 VARIANTS_FILE = Path(__file__).resolve().parents[2] / "experiments" / "variants.yaml"
-"""The one table of named variants and shapes."""
+"""The repository's table of named variants and shapes (the default registry's variants.yaml)."""
+VARIANTS_NAME = "variants.yaml"
 
 SHAPE_FIELDS = ("n_layer", "n_head", "d_model", "vocab_size", "seq_len", "mlp_ratio", "rope_theta", "norm_eps",
                 "init_std", "init_cutoff")
 VARIANT_FIELDS = ("gated", "mix_paths", "anchor", "anchor_norm_paths", "post_mix_norm_paths", "granularity",
                   "dynamic", "dynamic_hidden", "coef_init")
-GATING_ALIASES = {"450m": ("450m-gated", "450m-ungated")}
-"""Shape aliases resolved by the variant's `gated` field: ungated models are deeper at the same size."""
+SECTIONS = ("variants", "shapes", "aliases")
+_FIELD_TYPES = {f.name: str(f.type) for f in fields(ModelConfig)}
 
 
-@lru_cache(maxsize=1)
-def _table() -> dict:
-    where = str(VARIANTS_FILE)
-    try:
-        data = yaml.safe_load(VARIANTS_FILE.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise UserError(f"cannot read the variant table ({e.__class__.__name__}: {e})", where=where,
-                        fix="restore experiments/variants.yaml") from e
-    if not isinstance(data, dict) or set(data) != {"variants", "shapes"}:
-        raise UserError("must have exactly the sections 'variants' and 'shapes'", where=where, fix="fix the file")
+@dataclass(frozen=True, slots=True)
+class VariantTable:
+    """One variants.yaml, parsed and checked: variant -> fields, shape -> fields, alias -> (gated, ungated)."""
+
+    variants: dict[str, dict]
+    shapes: dict[str, dict]
+    aliases: dict[str, tuple[str, str]]
+    """Shape aliases resolved by the variant's `gated` field: ungated models are deeper at the same size."""
+    file: str
+
+    def list_variants(self) -> list[str]:
+        return list(self.variants)
+
+    def list_shapes(self) -> list[str]:
+        return list(self.shapes)
+
+    def describe(self, name: str) -> str:
+        entry = self.variants.get(name) or self.shapes.get(name)
+        if entry is None:
+            raise UserError(f"unknown variant or shape {name!r}", where="variant",
+                            fix=did_you_mean(name, [*self.variants, *self.shapes]))
+        return entry.get("description", "")
+
+    def variant_fields(self, name: str) -> dict:
+        if name not in self.variants:
+            raise UserError(f"unknown variant {name!r}", where="variant", fix=did_you_mean(name, self.variants))
+        return {k: v for k, v in self.variants[name].items() if k != "description"}
+
+    def shape_fields(self, name: str) -> dict:
+        if name not in self.shapes:
+            raise UserError(f"unknown shape {name!r}", where="shape",
+                            fix=did_you_mean(name, [*self.shapes, *self.aliases]))
+        return {k: v for k, v in self.shapes[name].items() if k != "description"}
+
+    def resolve_alias(self, shape: str, gated: bool) -> str:
+        """The shape an alias stands for at this gating; other names pass unchanged."""
+        if shape in self.aliases:
+            gated_name, ungated_name = self.aliases[shape]
+            return gated_name if gated else ungated_name
+        return shape
+
+    def resolve_shape(self, shape: str, variant: str | None = None) -> str:
+        if shape in self.aliases:
+            if variant is None:
+                raise UserError(f"shape {shape!r} depends on the variant's gating", where="shape",
+                                fix=f"name the variant, or use one of {list(self.aliases[shape])}")
+            return self.resolve_alias(shape, bool(self.variant_fields(variant).get("gated", False)))
+        return shape
+
+
+_CACHE: dict[tuple[str, str], VariantTable] = {}
+
+
+def load_variants(path: str | os.PathLike, *, display: str | None = None) -> VariantTable:
+    """Parse and check one variants.yaml (cached by its text); errors name file:line."""
+    from exoformer.yaml_lines import load_yaml_text, read_limited  # lazy: harness imports this module
+
+    shown = display or str(path)
+    text = read_limited(path, display=shown)
+    key = (shown, text)
+    if key not in _CACHE:
+        if len(_CACHE) > 16:
+            _CACHE.clear()
+        _CACHE[key] = _parse(load_yaml_text(text, where=shown), shown)
+    return _CACHE[key]
+
+
+def _parse(data: Any, file: str) -> VariantTable:
+    if not isinstance(data, dict) or not {"variants", "shapes"} <= set(data) or not set(data) <= set(SECTIONS):
+        raise UserError(f"must have the sections 'variants' and 'shapes' (and optionally 'aliases'), "
+                        f"got {sorted(map(str, data)) if isinstance(data, dict) else type(data).__name__}",
+                        where=f"{file}:1", fix="restore the file's layout (see experiments/variants.yaml)")
+    out: dict[str, dict[str, dict]] = {}
     for section, allowed in (("variants", VARIANT_FIELDS), ("shapes", SHAPE_FIELDS)):
-        for name, entry in data[section].items():
+        body = data[section]
+        if not isinstance(body, dict):
+            raise UserError(f"section {section!r} must be a mapping name -> fields", where=_at(file, data, section),
+                            fix="indent the entries under it")
+        out[section] = {}
+        for name, entry in body.items():
+            where = _at(file, body, name)
+            _check_name(name, where, section[:-1])
             if not isinstance(entry, dict):
-                raise UserError(f"entry {name!r} is not a mapping", where=f"{where}:{section}", fix="fix the file")
-            for key in entry:
-                if key != "description" and key not in allowed:
-                    raise UserError(f"unknown field {key!r} in {section}.{name}", where=where,
-                                    fix=did_you_mean(key, allowed))
-    return data
+                raise UserError(f"entry {name!r} is not a mapping", where=where, fix="write `field: value` lines")
+            for key, value in entry.items():
+                kw = _at(file, entry, key)
+                if key == "description":
+                    continue
+                if key not in allowed:
+                    raise UserError(f"unknown field {key!r} in {section}.{name}", where=kw,
+                                    fix=did_you_mean(str(key), allowed))
+                _check_value(value, _FIELD_TYPES[key], f"{kw}: model.{key}")
+            try:  # each entry must make a valid model on its own (defaults for the rest)
+                ModelConfig.from_dict({k: v for k, v in entry.items() if k != "description"}, where=where)
+            except UserError as err:
+                raise UserError(err.problem, where=f"{where}: {err.where}", fix=err.fix) from None
+            out[section][name] = dict(entry)
+    aliases: dict[str, tuple[str, str]] = {}
+    body = data.get("aliases") or {}
+    if not isinstance(body, dict):
+        raise UserError("section 'aliases' must map alias -> {gated: SHAPE, ungated: SHAPE}",
+                        where=_at(file, data, "aliases"), fix="e.g. 450m: {gated: 450m-gated, ungated: 450m-ungated}")
+    for name, entry in body.items():
+        where = _at(file, body, name)
+        _check_name(name, where, "alias")
+        if not isinstance(entry, dict) or set(entry) != {"gated", "ungated"}:
+            raise UserError(f"alias {name!r} must be {{gated: SHAPE, ungated: SHAPE}}", where=where,
+                            fix="name the shape for gated and for ungated variants")
+        for which in ("gated", "ungated"):
+            if entry[which] not in out["shapes"]:
+                raise UserError(f"alias {name!r}: unknown {which} shape {entry[which]!r}",
+                                where=_at(file, entry, which), fix=did_you_mean(str(entry[which]), out["shapes"]))
+        if name in out["shapes"]:
+            raise UserError(f"alias {name!r} is also a shape name", where=where, fix="rename one of them")
+        aliases[name] = (entry["gated"], entry["ungated"])
+    return VariantTable(variants=out["variants"], shapes=out["shapes"], aliases=aliases, file=file)
+
+
+def _at(file: str, container: Any, key: Any) -> str:
+    line = container.line_of(key) if hasattr(container, "line_of") else None
+    return f"{file}:{line}" if line else file
+
+
+def _check_name(name: Any, where: str, what: str) -> None:
+    from exoformer.limits import check_name
+
+    check_name(name, where=where, what=f"{what} name")
+
+
+def _check_value(value: Any, type_name: str, where: str) -> None:
+    base = type_name.removesuffix(" | None")
+    ok = {"bool": lambda v: isinstance(v, bool),
+          "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+          "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+          "str": lambda v: isinstance(v, str),
+          "tuple[str, ...]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)}[base](value)
+    if not ok:
+        raise UserError(f"must be of type {base}, got {value!r}", where=where, fix=f"write a {base} value")
+    check_finite(value, where=where)
+
+
+def default_table() -> VariantTable:
+    """The repository's experiments/variants.yaml (for code that has no registry)."""
+    return load_variants(VARIANTS_FILE, display="experiments/variants.yaml")
 
 
 def list_variants() -> list[str]:
     """Variant names in table order."""
-    return list(_table()["variants"])
+    return default_table().list_variants()
 
 
 def list_shapes() -> list[str]:
-    """Shape names in table order (the alias '450m' is not listed; see `resolve_shape`)."""
-    return list(_table()["shapes"])
+    """Shape names in table order (aliases such as '450m' are not listed; see `resolve_shape`)."""
+    return default_table().list_shapes()
 
 
 def describe(name: str) -> str:
     """The one-line description of a variant or shape."""
-    table = _table()
-    entry = table["variants"].get(name) or table["shapes"].get(name)
-    if entry is None:
-        raise UserError(f"unknown variant or shape {name!r}", where="variant",
-                        fix=did_you_mean(name, [*table["variants"], *table["shapes"]]))
-    return entry.get("description", "")
+    return default_table().describe(name)
 
 
 def variant_fields(name: str) -> dict:
     """The ModelConfig variant fields of a named variant (fields not listed keep their defaults)."""
-    variants = _table()["variants"]
-    if name not in variants:
-        raise UserError(f"unknown variant {name!r}", where="variant", fix=did_you_mean(name, variants))
-    return {k: v for k, v in variants[name].items() if k != "description"}
+    return default_table().variant_fields(name)
 
 
 def resolve_shape(shape: str, variant: str | None = None) -> str:
-    """Resolve the alias '450m' to '450m-gated' / '450m-ungated' by the variant's gating; other names pass."""
-    if shape in GATING_ALIASES:
-        if variant is None:
-            raise UserError(f"shape {shape!r} depends on the variant's gating", where="shape",
-                            fix=f"name the variant, or use one of {list(GATING_ALIASES[shape])}")
-        gated_name, ungated_name = GATING_ALIASES[shape]
-        return gated_name if variant_fields(variant).get("gated", False) else ungated_name
-    return shape
+    """Resolve an alias ('450m') to a shape by the variant's gating; other names pass."""
+    return default_table().resolve_shape(shape, variant)
 
 
 def shape_fields(name: str) -> dict:
     """The ModelConfig shape fields of a named shape."""
-    shapes = _table()["shapes"]
-    if name not in shapes:
-        raise UserError(f"unknown shape {name!r}", where="shape", fix=did_you_mean(name, [*shapes, *GATING_ALIASES]))
-    return {k: v for k, v in shapes[name].items() if k != "description"}
+    return default_table().shape_fields(name)
 
 
-def variant_config(name: str, shape: str | None = None, **overrides) -> ModelConfig:
-    """ModelConfig of variant `name` at `shape` (None: ModelConfig's default shape), then `overrides`."""
-    fields = variant_fields(name)
+def variant_config(name: str, shape: str | None = None, *, table: VariantTable | None = None,
+                   **overrides) -> ModelConfig:
+    """ModelConfig of variant `name` at `shape` (None: ModelConfig's default shape), then `overrides`.
+
+    `table` is a registry's variants (Registry.variants); without one, the repository's.
+    """
+    table = table or default_table()
+    fields_ = table.variant_fields(name)
     if shape is not None:
-        fields = {**shape_fields(resolve_shape(shape, name)), **fields}
-    return ModelConfig.from_dict({**fields, **overrides}, where=f"variant {name!r}")
+        fields_ = {**table.shape_fields(table.resolve_shape(shape, name)), **fields_}
+    return ModelConfig.from_dict({**fields_, **overrides}, where=f"variant {name!r}")

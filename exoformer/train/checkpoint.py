@@ -1,10 +1,19 @@
-"""Checkpoints that survive being killed at any moment.
+"""Checkpoints that survive being killed at any moment, and results read only from a verified final one.
 
 One file per checkpoint, `checkpoints/step_00001234.pt` (the step = updates done), written to a temp file
 in the same directory, fsynced, hashed and renamed; then a `step_00001234.pt.sha256` side-car is written
-the same way. A checkpoint counts only when its side-car exists and matches, so a torn or partial file is
-skipped with a warning and the previous one is used. Older checkpoints are deleted only after a newer one
-is complete. Loading uses torch.load(weights_only=True).
+the same way. A checkpoint counts only when its side-car exists and matches: resuming skips a torn or
+partial file with a warning and uses the previous one, and retention keeps the newest `keep` *verified*
+checkpoints (a damaged file never pushes a good one out).
+
+Results (final validation, evaluation, analysis) come only from `load_final_checkpoint`: the checkpoint
+of the run's last step, verified, or a UserError naming the file; never an earlier step.
+
+Cost at paper scale (~5 GB states): a load hashes the open file in one streaming pass and torch.loads
+the same open file (the second read comes from the page cache; memory stays one state). A verdict on an
+unchanged file (same size, mtime, inode and side-car) is remembered for the process, so a file is hashed
+at most once per process: listing checkpoints after a save or a load, or loading it again, hashes nothing.
+Loading uses torch.load(weights_only=True).
 """
 
 from __future__ import annotations
@@ -21,47 +30,153 @@ import torch
 
 from exoformer.errors import UserError
 from exoformer.io import atomic_write_text, fsync_dir
+from exoformer.rundir import RunDir
 
 NAME = re.compile(r"^step_(\d{8,})\.pt$")
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 RESUME_TOLERANT_FIELDS = frozenset({"compile", "checkpoint_every", "keep_checkpoints", "final_val_tokens"})
 """TrainConfig fields that may change between a checkpoint and its resumption (they never change the math)."""
+
+_VERDICTS: dict[tuple, str | None] = {}
+"""(path, size, mtime, inode, side-car digest) -> None (verified) or the reason it is not; per process."""
 
 
 def checkpoint_name(step: int) -> str:
     return f"step_{step:08d}.pt"
 
 
+def checkpoint_dir(run_or_checkpoint_dir: str | os.PathLike) -> Path:
+    """`<run>/checkpoints` for a run directory, else the directory itself."""
+    path = Path(run_or_checkpoint_dir)
+    inside = RunDir(path).checkpoints
+    return inside if inside.is_dir() or not _checkpoints(path) else path
+
+
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
+        return _sha256_of(f)
+
+
+def _sha256_of(f) -> str:
+    digest = hashlib.sha256()
+    while block := f.read(1 << 22):
+        digest.update(block)
     return digest.hexdigest()
 
 
-def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, Any], *, keep: int) -> Path:
-    """Write `state` as checkpoint `step` atomically with its checksum; keep the newest `keep` checkpoints."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / checkpoint_name(step)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+def _recorded_digest(path: Path) -> tuple[str | None, str | None]:
+    """(digest in the side-car, None) or (None, why there is no usable one)."""
+    sidecar = Path(f"{path}.sha256")
     try:
+        text = sidecar.read_text(encoding="ascii", errors="replace")
+    except FileNotFoundError:
+        return None, "no checksum side-car (partial write)"
+    except OSError as error:
+        return None, f"unreadable checksum side-car ({error.strerror or error})"
+    fields = text.split()
+    if not fields or not HEX64.match(fields[0].lower()):
+        return None, f"malformed checksum side-car {sidecar.name} (expected '<64 hex>  {path.name}')"
+    return fields[0].lower(), None
+
+
+def _key(path: Path, digest: str) -> tuple | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, digest)
+
+
+def _remember(path: Path, digest: str, verdict: str | None) -> None:
+    key = _key(path, digest)
+    if key is not None:
+        _VERDICTS[key] = verdict
+
+
+def _mismatch(expected: str, actual: str) -> str:
+    return f"checksum mismatch (expected {expected[:12]}, got {actual[:12]}): the file is damaged or truncated"
+
+
+def verify(path: str | os.PathLike) -> str | None:
+    """None when the checkpoint is complete and matches its side-car checksum, else the reason it is not.
+
+    Hashes the file at most once per process while it stays unchanged (same size, mtime, inode, side-car).
+    """
+    path = Path(path)
+    expected, problem = _recorded_digest(path)
+    if problem:
+        return problem
+    key = _key(path, expected)
+    if key is None:
+        return "file missing"
+    if key in _VERDICTS:
+        return _VERDICTS[key]
+    try:
+        actual = _sha256(path)
+    except OSError as error:
+        return f"unreadable ({error.strerror or error})"
+    verdict = None if actual == expected else _mismatch(expected, actual)
+    _VERDICTS[key] = verdict
+    return verdict
+
+
+def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, Any], *, keep: int) -> Path:
+    """Write `state` as checkpoint `step` atomically with its checksum; keep the newest `keep` verified ones.
+
+    A write that fails (disk full, read-only directory, quota) is a UserError naming the path; the
+    checkpoints already there are left untouched.
+    """
+    directory = Path(directory)
+    path = directory / checkpoint_name(step)
+    fix = "free space on that disk (or point --out at another one) and run the same command again to resume"
+    tmp: str | None = None
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "wb") as f:
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
         digest = _sha256(Path(tmp))
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(directory)
-    atomic_write_text(f"{path}.sha256", f"{digest}  {path.name}\n")
-    for old in _checkpoints(directory)[keep:]:
-        old.unlink(missing_ok=True)
-        Path(f"{old}.sha256").unlink(missing_ok=True)
+        tmp = None
+        fsync_dir(directory)
+        try:
+            atomic_write_text(f"{path}.sha256", f"{digest}  {path.name}\n")
+        except BaseException:
+            path.unlink(missing_ok=True)  # without its side-car it would never count anyway
+            raise
+    except (OSError, RuntimeError) as error:  # torch reports a failed write as RuntimeError (inline_container)
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error).splitlines()[0]
+        raise UserError(f"cannot write checkpoint step {step} ({type(error).__name__}: {reason[:160]}); "
+                        "the previous checkpoints are intact", where=str(path), fix=fix) from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+    _remember(path, digest, None)
+    _prune(directory, keep)
     return path
+
+
+def _prune(directory: Path, keep: int) -> None:
+    """Delete checkpoints older than the newest `keep` verified ones (damaged ones among them too).
+
+    Damaged files newer than the newest verified one are left alone (they are skipped on resume and
+    replaced when training reaches their step again), so they never push a good checkpoint out.
+    """
+    verified = 0
+    for old in _checkpoints(directory):
+        if verified >= keep:
+            old.unlink(missing_ok=True)
+            Path(f"{old}.sha256").unlink(missing_ok=True)
+        elif verify(old) is None:
+            verified += 1
+
+
+def checkpoint_files(directory: str | os.PathLike) -> list[Path]:
+    """Checkpoint files (verified or not), newest first (by step)."""
+    return _checkpoints(Path(directory))
 
 
 def _checkpoints(directory: Path) -> list[Path]:
@@ -70,16 +185,6 @@ def _checkpoints(directory: Path) -> list[Path]:
         return []
     found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := NAME.match(p.name))]
     return [p for _, p in sorted(found, reverse=True)]
-
-
-def verify(path: Path) -> str | None:
-    """None when the checkpoint is complete and matches its side-car checksum, else the reason it is not."""
-    sidecar = Path(f"{path}.sha256")
-    if not sidecar.is_file():
-        return "no checksum side-car (partial write)"
-    expected = sidecar.read_text().split()[0] if sidecar.read_text().strip() else ""
-    actual = _sha256(path)
-    return None if actual == expected else f"checksum mismatch (expected {expected[:12]}, got {actual[:12]})"
 
 
 def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
@@ -92,12 +197,113 @@ def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
     return None
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+def _load_verified(path: Path, map_location) -> tuple[dict[str, Any] | None, str | None]:
+    """(state, None) when the file matches its side-car, else (None, the reason).
+
+    Hashes the open file in one streaming pass (unless this process already verified it unchanged), then
+    torch.loads the same open file, so what was checked is what is loaded; memory stays one state.
+    """
+    expected, problem = _recorded_digest(path)
+    if problem:
+        return None, problem
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return None, "file missing"
+    except OSError as error:
+        return None, f"unreadable ({error.strerror or error})"
+    with f:
+        st = os.fstat(f.fileno())
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, expected)
+        if key in _VERDICTS:
+            verdict = _VERDICTS[key]
+        else:
+            try:
+                actual = _sha256_of(f)
+            except OSError as error:
+                return None, f"unreadable ({error.strerror or error})"
+            verdict = _VERDICTS[key] = None if actual == expected else _mismatch(expected, actual)
+        if verdict is not None:
+            return None, verdict
+        f.seek(0)
+        return _torch_load(f, path, map_location), None
+
+
+def _torch_load(source: Any, where: Path, map_location) -> dict[str, Any]:
+    try:
+        state = torch.load(source, map_location=map_location, weights_only=True)
     except Exception as error:  # a foreign or damaged file
         raise UserError(f"cannot read checkpoint ({type(error).__name__}: {str(error).splitlines()[0][:200]})",
-                        where=str(path), fix="delete it or point --out at another directory") from None
+                        where=str(where), fix="delete it or point --out at another directory") from None
+    if not isinstance(state, dict):
+        raise UserError(f"not a checkpoint of this harness (holds a {type(state).__name__})", where=str(where),
+                        fix="delete it or point --out at another directory")
+    return state
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """torch.load one checkpoint file as it is (no checksum check: see load_verified / load_final_checkpoint)."""
+    return _torch_load(path, Path(path), map_location)
+
+
+def load_verified(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """One checkpoint, verified against its side-car while it is read; UserError naming the file if not."""
+    path = Path(path)
+    state, problem = _load_verified(path, map_location)
+    if problem:
+        raise UserError(f"checkpoint is not usable: {problem}", where=str(path),
+                        fix="delete it (and its .sha256) to fall back to an earlier checkpoint")
+    return state
+
+
+def load_latest_verified(directory: str | os.PathLike, map_location: str | torch.device = "cpu"
+                         ) -> tuple[Path, dict[str, Any]] | tuple[None, None]:
+    """(path, state) of the newest checkpoint that verifies, reading each candidate once; damaged ones are
+    skipped with a warning naming the file. (None, None) when there is none."""
+    for path in _checkpoints(Path(directory)):
+        state, problem = _load_verified(path, map_location)
+        if problem is None:
+            return path, state
+        warnings.warn(f"skipping checkpoint {path}: {problem}", stacklevel=2)
+    return None, None
+
+
+def final_checkpoint_problem(run_or_checkpoint_dir: str | os.PathLike, expected_step: int) -> str | None:
+    """None when the checkpoint of `expected_step` exists and verifies, else why not (one line, names the file).
+
+    For a pipeline deciding whether a train stage recorded as done really left its final checkpoint.
+    """
+    path = checkpoint_dir(run_or_checkpoint_dir) / checkpoint_name(expected_step)
+    if not path.is_file():
+        return f"{path}: final checkpoint missing"
+    problem = verify(path)
+    return None if problem is None else f"{path}: {problem}"
+
+
+def load_final_checkpoint(run_or_checkpoint_dir: str | os.PathLike, expected_step: int, *,
+                          map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """The state of the run's final step (`expected_step` = train.steps), verified; else a UserError.
+
+    Results are computed only from this state: a missing or damaged final checkpoint is an error naming
+    the file, never a silent fallback to an earlier step.
+    """
+    directory = checkpoint_dir(run_or_checkpoint_dir)
+    path = directory / checkpoint_name(expected_step)
+    retrain = ("train the run to its last step again, which resumes from the newest good checkpoint (the same "
+               "python -m exoformer.train command; for a harness run, delete its stages/train.json and rerun it)")
+    if not path.is_file():
+        newest = latest_checkpoint(directory)
+        found = f"newest verified checkpoint is {newest.name}" if newest else "no verified checkpoint"
+        raise UserError(f"final checkpoint {path.name} (step {expected_step}) not found; {found}",
+                        where=str(path), fix=retrain)
+    state, problem = _load_verified(path, map_location)
+    if problem:
+        raise UserError(f"final checkpoint (step {expected_step}) is not usable: {problem}", where=str(path),
+                        fix=retrain)
+    if state.get("step") != expected_step:
+        raise UserError(f"checkpoint holds step {state.get('step')!r}, expected the final step {expected_step}",
+                        where=str(path), fix=f"delete it and its .sha256, then {retrain}")
+    return state
 
 
 def check_resumable(state: dict[str, Any], model_config: dict, train_config: dict, *, where: str) -> None:
@@ -123,17 +329,34 @@ def _get_req(field: str, model_config: dict, train_config: dict):
     return (model_config if section == "model" else train_config).get(key)
 
 
-def load_model_from_run(out_dir: str | os.PathLike, *, map_location: str | torch.device = "cpu"):
-    """(ExoTransformer, ModelConfig) from the newest verified checkpoint of a run directory, in eval mode."""
+def model_from_state(state: dict[str, Any], *, where: str):
+    """(ExoTransformer in eval mode, ModelConfig) rebuilt from a checkpoint state."""
     from exoformer.model import ExoTransformer
     from exoformer.model.config import ModelConfig
 
-    path = latest_checkpoint(Path(out_dir) / "checkpoints")
-    if path is None:
-        raise UserError("no complete checkpoint", where=str(Path(out_dir) / "checkpoints"),
-                        fix="train the run first (python -m exoformer.train ...)")
-    state = load_checkpoint(path, map_location)
-    config = ModelConfig.from_dict(state["model_config"], where=str(path))
+    config = ModelConfig.from_dict(state["model_config"], where=where)
     model = ExoTransformer(config)
     model.load_state_dict(state["model"])
     return model.eval(), config
+
+
+def load_model_from_run(out_dir: str | os.PathLike, *, steps: int | None = None,
+                        map_location: str | torch.device = "cpu"):
+    """(ExoTransformer, ModelConfig) from the verified final checkpoint of a run directory, in eval mode.
+
+    `steps` is the run's final step (train.steps); when omitted it is read from the newest verified
+    checkpoint's own recipe, so a run whose last checkpoint is missing or damaged is still refused
+    (a state without a recipe is taken as it is).
+    """
+    directory = checkpoint_dir(out_dir)
+    if steps is None:
+        path, state = load_latest_verified(directory, map_location)
+        if path is None:
+            raise UserError("no complete checkpoint", where=str(directory),
+                            fix="train the run first (python -m exoformer.train ...)")
+        steps = (state.get("train_config") or {}).get("steps", state.get("step"))
+        if state.get("step") != steps:  # the final checkpoint is missing or damaged: say which
+            state = load_final_checkpoint(directory, steps, map_location=map_location)
+    else:
+        state = load_final_checkpoint(directory, steps, map_location=map_location)
+    return model_from_state(state, where=str(directory))

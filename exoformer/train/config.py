@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from exoformer.errors import UserError, did_you_mean
+from exoformer.limits import SEED_MAX, check_range
 
 PRECISIONS = ("auto", "fp32", "bf16-autocast", "official-pure-bf16")
 """auto: bf16 autocast with fp32 master weights on GPU, fp32 on CPU. official-pure-bf16 mimics the
@@ -70,7 +71,8 @@ class TrainConfig:
     precision: str = "auto"
     """One of PRECISIONS."""
     compile: bool = False
-    """torch.compile the model (GPU speed; never changes the math)."""
+    """torch.compile the model on CUDA, as the author's train.py does (speed only; ignored on CPU, where compiling a
+    shrunk spec would cost a minute per run). Kernels may reorder float operations: hashed like any field."""
 
     val_every: int = 100
     """Validation loss every this many steps (0: never during training)."""
@@ -126,6 +128,16 @@ def _validate(cfg: TrainConfig) -> None:
     for name in positive:
         if getattr(cfg, name) <= 0:
             raise UserError(f"must be positive, got {getattr(cfg, name)}", where=f"train.{name}", fix="use a value > 0")
+    for name in ("muon_lr", "adam_lr", "coef_lr", "adam_eps", "grad_clip"):
+        _in_range(cfg, name, low=0.0, low_open=True)  # learning rates, eps, clip: > 0
+    for name in ("adam_beta1", "adam_beta2", "muon_beta2", "muon_momentum", "muon_momentum_start"):
+        _in_range(cfg, name, low=0.0, high=1.0, high_open=True)  # EMA coefficients: [0, 1)
+    for name in ("muon_weight_decay", "adam_weight_decay", "z_loss"):
+        _in_range(cfg, name, low=0.0)
+    _in_range(cfg, "final_lr_fraction", low=0.0, high=1.0)
+    for name in ("warmup_steps", "muon_momentum_steps", "val_every"):
+        _in_range(cfg, name, low=0)  # steps and intervals: >= 0, where 0 means off
+    _in_range(cfg, "seed", low=0, high=SEED_MAX, high_open=True)
     if cfg.precision not in PRECISIONS:
         raise UserError(f"unknown precision {cfg.precision!r}", where="train.precision",
                         fix=did_you_mean(cfg.precision, PRECISIONS))
@@ -134,6 +146,11 @@ def _validate(cfg: TrainConfig) -> None:
     if cfg.batch_tokens % cfg.seq_len:
         raise UserError(f"batch_tokens={cfg.batch_tokens} is not a multiple of seq_len={cfg.seq_len}",
                         where="train.batch_tokens", fix="make batch_tokens a multiple of seq_len")
+
+
+def _in_range(cfg: TrainConfig, name: str, **bounds) -> None:
+    """Finite and inside `bounds` (exoformer/limits.py check_range); the error names `train.<name>`."""
+    check_range(getattr(cfg, name), where=f"train.{name}", **bounds)
 
 
 TRAIN_FIELDS = tuple(f.name for f in fields(TrainConfig))

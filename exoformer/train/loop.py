@@ -28,7 +28,9 @@ from exoformer.data.loader import Batch, TrainBatches, validation_batches
 from exoformer.errors import UserError
 from exoformer.model.config import ModelConfig
 from exoformer.train import distributed as dist_util
-from exoformer.train.checkpoint import check_resumable, latest_checkpoint, load_checkpoint, save_checkpoint
+from exoformer.rundir import RunDir
+from exoformer.train.checkpoint import (check_resumable, checkpoint_dir, checkpoint_name, load_final_checkpoint,
+                                        load_latest_verified, save_checkpoint)
 from exoformer.train.config import TrainConfig
 from exoformer.train.loss import lm_loss, official_logged_loss
 from exoformer.train.optim import build_optimizers, set_schedules
@@ -186,9 +188,8 @@ def train(model_config: ModelConfig, train_config: TrainConfig, out_dir: str | P
 
 def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist_util.DistEnv,
            device: torch.device, build_model: ModelBuilder) -> TrainResult:
-    ckpt_dir = out_dir / "checkpoints"
-    resume_path = latest_checkpoint(ckpt_dir)
-    state = load_checkpoint(resume_path) if resume_path else None
+    ckpt_dir = RunDir(out_dir).checkpoints
+    resume_path, state = load_latest_verified(ckpt_dir)  # damaged ones skipped (warned), the newest good one
     if state is not None:
         check_resumable(state, model_config.to_dict(), cfg.to_dict(), where=str(resume_path))
         if state["step"] >= cfg.steps:
@@ -235,9 +236,9 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
     if env.world_size > 1:
         forward = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
                                                       else None)
-    if cfg.compile:
+    if cfg.compile and device.type == "cuda":  # on CPU compiling costs a minute and buys nothing here
         forward = torch.compile(forward)
-    metrics = MetricsLog(out_dir / "metrics.jsonl", resume_step=step) if env.is_main else None
+    metrics = MetricsLog(RunDir(out_dir).metrics_file, resume_step=step) if env.is_main else None
     progress = Progress(cfg.steps, env.is_main)
     if env.is_main:
         progress.note(f"{'resuming at' if step else 'starting'} step {step}/{cfg.steps}: "
@@ -316,16 +317,15 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
 def final_validation(model_config: ModelConfig, train_config: TrainConfig, out_dir: str | Path, *,
                      tokens: int | None = None, device: str | torch.device | None = None,
                      build_model: ModelBuilder | None = None) -> dict:
-    """Validation loss and perplexity of the run's newest checkpoint on the first `tokens` validation tokens
-    (default train_config.final_val_tokens), in order. The mean is token-weighted (the official full-val
-    mean is unweighted over batches, hazard H11). `val_loss` is pure CE (ppl = exp(val_loss));
-    `val_loss_official` adds the z term twice as the official logs do (H3)."""
+    """Validation loss and perplexity of the run's final checkpoint (verified: a missing or damaged one is a
+    UserError naming it) on the first `tokens` validation tokens (default train_config.final_val_tokens), in
+    order. The mean is token-weighted (the official full-val mean is unweighted over batches, hazard H11).
+    `val_loss` is pure CE (ppl = exp(val_loss)); `val_loss_official` adds the z term twice as the official
+    logs do (H3)."""
     env = dist_util.distributed_env()
     device = dist_util.pick_device(device, env)
-    path = latest_checkpoint(Path(out_dir) / "checkpoints")
-    if path is None:
-        raise UserError("no complete checkpoint", where=str(Path(out_dir) / "checkpoints"), fix="train the run first")
-    state = load_checkpoint(path)
+    state = load_final_checkpoint(out_dir, train_config.steps)
+    path = checkpoint_dir(out_dir) / checkpoint_name(train_config.steps)
     check_resumable(state, model_config.to_dict(), train_config.to_dict(), where=str(path))
     model = (build_model or _default_builder)(model_config)
     precision = resolve_precision(train_config.precision, device)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +46,8 @@ class MetricsLog:
     """Append-only `metrics.jsonl`, one JSON object per line, flushed per line.
 
     On start, lines after the step being resumed from (and any torn last line) are dropped, so after a
-    resume the file equals what an uninterrupted run writes (timings aside).
+    resume the file equals what an uninterrupted run writes (timings aside). A damaged line (not UTF-8,
+    not a JSON object, a non-integer step) is dropped too, with a warning naming file:line.
     """
 
     def __init__(self, path: str | Path, *, resume_step: int) -> None:
@@ -57,14 +59,21 @@ class MetricsLog:
     def _truncate_after(self, step: int) -> None:
         if not self.path.exists():
             return
+        data = self.path.read_bytes()
+        lines = data.split(b"\n")
+        torn = lines.pop() if lines else b""  # the bytes after the last newline: a write cut short, if any
         kept = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
                 continue
-            if isinstance(record, dict) and record.get("step", 0) <= step:
-                kept.append(line)
+            record, problem = _parse_line(raw)
+            if problem:
+                warnings.warn(f"{self.path}:{number}: dropping a damaged metrics line ({problem})", stacklevel=3)
+            elif record.get("step", 0) <= step:
+                kept.append(raw.decode("utf-8"))
+        record, _ = _parse_line(torn) if torn.strip() else (None, None)
+        if record is not None and record.get("step", 0) <= step:
+            kept.append(torn.decode("utf-8"))  # a complete last record that only lacks its newline
         atomic_write_text(self.path, "".join(f"{line}\n" for line in kept))
 
     def write(self, record: dict) -> None:
@@ -73,3 +82,19 @@ class MetricsLog:
 
     def close(self) -> None:
         self._file.close()
+
+
+def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
+    """(record, None) for a JSON object whose `step` (if any) is an integer, else (None, what is wrong)."""
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+    except json.JSONDecodeError as error:
+        return None, f"not JSON: {error.msg}"
+    if not isinstance(record, dict):
+        return None, f"a JSON {type(record).__name__}, not an object"
+    step = record.get("step", 0)
+    if isinstance(step, bool) or not isinstance(step, int):
+        return None, f"step is {step!r}, not an integer"
+    return record, None

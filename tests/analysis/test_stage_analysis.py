@@ -16,6 +16,7 @@ from exoformer.data.shards import read_shard, write_shard
 from exoformer.errors import UserError
 from exoformer.harness.spec import PROBES, AnalysisConfig
 from exoformer.model.config import ModelConfig
+from exoformer.rundir import RunDir
 from exoformer.train.checkpoint import save_checkpoint
 
 torch.set_num_threads(1)
@@ -45,8 +46,8 @@ def make_run(tmp_path: Path, config: ModelConfig | None = None, *, checkpoint=Tr
     if checkpoint:
         torch.manual_seed(0)
         model = ExoTransformer(config)
-        save_checkpoint(run_dir / "checkpoints", 7, {"model": model.state_dict(), "model_config": config.to_dict()},
-                        keep=2)
+        save_checkpoint(run_dir / "checkpoints", 7, {"step": 7, "model": model.state_dict(),
+                                                      "model_config": config.to_dict()}, keep=2)
     grad = 1.0 + 0.01 * rng.standard_normal(steps)
     for s in spikes:
         grad[s] += 5.0  # 500 sigma
@@ -54,10 +55,11 @@ def make_run(tmp_path: Path, config: ModelConfig | None = None, *, checkpoint=Tr
              for s, g in enumerate(grad)]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     spec = SimpleNamespace(name="tiny-s42", hash12="0123456789ab", variant="tiny", shape="tiny",
-                           train=SimpleNamespace(data=str(data)),
+                           train=SimpleNamespace(data=str(data), steps=7),
                            analysis=AnalysisConfig(**({"n_sequences": 3, "seq_len": SEQ} | analysis)))
     logged: list[str] = []
-    return SimpleNamespace(run_dir=run_dir, spec=spec, device="cpu", log=logged.append, logged=logged, data=data)
+    return SimpleNamespace(run_dir=run_dir, spec=spec, device="cpu", say=logged.append, files=RunDir(run_dir),
+                           logged=logged, data=data)
 
 
 def test_probe_names_map_onto_run_probes_output():
@@ -185,8 +187,6 @@ def test_stage_accepts_a_resolved_registry_spec(tmp_path):
 def test_stage_writes_the_coefficients_the_lambda_heatmaps_draw(tmp_path, overrides):
     from exoformer.model import ExoTransformer
     from exoformer.report.figures import lambda_ratios
-    from exoformer.rundir import RunDir
-
     config = tiny_config(**overrides)
     ctx = make_run(tmp_path, config, checkpoint=False, probes=("coefficient_stats",))
     torch.manual_seed(1)
@@ -195,14 +195,14 @@ def test_stage_writes_the_coefficients_the_lambda_heatmaps_draw(tmp_path, overri
         for name, param in model.named_parameters():
             if name.endswith(("coef_anchor", "coef_self")):
                 param.copy_(torch.rand_like(param) + 0.5)
-    save_checkpoint(ctx.run_dir / "checkpoints", 3, {"model": model.state_dict(), "model_config": config.to_dict()},
-                    keep=1)
+    save_checkpoint(ctx.run_dir / "checkpoints", 7, {"step": 7, "model": model.state_dict(),
+                                                     "model_config": config.to_dict()}, keep=1)
     summary = stage.analyse_stage(ctx)
     run = RunDir(ctx.run_dir)
     assert summary["coefficients_json"] == run.display(run.coefficients)
     record = json.loads(run.coefficients.read_text())
     assert record["mix_paths"] == list(config.mix_paths) and record["granularity"] == config.granularity
-    assert (record["n_layer"], record["dynamic"], record["checkpoint"]) == (2, False, "step_00000003.pt")
+    assert (record["n_layer"], record["dynamic"], record["checkpoint"]) == (2, False, "step_00000007.pt")
     ratios = lambda_ratios(record)
     params = dict(model.named_parameters())
     first = 1 if config.anchor == "internal" else 0

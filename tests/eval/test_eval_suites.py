@@ -108,3 +108,45 @@ def test_smoke_suite_checks_its_files_first(tmp_path, monkeypatch):
     target.unlink()
     with pytest.raises(UserError, match="missing"):
         task_configs("smoke")
+
+
+def test_truncated_task_file_is_a_one_line_error_naming_file_and_line(tmp_path):
+    write_task_dir(tmp_path)
+    bad = tmp_path / "hellaswag" / "validation.jsonl"
+    data = bad.read_bytes()
+    bad.write_bytes(data[: len(data) - 10])  # cut inside the last row, no checksum file to catch it
+    with pytest.raises(UserError) as err:
+        task_configs("paper", tmp_path)
+    n_lines = data.count(b"\n")
+    assert f"{bad}:{n_lines}" in str(err.value) and "truncated" in str(err.value) and "\n" not in str(err.value)
+    bad.write_bytes(b"")
+    with pytest.raises(UserError, match="holds no rows") as err:
+        task_configs("paper", tmp_path)
+    assert str(bad) in str(err.value)
+    bad.write_bytes(b"[1, 2]\n")
+    with pytest.raises(UserError, match=f"{bad}:1.*not an object"):
+        task_configs("paper", tmp_path)
+
+
+def test_malformed_checksum_line_is_a_one_line_error_naming_file_and_line(tmp_path):
+    write_task_dir(tmp_path)
+    files = sorted(tmp_path.rglob("*.jsonl"))
+    lines = [f"{sha256_file(p)}  {p.relative_to(tmp_path)}" for p in files]
+    lines[2] = lines[2].replace("  ", "\t")
+    (tmp_path / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+    with pytest.raises(UserError) as err:
+        task_configs("paper", tmp_path)
+    assert f"{tmp_path / 'SHA256SUMS'}:3" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_smoke_suite_rejects_a_truncated_file_even_with_a_matching_checksum(tmp_path, monkeypatch):
+    from exoformer.data.checksums import write_sums
+    from exoformer.data.smoke import tasks as smoke_tasks
+    copy = tmp_path / "smoke_data"
+    shutil.copytree(smoke_tasks.SMOKE_DATA_DIR, copy)
+    monkeypatch.setattr(smoke_tasks, "SMOKE_DATA_DIR", copy)
+    target = copy / "smoke_piqa" / "train.jsonl"
+    target.write_bytes(target.read_bytes()[:-20])
+    write_sums(copy, sorted(copy.rglob("*.jsonl")))  # sums regenerated over the damaged file
+    with pytest.raises(UserError, match=f"{target}:\\d+: task data line is not JSON"):
+        task_configs("smoke")

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from exoformer.eval.stage import evaluate_stage, validate_stage
-from exoformer.harness.pipeline import StageContext
+from exoformer.stage import StageContext
 from exoformer.harness.registry import Registry
 from exoformer.report.collect import collect
 from exoformer.train.loop import train
@@ -30,7 +30,7 @@ def staged(tmp_path_factory):
     run_dir.mkdir(parents=True)
     (run_dir / "spec.yaml").write_text(json.dumps(spec.to_dict()))  # JSON is YAML
     train(spec.model, spec.train, run_dir)
-    ctx = StageContext(run_dir=run_dir, spec=spec, device="cpu", log=logging.getLogger("test_stage"))
+    ctx = StageContext(run_dir=run_dir, spec=spec, device="cpu", say=logging.getLogger("test_stage").info)
     return ctx, validate_stage(ctx), evaluate_stage(ctx)
 
 

@@ -17,7 +17,7 @@ import torch
 
 from exoformer.eval.stage import evaluate_stage, validate_stage
 from exoformer.eval.suites import eval_split, task_configs
-from exoformer.harness.pipeline import StageContext
+from exoformer.stage import StageContext
 from exoformer.harness.registry import Registry
 from exoformer.harness.tables import DEFAULT_CONVENTION, TASKS
 from exoformer.train.loop import train
@@ -78,8 +78,8 @@ def smoke_runs(tmp_path_factory):
     train(fresh_spec.model, fresh_spec.train.__class__(**{**fresh_spec.train.to_dict(), "muon_lr": 0.0,
                                                           "adam_lr": 0.0, "coef_lr": 0.0}), fresh)
     for run_dir, s in ((trained, spec), (fresh, fresh_spec)):
-        evaluate_stage(StageContext(run_dir=run_dir, spec=s, device="cpu", log=log))
-    validate_stage(StageContext(run_dir=trained, spec=spec, device="cpu", log=log))
+        evaluate_stage(StageContext(run_dir=run_dir, spec=s, device="cpu", say=log.info))
+    validate_stage(StageContext(run_dir=trained, spec=spec, device="cpu", say=log.info))
     return trained, fresh
 
 

@@ -2,8 +2,12 @@
 file:line (or file and field), the problem and, where one exists, a suggestion. Never a traceback.
 
 Most cases run in-process against a temporary copy of the registry (fast); a few run through reproduce.py.
+The input-limit classes (LIMIT_CLASSES, exoformer/limits.py) are generated from a fixed seed: non-finite
+numbers, out-of-range values, bad names, shadowing names, YAML size/depth/alias budgets, sweep sizes,
+paths outside the registry, and `--set` values through `show`.
 """
 
+import random
 import shutil
 import subprocess
 import sys
@@ -12,8 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from exoformer import limits
 from exoformer.cli import main
-from exoformer.harness.registry import DEFAULT_REGISTRY
+from exoformer.harness.registry import DEFAULT_REGISTRY, Registry
 from exoformer.harness.reported import DEFAULT_REPORTED
 from exoformer.harness.spec import FIELD_TYPES
 
@@ -170,6 +175,15 @@ def _reported_cases():
          ["reported.yaml:", "minuend"]),
         ("column_maxima:\n", "column_maxima:\n  tble1: {}\n", ["reported.yaml:", "did you mean 'table1'"]),
         ("paper:", "papers:", ["reported.yaml:", "did you mean 'paper'"]),
+        ("val_ppl: {value: 14.79, source: WEB, version: v4}", "val_ppl: {value: .nan, source: WEB, version: v4}",
+         ["reported.yaml:", "finite"]),
+        ("val_ppl: {value: 14.79, source: WEB, version: v4}", "val_ppl: {value: -.inf, source: WEB, version: v4}",
+         ["reported.yaml:", "finite"]),
+        ("column_maxima:\n", "column_maxima: [1]\nold_maxima:\n", ["reported.yaml:", "column_maxima"]),
+        ("  table1:\n    piqa: {value: 68.77", "  table1: 3\n  old1:\n    piqa: {value: 68.77", ["reported.yaml:", "column_maxima"]),
+        ("differences:\n", "differences: |\n", ["reported.yaml:", "differences must be a list"]),  # a text block
+        ("  - {minuend: granularity/e-nuresformer/val_ppl", "  - 3\n  - {minuend: granularity/e-nuresformer/val_ppl",
+         ["reported.yaml:", "a difference must be a mapping"]),
     ]
 
 
@@ -255,3 +269,233 @@ def test_a_few_mutations_through_the_real_entry_point(tmp_path, files):
                          env={"EXOFORMER_REGISTRY": str(reg), "PATH": ""}, timeout=120)
     assert res.returncode == 2 and res.stderr.startswith("error: ") and res.stderr.count("\n") == 1, res.stderr
     assert "fuzz.yaml" in res.stderr and "Traceback" not in res.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Input limits: generated mutation classes
+
+FUZZ_SEED = 20260108
+FLOAT_FIELDS = [k for k, t in FIELD_TYPES.items() if t == "float"]
+RANGES = {  # field -> values just outside (or far outside) its documented range
+    **{f"train.{n}": [0.0, -1e-9, -0.5] for n in ("muon_lr", "adam_lr", "coef_lr", "adam_eps", "grad_clip")},
+    **{f"train.{n}": [1.0, 5, -0.1] for n in ("adam_beta1", "adam_beta2", "muon_beta2", "muon_momentum",
+                                               "muon_momentum_start")},
+    **{f"train.{n}": [-0.1, -3] for n in ("muon_weight_decay", "adam_weight_decay", "z_loss")},
+    "train.final_lr_fraction": [-0.1, 1.5],
+    **{f"train.{n}": [-1, -100] for n in ("warmup_steps", "muon_momentum_steps", "val_every")},
+    "seed": [-1, 2 ** 32, 2 ** 64],
+    "model.rope_theta": [0.0, -10.0], "model.norm_eps": [0.0, -1e-6], "model.init_std": [0.0],
+}
+BAD_NAMES = {"newline": "fz-nl\n", "upper": "Fz-Upper", "dash-first": "-fz", "slash": "fz/x", "dotdot": "../fz",
+             "space": "fz x", "glob": "fz*", "unicode": "fz-\u00e9", "long-101": "f" * 101, "long-300": "z" * 300,
+             "empty": "", "tab": "fz\tx"}
+
+
+def _q(name):
+    """A YAML double-quoted scalar for any string (json escapes are valid YAML)."""
+    import json
+    return json.dumps(name)
+
+
+ROW = "{id: r, label: R, specs: [base-s42]}"
+
+
+def _names_of_kind(kind, name):
+    fz = "groups:\n  fuzz:\n    why: fuzz group\n"
+    return {
+        "spec": fz + f"    specs:\n      {_q(name)}: {{variant: base, seed: 9}}\n",
+        "group": f"groups:\n  {_q(name)}:\n    why: x\n",
+        "table": f"tables:\n  {_q(name)}: {{title: x, columns: [val_ppl], rows: [{ROW}]}}\n",
+        "figure": f"figures:\n  {_q(name)}: {{title: x, kind: curves, specs: [base-s42], series: [val_loss]}}\n",
+        "preset": f"presets:\n  {_q(name)}: {{why: x, shape: smoke}}\n",
+        "shape": f"shapes:\n  {_q(name)}: {{n_layer: 2}}\n",
+        "metric": f"metrics:\n  {_q(name)}: {{description: x, better: lower}}\n",
+        "row": f"tables:\n  t9: {{title: x, columns: [val_ppl], rows: [{ROW.replace('id: r', 'id: ' + _q(name))}]}}\n",
+        "label": fz + "    sweeps:\n      - name: \"x-{lr}\"\n        variant: base\n"
+                      f"        grid:\n          lr: {{{_q(name)}: {{train.muon_lr: 0.02}}}}\n",
+    }[kind]
+
+
+def _alias_bomb(rng):
+    width, depth = rng.randint(6, 12), rng.randint(6, 9)
+    lines = ["a0: &a0 [" + ", ".join(["x"] * width) + "]"]
+    for level in range(1, depth):
+        lines.append(f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * width) + "]")
+    return "\n".join(lines) + "\n", width ** depth
+
+
+def _limit_cases():
+    rng = random.Random(FUZZ_SEED)
+    cases = []  # (class, id, files, expect)
+    for key in FLOAT_FIELDS:  # non-finite numbers in every float field
+        for bad in (".nan", ".inf", "-.inf"):
+            section, field = key.split(".")
+            files = {"fuzz.yaml": _spec_yaml(f"{section}: {{{field}: {bad}}}")}
+            cases.append(("nonfinite", f"nonfinite-{key}-{bad}", files, ["fuzz.yaml:", key, "finite"]))
+    for key in ("rope_theta", "coef_init", "init_std"):  # non-finite in variants.yaml and in a shapes: section
+        bad = rng.choice([".nan", ".inf", "-.inf"])
+        cases.append(("nonfinite", f"nonfinite-shape-{key}", {"fuzz.yaml": f"shapes:\n  s9: {{{key}: {bad}}}\n"}
+                      if key != "coef_init" else {"fuzz.yaml": _spec_yaml(f"model: {{coef_init: {bad}}}")},
+                      ["fuzz.yaml:", key, "finite"]))
+    nan_variant = ("replace", "  gated:\n", "  gated:\n    coef_init: .nan\n")
+    cases.append(("nonfinite", "nonfinite-variants-coef", {"variants.yaml": nan_variant},
+                  ["variants.yaml:", "coef_init", "finite"]))
+    for key, values in RANGES.items():  # out-of-range values
+        for value in values:
+            body = f"seed: {value}" if key == "seed" else "{}: {{{}: {}}}".format(*key.split("."), value)
+            cases.append(("range", f"range-{key}-{value}", {"fuzz.yaml": _spec_yaml(body)}, ["fuzz.yaml:", key]))
+    for _ in range(10):  # random far-out values of random ranged fields
+        key = rng.choice(sorted(RANGES))
+        value = rng.choice(RANGES[key]) * rng.choice([1, 3, 1000]) if key != "seed" else -rng.randint(1, 10 ** 9)
+        if key == "seed":
+            body = f"seed: {value}"
+        elif value == 0:
+            continue
+        else:
+            body = "{}: {{{}: {}}}".format(*key.split("."), value)
+        cases.append(("range", f"range-random-{len(cases)}-{key}", {"fuzz.yaml": _spec_yaml(body)},
+                      ["fuzz.yaml:", key]))
+    kinds = ("spec", "group", "table", "figure", "preset", "shape", "metric", "row", "label")
+    for label, bad in BAD_NAMES.items():  # every bad name, in every kind of name
+        for kind in kinds:
+            what = {"metric": "metric id", "row": "row id", "label": "grid label"}.get(kind, f"{kind} name")
+            rule = "characters long" if label.startswith("long") else "invalid"
+            expect = ["fuzz.yaml:2" if kind not in ("spec", "label") else "fuzz.yaml:", what, rule]
+            cases.append(("name", f"name-{kind}-{label}", {"fuzz.yaml": _names_of_kind(kind, bad)}, expect))
+    reg = Registry()
+    for kind, taken in (("table", list(reg.tables)), ("figure", list(reg.figures)), ("group", list(reg.groups))):
+        for name in taken:  # a spec named like a table, figure or group: it would shadow it
+            cases.append(("namespace", f"shadow-spec-{kind}-{name}", {"fuzz.yaml": _names_of_kind("spec", name)},
+                          ["fuzz.yaml:", "share one namespace"]))
+    for name in rng.sample(sorted(reg.specs), 8):  # a table, figure or group named like a spec
+        kind = rng.choice(["table", "figure", "group"])
+        cases.append(("namespace", f"shadow-{kind}-spec-{name}", {"fuzz.yaml": _names_of_kind(kind, name)},
+                      ["fuzz.yaml:", "share one namespace"]))
+    cases.append(("namespace", "shadow-figure-other-table",
+                  {"fuzz.yaml": "figures:\n  table1: {title: x, kind: curves, specs: [base-s42], series: [val_loss]}\n"},
+                  ["fuzz.yaml:2", "table"]))
+    for i in range(6):  # alias bombs
+        text, size = _alias_bomb(rng)
+        cases.append(("yaml-budget", f"alias-bomb-{i}-{size}", {"fuzz.yaml": text}, ["fuzz.yaml:", "aliases"]))
+    cases.append(("yaml-budget", "alias-uses", {"fuzz.yaml": "a: &a x\nb: [" + ", ".join(["*a"] * 1500) + "]\n"},
+                  ["fuzz.yaml:", "alias uses"]))
+    for depth in sorted(rng.sample(range(limits.MAX_DEPTH + 1, 3000), 5)) + [100_000]:  # deep nesting
+        cases.append(("yaml-budget", f"deep-flow-{depth}", {"fuzz.yaml": "groups: " + "[" * depth + "\n"},
+                      ["fuzz.yaml:1", "nesting deeper"]))
+    for depth in (limits.MAX_DEPTH + 1, 200):
+        text = "".join("  " * i + f"k{i}:\n" for i in range(depth)) + "  " * depth + "v\n"
+        cases.append(("yaml-budget", f"deep-block-{depth}", {"fuzz.yaml": text}, ["fuzz.yaml:", "nesting deeper"]))
+    cases.append(("yaml-budget", "big-file", {"fuzz.yaml": "# " + "x" * limits.MAX_FILE_BYTES + "\n"},
+                  ["fuzz.yaml", "byte limit"]))
+    cases.append(("yaml-budget", "int-5000-digits", {"fuzz.yaml": _spec_yaml("train: {steps: " + "9" * 5000 + "}")},
+                  ["fuzz.yaml:8", "cannot read the value"]))
+    cases.append(("yaml-budget", "int-huge-float-field", {"fuzz.yaml": _spec_yaml(f"train: {{muon_lr: {10 ** 400}}}")},
+                  ["fuzz.yaml:8", "too large"]))
+    cases.append(("yaml-budget", "not-utf8", {"fuzz.yaml": b"groups: \xff\xfe\n"}, ["fuzz.yaml", "UTF-8"]))
+    for i in range(8):  # sweeps over the size limit
+        n_axes = rng.randint(2, 8)
+        sizes = [rng.randint(5, 25) for _ in range(n_axes)]
+        while _prod(sizes) <= limits.MAX_SWEEP_POINTS:
+            sizes[rng.randrange(n_axes)] += 10
+        labels = [", ".join(f"v{k}: {{train.muon_lr: {0.001 * (k + 1)}}}" for k in range(n)) for n in sizes]
+        grid = "".join(f"          a{j}: {{{axis}}}\n" for j, axis in enumerate(labels))
+        template = "x-" + "-".join(f"{{a{j}}}" for j in range(n_axes))
+        text = (f"groups:\n  fuzz:\n    why: fuzz group\n    sweeps:\n      - name: \"{template}\"\n"
+                "        variant: base\n        grid:\n" + grid)
+        cases.append(("sweep-size", f"sweep-{'x'.join(map(str, sizes))}", {"fuzz.yaml": text},
+                      ["fuzz.yaml:5", "points", "over the limit"]))
+    for i, target in enumerate(["../outside.yaml", "../../etc/passwd", "/etc/passwd", "sub/../../x.yaml"]):
+        cases.append(("path", f"include-outside-{i}", {"fuzz.yaml": f"include: [{_q(target)}]\n"},
+                      ["fuzz.yaml:1", "outside the registry directory"]))
+    cases.append(("path", "runs-root-in-file", {"fuzz.yaml": _spec_yaml("placement: {runs_root: /tmp/elsewhere}")},
+                  ["fuzz.yaml:", "placement.runs_root", "--runs-dir"]))
+    cases.append(("path", "runs-root-in-preset", {"fuzz.yaml": "presets:\n  p9:\n    why: x\n    shape: smoke\n"
+                                                               "    placement: {runs_root: /tmp/x}\n"},
+                  ["fuzz.yaml:5", "placement.runs_root"]))
+    return cases
+
+
+def _prod(values):
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def _spec_yaml(body):
+    return ("groups:\n  fuzz:\n    why: fuzz group\n    specs:\n      fuzz-spec:\n        variant: e-exoformer\n"
+            f"        seed: 5\n        {body}\n")
+
+
+def _override_cases():
+    """`--set` values through `show fuzz-spec`: (class, id, overrides, expect)."""
+    rng = random.Random(FUZZ_SEED + 1)
+    cases = []
+    for key in FLOAT_FIELDS:
+        bad = rng.choice([".nan", ".inf", "-.inf", ".NaN", "-.Inf"])
+        cases.append(("set-nonfinite", f"set-{key}-{bad}", [f"{key}={bad}"], ["--set", key, "finite"]))
+    for key, values in RANGES.items():
+        cases.append(("set-range", f"set-range-{key}", [f"{key}={rng.choice(values)}"], ["--set", key]))
+    cases += [
+        ("set-misc", "set-runs-root", ["placement.runs_root=/tmp/elsewhere"], ["placement.runs_root", "--runs-dir"]),
+        ("set-misc", "set-deep", ["model.mix_paths=" + "[" * 100_000], ["--set model.mix_paths", "nesting deeper"]),
+        ("set-misc", "set-deep-2000", ["model.mix_paths=" + "[" * 2000 + "]" * 2000], ["--set", "nesting deeper"]),
+        ("set-misc", "set-bomb", ["model.mix_paths=" + "[&a [q,q,q,q,q,q,q,q,q], " + ", ".join(
+            f"&b{i} [" + ", ".join([f"*{'a' if i == 0 else f'b{i - 1}'}"] * 9) + "]" for i in range(7)) + "]"],
+         ["--set", "aliases"]),
+        ("set-misc", "set-seed-neg", ["seed=-1"], ["--set seed", "2**32"]),
+        ("set-misc", "set-seed-big", [f"seed={2 ** 32}"], ["--set seed", "2**32"]),
+        ("set-misc", "set-int-5000-digits", ["train.steps=" + "7" * 5000],
+         ["--set train.steps", "cannot read the value"]),
+        ("set-misc", "set-int-64-bits", [f"train.steps={2 ** 64}"], ["--set train.steps", "64 bits"]),
+        ("set-misc", "set-float-overflow", ["train.muon_lr=1e400"], ["--set train.muon_lr", "finite"]),
+        ("set-misc", "set-bad-date", ["train.steps=2026-13-45"], ["--set train.steps", "cannot read the value"]),
+    ]
+    return cases
+
+
+LIMIT_CASES = _limit_cases()
+OVERRIDE_CASES = _override_cases()
+LIMIT_CLASSES = sorted({c[0] for c in LIMIT_CASES} | {c[0] for c in OVERRIDE_CASES})
+
+
+def test_the_limit_classes_add_at_least_200_cases():
+    per_class = {cls: sum(c[0] == cls for c in [*LIMIT_CASES, *OVERRIDE_CASES]) for cls in LIMIT_CLASSES}
+    assert set(per_class) == {"nonfinite", "range", "name", "namespace", "yaml-budget", "sweep-size", "path",
+                              "set-nonfinite", "set-range", "set-misc"}, per_class
+    assert all(n >= 3 for n in per_class.values()), per_class
+    assert len(LIMIT_CASES) + len(OVERRIDE_CASES) >= 200, per_class
+    assert len({c[1] for c in LIMIT_CASES} | {c[1] for c in OVERRIDE_CASES}) == len(LIMIT_CASES) + len(OVERRIDE_CASES)
+
+
+@pytest.mark.parametrize("cls,case_id,files,expect", LIMIT_CASES, ids=[c[1] for c in LIMIT_CASES])
+def test_input_limit_mutation_gives_one_line_error(workspace, capsys, cls, case_id, files, expect):
+    reg, reported = workspace
+    originals = {name: (reg / name).read_bytes() if (reg / name).exists() else None for name in files}
+    try:
+        for name, text in files.items():
+            if isinstance(text, tuple):  # ("replace", old, new) on the copied file
+                _, old, new = text
+                current = originals[name].decode()
+                assert old in current, old
+                text = current.replace(old, new, 1)
+            (reg / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+        code, _, err = _validate(capsys, reg, reported)
+    finally:
+        for name, data in originals.items():
+            if data is None:
+                (reg / name).unlink()
+            else:
+                (reg / name).write_bytes(data)
+    _check(code, err, expect, case_id)
+
+
+@pytest.mark.parametrize("cls,case_id,overrides,expect", OVERRIDE_CASES, ids=[c[1] for c in OVERRIDE_CASES])
+def test_bad_override_gives_one_line_error(workspace, capsys, cls, case_id, overrides, expect):
+    reg, _ = workspace
+    argv = ["show", "fuzz-spec", "--registry", str(reg)]
+    for text in overrides:
+        argv += ["--set", text]
+    code = main(argv)
+    _, err = capsys.readouterr()
+    _check(code, err, expect, case_id)

@@ -44,7 +44,7 @@ def test_reordering_yaml_keys_keeps_the_hash(tmp_path, registry):
 
 
 @pytest.mark.parametrize("override", ["placement.partition=gpu-long", "placement.account=lab42",
-                                      "placement.runs_root=/scratch/runs", "placement.profile=a100",
+                                      "placement.profile=a100",
                                       "placement.qos=high"])
 def test_placement_never_changes_the_hash(registry, override):
     assert registry.resolve("e-exoformer-s42", overrides=[override]).hash == registry.resolve("e-exoformer-s42").hash

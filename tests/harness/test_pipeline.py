@@ -48,6 +48,7 @@ def fakes(monkeypatch):
     f = Fakes()
     for name in pipeline.STAGES:
         monkeypatch.setitem(pipeline.STAGE_FUNCTIONS, name, f.stage_for(name))
+    monkeypatch.setattr(pipeline, "_final_checkpoint_problem", lambda rd, spec: None)  # the fake train saves none
     return f
 
 
@@ -117,3 +118,33 @@ def test_real_stage_functions_are_imported():
 def test_wrong_directory_is_refused(tmp_path, spec):
     with pytest.raises(ValueError, match="not the run directory"):
         pipeline.run_pipeline(tmp_path, spec, backend="inline")
+
+
+@pytest.mark.slow
+def test_damaged_final_checkpoint_retrains_instead_of_reporting_an_earlier_step(tmp_path, monkeypatch):
+    """Train done, final checkpoint truncated afterwards: the next attempt trains to the final step again before
+    any result stage runs; the result stage only ever sees the final, verified step."""
+    from exoformer.train.checkpoint import checkpoint_name, load_final_checkpoint
+
+    spec = Registry().resolve("base-s42", preset="smoke",
+                              overrides=["train.steps=4", "train.checkpoint_every=2", "train.val_every=0"])
+    run_dir = runs.prepare(spec, runs.run_dir_for(spec, tmp_path))
+    seen: list[int] = []
+
+    def result_stage(ctx):
+        seen.append(int(load_final_checkpoint(ctx.run_dir, ctx.spec.train.steps)["step"]))
+        return {}
+
+    for name in ("validate", "evaluate", "analyse"):
+        monkeypatch.setitem(pipeline.STAGE_FUNCTIONS, name, result_stage)
+    monkeypatch.setitem(pipeline.STAGE_FUNCTIONS, "validate", lambda ctx: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run_pipeline(run_dir, spec, backend="inline")
+    assert runs.read_status(run_dir).state == runs.INTERRUPTED
+    final = run_dir / "checkpoints" / checkpoint_name(4)
+    final.write_bytes(final.read_bytes()[:1000])  # damaged after training was recorded as done
+    monkeypatch.setitem(pipeline.STAGE_FUNCTIONS, "validate", result_stage)
+    assert pipeline.run_pipeline(run_dir, spec, backend="inline") == pipeline.DONE
+    assert seen == [4, 4, 4] and runs.read_status(run_dir).state == runs.SUCCEEDED
+    log = sorted((run_dir / "logs").glob("attempt-*.log"))[-1].read_text()
+    assert "recorded as done, but" in log and "training again" in log

@@ -37,6 +37,7 @@ def spec():
 def fake_stages(monkeypatch):
     for name in pipeline.STAGES:
         monkeypatch.setitem(pipeline.STAGE_FUNCTIONS, name, lambda ctx: {"fake": True})
+    monkeypatch.setattr(pipeline, "_final_checkpoint_problem", lambda rd, spec: None)  # fakes save none
 
 
 def _dead_pid() -> int:
@@ -168,3 +169,19 @@ def test_ctrl_c_marks_interrupted_then_a_plain_run_resumes(tmp_path):
     plan = subprocess.run([sys.executable, str(REPO / "reproduce.py"), "plan", "base-s42", *args, "--json"],
                           capture_output=True, text=True, env=env, cwd=REPO)
     assert json.loads(plan.stdout)["specs"][0]["action"] == "resume"
+
+
+def test_a_notebook_can_plan_then_launch(tmp_path, fake_stages):
+    from exoformer.harness.backends import make_backend
+    from exoformer.harness.launch import launch
+    from exoformer.harness.plan import plan
+
+    registry = Registry()
+    planned = plan(registry, "base-s42", preset="smoke", overrides=["train.steps=2"], runs_root=tmp_path)
+    assert [p.action for p in planned] == ["run"] and planned[0].cost.cpu_minutes is not None
+    backend = make_backend("inline", profile_name=None, preset_profile=None, concurrency=None, timeout_min=None)
+    final = launch(planned, backend, command=["notebook"])
+    assert [p.action for p in final] == ["run"]
+    assert RunDir(final[0].run_dir).read_status().state == runs.SUCCEEDED
+    again = plan(registry, "base-s42", preset="smoke", overrides=["train.steps=2"], runs_root=tmp_path)
+    assert [(p.action, p.reason) for p in again] == [("skip", "SUCCEEDED")]

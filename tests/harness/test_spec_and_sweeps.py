@@ -7,7 +7,7 @@ from exoformer.errors import UserError
 from exoformer.harness.registry import Registry
 from exoformer.harness.spec import Entry, check_type
 from exoformer.harness.sweeps import expand
-from exoformer.harness.yaml_lines import load_yaml_with_lines
+from exoformer.yaml_lines import load_yaml_with_lines
 
 
 @pytest.fixture(scope="module")

@@ -314,7 +314,9 @@ def verify_smoke_data(root: str | Path | None = None) -> None:
     sums_path = root / SUMS_FILE
     if not sums_path.is_file():
         raise UserError("smoke task checksum file is missing", where=str(sums_path), fix=fix)
-    expected = dict(reversed(line.split("  ", 1)) for line in sums_path.read_text().splitlines() if line.strip())
+    from exoformer.data.checksums import read_sums
+
+    expected = read_sums(sums_path, fix=fix)  # a malformed line is an error at file:line
     for splits in smoke_task_files(root).values():
         for path in splits.values():
             name = path.relative_to(root).as_posix()

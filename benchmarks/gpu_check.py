@@ -1,0 +1,656 @@
+"""Acceptance check of the GPU paths in one command: prints a table and writes its rows as JSON.
+
+Checks (each a function returning one row: name, value, unit, device, ok, notes; a check that raises
+becomes a row with its error, and the remaining checks still run):
+- FlexAttention with a document mask against dense-mask SDPA in bf16 (max |difference|, time ratio);
+- compiled against eager loss for each variant family (bf16 autocast on GPU, fp32 with --cpu);
+- train step (bf16 autocast, document masks, CE + z-loss, backward, clip, Muon + AdamW) of gated and
+  dynamic-e-exoformer at the 450M shape (seq 2048, micro-batch 16): ms/step, tokens/s, MFU, peak memory,
+  and the ratios of dynamic-e-exoformer to gated;
+- 30 bf16 training steps eager against compiled (largest loss difference, speed-up);
+- eval loglikelihood requests/s and peak memory, batched against batch 1, and lean scoring against full
+  (B, T, V) logits;
+- process-group init with the ranks present (NCCL, one rank per visible GPU).
+MFU = (6N + attention) FLOPs per token (exoformer.harness.cost.flops_per_token) x tokens/s over the
+device's dense bf16 peak from PEAK_BF16_TFLOPS; a device not in that table gets "unknown peak", never a
+guess. Once results/gpu_check.json holds an MFU, `plan` uses it instead of the assumed 40%.
+
+`--cpu` runs the same checks at toy scale on the CPU (values marked CPU; gloo with world size 1; compiled
+with the aot_eager backend, which traces like inductor but needs no C++ compiler) for CI.
+
+    python benchmarks/gpu_check.py [--cpu] [--out PATH] [--only NAME ...] [--budget-s SECONDS]
+
+Rows run in the order listed by `checks()`: the train steps and MFU first, the compile checks last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from measure import measure, mib, sync, token_requests
+
+from exoformer.harness.cost import MEASURED_TOOL, flops_per_token
+from exoformer.io import atomic_write_json
+from exoformer.model import ExoTransformer, variant_config
+from exoformer.model.config import ModelConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = {False: REPO_ROOT / "results" / "gpu_check.json", True: REPO_ROOT / "results" / "gpu_check_cpu.json"}
+
+PEAK_BF16_TFLOPS = (
+    ("H100 PCIe", 756.0),
+    ("H100 NVL", 835.0),
+    ("H100", 989.0),
+    ("H200", 989.0),
+    ("A100", 312.0),
+)
+"""Dense bf16 peak per GPU (vendor datasheets, no sparsity), matched in order on the CUDA device name."""
+
+FAMILIES = {
+    "base": "base",
+    "gated": "gated",
+    "resformer": "gated-resformer",
+    "nuresformer": "e-nuresformer",
+    "exoformer": "e-exoformer",
+    "exoformer-scalar": "s-exoformer",
+    "dynamic-exoformer": "dynamic-e-exoformer",
+    "exoformer-from-h1": "dynamic-e-exoformer-from-h1",
+}
+"""One variant per family of the paper: every anchor source, the coefficient granularities, dynamic."""
+
+STEP_VARIANTS = ("gated", "dynamic-e-exoformer")
+GPU_BUDGET_S = 270.0
+"""On a GPU no check starts after this many seconds, so that the whole run stays within ~5 minutes."""
+
+
+def peak_tflops(device_name: str) -> float | None:
+    for key, tflops in PEAK_BF16_TFLOPS:
+        if key.lower() in device_name.lower():
+            return tflops
+    return None
+
+
+@dataclass(slots=True)
+class Row:
+    name: str
+    value: float | None
+    unit: str
+    device: str
+    ok: bool | None
+    """True / False against the check's tolerance; None for a measurement without one."""
+    notes: str = ""
+    seconds: float = 0.0
+    """Wall time of the check itself (shared measurements count in the first row that needs them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """Sizes of every check: the real ones on a GPU, toy ones with --cpu."""
+
+    cpu: bool
+    attention: tuple[int, int, int, int]  # B, H, T, d_head
+    family_shape: dict
+    family_batch: int
+    step_shape: dict
+    step_batch: int
+    step_warmup: int
+    step_reps: int
+    train_shape: dict
+    train_batch: int
+    train_steps: int
+    eval_shape: dict
+    eval_window: int
+    eval_requests: int
+    eval_batch: int
+
+    @property
+    def backend(self) -> str:
+        return "aot_eager" if self.cpu else "inductor"
+
+    @property
+    def precision(self) -> str:
+        return "fp32" if self.cpu else "bf16-autocast"
+
+
+GPU_SCALE = Scale(
+    cpu=False, attention=(4, 16, 2048, 64),
+    family_shape={"shape": "proxy", "n_layer": 3}, family_batch=4,
+    step_shape={"shape": "450m", "seq_len": 2048}, step_batch=16, step_warmup=2, step_reps=5,
+    train_shape={"shape": "proxy", "n_layer": 4}, train_batch=8, train_steps=30,
+    eval_shape={"shape": "450m", "vocab_size": 57601}, eval_window=1024, eval_requests=64, eval_batch=16,
+)
+CPU_SCALE = Scale(
+    cpu=True, attention=(1, 2, 128, 16),
+    family_shape={"shape": "tiny", "seq_len": 32}, family_batch=2,
+    step_shape={"shape": "tiny", "seq_len": 64}, step_batch=2, step_warmup=1, step_reps=2,
+    train_shape={"shape": "tiny", "seq_len": 32}, train_batch=2, train_steps=30,
+    eval_shape={"shape": "tiny", "seq_len": 64}, eval_window=64, eval_requests=16, eval_batch=8,
+)
+
+
+def config(variant: str, shape: dict) -> ModelConfig:
+    shape = dict(shape)
+    return variant_config(variant, shape.pop("shape"), **shape)
+
+
+class CheckFailed(Exception):
+    """A shared measurement failed earlier; the message is its description."""
+
+
+def describe_error(err: BaseException) -> str:
+    """'Class: message (file:line)', one line, the line being where it was raised."""
+    if isinstance(err, CheckFailed):
+        return str(err)
+    frames = traceback.extract_tb(err.__traceback__) if err.__traceback__ else []
+    where = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return f"{err.__class__.__name__}: {' '.join(str(err).split())[:300]}{where}"
+
+
+@dataclass
+class Context:
+    """The device, the scale, and measurements shared by several rows (each computed once)."""
+
+    scale: Scale
+    device: torch.device
+    label: str
+    """What the rows' device column says: 'CPU' or the CUDA device name."""
+    peak: float | None
+    memo: dict = field(default_factory=dict)
+
+    def once(self, key, compute: Callable):
+        """compute() the first time; later calls return its result or raise its error again.
+
+        An error is kept as text: a kept exception would hold its frames, and with them the GPU memory of
+        the model that failed, through every later check."""
+        if key not in self.memo:
+            try:
+                self.memo[key] = (True, compute())
+            except Exception as err:  # noqa: BLE001 - every dependent row reports it
+                self.memo[key] = (False, describe_error(err))
+        ok, value = self.memo[key]
+        if not ok:
+            raise CheckFailed(value)
+        return value
+
+    def row(self, value, unit: str, ok: bool | None = None, notes: str = "") -> Row:
+        """A row of this device; the runner names it."""
+        if self.scale.cpu:
+            notes = "CPU toy scale" + (f"; {notes}" if notes else "")
+        return Row("", None if value is None else float(value), unit, self.label, ok, notes)
+
+
+def autocast(ctx: Context):
+    from exoformer.train.loop import autocast_for
+
+    return autocast_for(ctx.scale.precision, ctx.device)
+
+
+def timed_median(fn: Callable, device: torch.device, warmup: int, reps: int) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        _, elapsed, _ = measure(fn, device)
+        times.append(elapsed)
+    return statistics.median(times)
+
+
+# ----------------------------------------------------------------------------- attention
+
+def flex_against_sdpa(ctx: Context) -> dict:
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    b, h, t, dh = ctx.scale.attention
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(b, h, t, dh, generator=g).to(ctx.device, torch.bfloat16) for _ in range(3))
+    starts = torch.zeros(b, t, dtype=torch.bool)
+    starts[:, 0] = True
+    starts[:, torch.randint(1, t, (b, max(1, t // 400) + 2), generator=g)] = True
+    doc_ids = torch.cumsum(starts.to(torch.int32), dim=1).to(ctx.device)
+
+    def same_doc_causal(bi, hi, q_idx, kv_idx):
+        return (kv_idx <= q_idx) & (doc_ids[bi, kv_idx] == doc_ids[bi, q_idx])
+
+    block = create_block_mask(same_doc_causal, b, None, t, t, device=ctx.device)
+    dense = (torch.ones(t, t, dtype=torch.bool, device=ctx.device).tril()
+             & (doc_ids[:, :, None] == doc_ids[:, None, :]))[:, None]
+    attend = flex_attention if ctx.scale.cpu else torch.compile(flex_attention, dynamic=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eager flex on CPU warns that it is unfused
+        flex_out = attend(q, k, v, block_mask=block)
+        flex_s = timed_median(lambda: attend(q, k, v, block_mask=block), ctx.device, 1, 5)
+    sdpa_out = F.scaled_dot_product_attention(q, k, v, attn_mask=dense)
+    sdpa_s = timed_median(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=dense), ctx.device, 1, 5)
+    return {"max_diff": float((flex_out.float() - sdpa_out.float()).abs().max()),
+            "flex_ms": 1000 * flex_s, "sdpa_ms": 1000 * sdpa_s, "docs": int(starts.sum())}
+
+
+def row_flex_diff(ctx: Context) -> Row:
+    r = ctx.once("flex", lambda: flex_against_sdpa(ctx))
+    b, h, t, dh = ctx.scale.attention
+    return ctx.row(r["max_diff"], "abs", r["max_diff"] <= 2e-2,
+                   f"B{b} H{h} T{t} dh{dh}, {r['docs']} documents; tolerance 2e-2")
+
+
+def row_flex_time(ctx: Context) -> Row:
+    r = ctx.once("flex", lambda: flex_against_sdpa(ctx))
+    return ctx.row(r["flex_ms"] / r["sdpa_ms"], "x", None,
+                   f"flex {r['flex_ms']:.3g} ms, SDPA {r['sdpa_ms']:.3g} ms" + (" (flex eager)" if ctx.scale.cpu
+                                                                                  else " (flex compiled)"))
+
+
+# ----------------------------------------------------------------------------- compile vs eager
+
+def batch_for(cfg: ModelConfig, batch: int, seq: int, device: torch.device, seed: int = 0):
+    """Random tokens with a few document starts per row: (x, y, doc_starts)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(1, cfg.vocab_size, (batch, seq), generator=g)
+    y = torch.randint(1, cfg.vocab_size, (batch, seq), generator=g)
+    starts = torch.zeros(batch, seq, dtype=torch.bool)
+    starts[:, [0, seq // 3, seq // 2]] = True
+    return x.to(device), y.to(device), starts.to(device)
+
+
+def build_model(cfg: ModelConfig, device: torch.device, seed: int = 0) -> ExoTransformer:
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return ExoTransformer(cfg)
+
+
+def compiled_against_eager(ctx: Context, variant: str) -> Row:
+    from exoformer.train.loss import lm_loss
+
+    cfg = config(variant, ctx.scale.family_shape)
+    model = build_model(cfg, ctx.device)
+    with torch.no_grad():  # zero-initialised out-projections and head would hide most of the model
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    x, y, starts = batch_for(cfg, ctx.scale.family_batch, cfg.seq_len, ctx.device)
+    torch._dynamo.reset()  # a fresh cache per model: no recompile limit, no stale guards
+    compiled = torch.compile(model, backend=ctx.scale.backend)
+    with torch.no_grad(), autocast(ctx):
+        eager_loss = float(lm_loss(model(x, starts), y, 1e-5)[0])
+        compiled_loss = float(lm_loss(compiled(x, starts), y, 1e-5)[0])
+    diff = abs(compiled_loss - eager_loss) / abs(eager_loss)
+    tol = 1e-5 if ctx.scale.precision == "fp32" else 1e-2
+    return ctx.row(diff, "rel", diff <= tol,
+                   f"{ctx.scale.backend}, {ctx.scale.precision}, document mask; eager {eager_loss:.5f}, "
+                   f"compiled {compiled_loss:.5f}; tolerance {tol:g}")
+
+
+# ----------------------------------------------------------------------------- training steps
+
+class Trainer:
+    """One model, the paper's optimisers and recipe, fixed batches; `step()` does one full update."""
+
+    def __init__(self, ctx: Context, variant: str, shape: dict, batch: int, steps: int, *,
+                 precision: str, compile_backend: str | None = None) -> None:
+        from exoformer.train.config import TrainConfig
+        from exoformer.train.optim import build_optimizers
+
+        self.cfg = config(variant, shape)
+        seq = self.cfg.seq_len
+        self.recipe = TrainConfig(steps=steps, batch_tokens=batch * seq, micro_batch_seqs=batch, seq_len=seq,
+                                  warmup_steps=max(1, steps // 10), precision=precision)
+        self.device, self.precision = ctx.device, precision
+        self.model = build_model(self.cfg, ctx.device)
+        self.optimizers = build_optimizers(self.model, self.recipe)
+        if compile_backend:
+            torch._dynamo.reset()
+        self.forward = torch.compile(self.model, backend=compile_backend) if compile_backend else self.model
+        self.batches = [batch_for(self.cfg, batch, seq, ctx.device, seed=i) for i in range(4)]
+        self.tokens_per_step = batch * seq
+        self.done = 0
+
+    def step(self) -> torch.Tensor:
+        from exoformer.train.loop import autocast_for
+        from exoformer.train.loss import lm_loss
+        from exoformer.train.optim import set_schedules
+        from exoformer.train.schedule import lr_multiplier_for, momentum_for
+
+        set_schedules(self.optimizers, lr_multiplier_for(self.recipe, self.done), momentum_for(self.recipe, self.done))
+        x, y, starts = self.batches[self.done % len(self.batches)]
+        with autocast_for(self.precision, self.device):
+            logits = self.forward(x, starts)
+        loss, _, _ = lm_loss(logits, y, self.recipe.z_loss)
+        del logits
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.recipe.grad_clip)
+        for opt in self.optimizers:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        self.done += 1
+        return loss.detach()
+
+
+def train_step(ctx: Context, variant: str) -> dict:
+    scale = ctx.scale
+    if ctx.device.type == "cuda":
+        torch.cuda.empty_cache()
+    trainer = Trainer(ctx, variant, scale.step_shape, scale.step_batch, 1000, precision=scale.precision)
+    for _ in range(scale.step_warmup):
+        trainer.step()
+    times, peak = [], None
+    for _ in range(scale.step_reps):
+        _, elapsed, used = measure(trainer.step, ctx.device)
+        times.append(elapsed)
+        peak = used if peak is None or (used is not None and used > peak) else peak
+    if ctx.device.type == "cuda":
+        peak = torch.cuda.max_memory_allocated(ctx.device)  # the whole step: weights, states, activations
+    seconds = statistics.median(times)
+    tokens_per_s = trainer.tokens_per_step / seconds
+    flops = flops_per_token(trainer.cfg, trainer.cfg.seq_len) * tokens_per_s
+    mfu = None if ctx.peak is None else flops / (ctx.peak * 1e12)
+    cfg = trainer.cfg
+    del trainer
+    return {"seconds": seconds, "tokens_per_s": tokens_per_s, "tflops": flops / 1e12, "mfu": mfu, "peak": peak,
+            "shape": f"{cfg.n_layer}x{cfg.d_model}, seq {cfg.seq_len}, micro-batch {scale.step_batch}, "
+                     f"{scale.precision}, median of {scale.step_reps}"}
+
+
+def step_rows(variant: str) -> list[Callable[[Context], Row]]:
+    def run(ctx: Context) -> dict:
+        return ctx.once(("step", variant), lambda: train_step(ctx, variant))
+
+    def ms(ctx: Context) -> Row:
+        r = run(ctx)
+        return ctx.row(1000 * r["seconds"], "ms", None, r["shape"])
+
+    def tokens(ctx: Context) -> Row:
+        return ctx.row(run(ctx)["tokens_per_s"], "tokens/s")
+
+    def mfu(ctx: Context) -> Row:
+        r = run(ctx)
+        if r["mfu"] is None:
+            return ctx.row(None, "fraction", None,
+                           f"unknown peak for {ctx.label}; {r['tflops']:.3g} TFLOP/s achieved")
+        return ctx.row(r["mfu"], "fraction", 0 < r["mfu"] <= 1,
+                       f"{r['tflops']:.4g} TFLOP/s of {ctx.peak:g} peak (6N + attention)")
+
+    def memory(ctx: Context) -> Row:
+        r = run(ctx)
+        return ctx.row(mib(r["peak"]), "MiB", None,
+                       "allocator peak" if ctx.device.type == "cuda" else "resident high-water mark above start")
+
+    return [ms, tokens, mfu, memory]
+
+
+def row_step_ratio(ctx: Context) -> Row:
+    a, b = (ctx.once(("step", v), lambda v=v: train_step(ctx, v)) for v in STEP_VARIANTS)
+    return ctx.row(b["seconds"] / a["seconds"], "x",
+                   None, "paper's reference implementation: 1.08-1.15 (v4 appendix D)")
+
+
+def row_memory_ratio(ctx: Context) -> Row:
+    a, b = (ctx.once(("step", v), lambda v=v: train_step(ctx, v)) for v in STEP_VARIANTS)
+    value = None if not a["peak"] or b["peak"] is None else b["peak"] / a["peak"]
+    return ctx.row(value, "x")
+
+
+def eager_against_compiled_steps(ctx: Context) -> dict:
+    scale, variant = ctx.scale, "dynamic-e-exoformer"
+    runs = {}
+    for name, backend in (("eager", None), ("compiled", scale.backend)):
+        trainer = Trainer(ctx, variant, scale.train_shape, scale.train_batch, scale.train_steps,
+                          precision="bf16-autocast", compile_backend=backend)
+        losses, times = [], []
+        for _ in range(scale.train_steps):
+            loss, elapsed, _ = measure(trainer.step, ctx.device)
+            losses.append(float(loss))
+            times.append(elapsed)
+        runs[name] = {"losses": losses, "step_s": statistics.median(times[scale.train_steps // 3:])}
+        del trainer
+    diffs = [abs(a - b) for a, b in zip(runs["eager"]["losses"], runs["compiled"]["losses"], strict=True)]
+    return {"max_diff": max(diffs), "first": runs["eager"]["losses"][0], "last_eager": runs["eager"]["losses"][-1],
+            "last_compiled": runs["compiled"]["losses"][-1],
+            "speedup": runs["eager"]["step_s"] / runs["compiled"]["step_s"]}
+
+
+def row_steps_loss(ctx: Context) -> Row:
+    r = ctx.once("steps", lambda: eager_against_compiled_steps(ctx))
+    n = ctx.scale.train_steps
+    learned = r["last_eager"] < r["first"]
+    return ctx.row(r["max_diff"], "abs",
+                   r["max_diff"] <= 5e-2 and learned,
+                   f"dynamic-e-exoformer, {ctx.scale.backend}; loss {r['first']:.4f} -> eager {r['last_eager']:.4f}, "
+                   f"compiled {r['last_compiled']:.4f}; tolerance 5e-2")
+
+
+def row_steps_speed(ctx: Context) -> Row:
+    r = ctx.once("steps", lambda: eager_against_compiled_steps(ctx))
+    return ctx.row(r["speedup"], "x", None,
+                   "median step time, eager / compiled, after the first third")
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+def eval_scoring(ctx: Context) -> dict:
+    """ExoLM's token side (`exoformer.eval.scoring.Scorer`, no lm-eval needed) in three settings."""
+    from exoformer.eval.scoring import Scorer
+
+    scale = ctx.scale
+    cfg = config("dynamic-e-exoformer", scale.eval_shape)
+    model = build_model(cfg, ctx.device)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    model.eval()
+    pairs = [(context, continuation) for _, context, continuation in
+             token_requests(scale.eval_requests, scale.eval_window, cfg.vocab_size)]
+    settings = {"batched": (scale.eval_batch, False), "batch1": (1, False), "full_logits": (scale.eval_batch, True)}
+    out = {}
+    for name, (batch_size, full_logits) in settings.items():
+        scorer = Scorer(model, pad_id=0, device=ctx.device, full_logits=full_logits)
+        scorer.score(pairs[:2], batch_size)  # warm-up
+        scores, seconds, peak = measure(lambda s=scorer, b=batch_size: s.score(pairs, b), ctx.device)
+        out[name] = {"scores": scores, "requests_per_s": len(pairs) / seconds, "peak": peak}
+    out["delta_batch1"] = max(abs(a[0] - b[0]) for a, b in zip(out["batched"]["scores"], out["batch1"]["scores"]))
+    out["delta_full"] = max(abs(a[0] - b[0]) for a, b in zip(out["batched"]["scores"], out["full_logits"]["scores"]))
+    out["shape"] = (f"{cfg.n_layer}x{cfg.d_model}, vocab {cfg.vocab_size}, {len(pairs)} requests of "
+                    f"{scale.eval_window + 1} tokens")
+    return out
+
+
+def eval_rows() -> list[Callable[[Context], Row]]:
+    def run(ctx: Context) -> dict:
+        return ctx.once("eval", lambda: eval_scoring(ctx))
+
+    def batched(ctx: Context) -> Row:
+        r = run(ctx)
+        return ctx.row(r["batched"]["requests_per_s"],
+                       "requests/s", None, r["shape"])
+
+    def batch1(ctx: Context) -> Row:
+        return ctx.row(run(ctx)["batch1"]["requests_per_s"], "requests/s")
+
+    def speedup(ctx: Context) -> Row:
+        r = run(ctx)
+        same = r["delta_batch1"] <= 1e-4
+        return ctx.row(r["batched"]["requests_per_s"]
+                       / r["batch1"]["requests_per_s"], "x", same,
+                       f"max |delta loglik| {r['delta_batch1']:.2g} (tolerance 1e-4)")
+
+    def mem_batched(ctx: Context) -> Row:
+        return ctx.row(mib(run(ctx)["batched"]["peak"]), "MiB")
+
+    def mem_batch1(ctx: Context) -> Row:
+        return ctx.row(mib(run(ctx)["batch1"]["peak"]), "MiB")
+
+    def lean(ctx: Context) -> Row:
+        r = run(ctx)
+        lean_peak, full_peak = r["batched"]["peak"], r["full_logits"]["peak"]
+        ratio = None if lean_peak is None or not full_peak else lean_peak / full_peak
+        memory_ok = ctx.scale.cpu or (ratio is not None and ratio <= 0.2)
+        return ctx.row(ratio, "x", memory_ok and r["delta_full"] <= 1e-5,
+                       f"full logits {mib(full_peak)} MiB; max |delta loglik| {r['delta_full']:.2g} (targets <= 0.2"
+                       f"{', judged at GPU scale only' if ctx.scale.cpu else ''}; <= 1e-5)")
+
+    return [batched, batch1, speedup, mem_batched, mem_batch1, lean]
+
+
+# ----------------------------------------------------------------------------- process group
+
+def _init_and_reduce(rank: int, world: int, backend: str, store_path: str) -> tuple[float, float]:
+    """Join the group, all-reduce a one; (seconds, reduced value)."""
+    import torch.distributed as dist
+
+    start = time.perf_counter()
+    device = torch.device("cpu")
+    if backend == "nccl":
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, store=dist.FileStore(store_path, world), rank=rank, world_size=world)
+    try:
+        value = torch.ones(1, device=device)
+        dist.all_reduce(value)
+        sync(device)
+        return time.perf_counter() - start, float(value.item())
+    finally:
+        dist.destroy_process_group()
+
+
+def _rank_main(rank: int, world: int, backend: str, store_path: str, result_dir: str) -> None:
+    seconds, value = _init_and_reduce(rank, world, backend, store_path)
+    Path(result_dir, f"rank{rank}").write_text(f"{seconds} {value}")
+
+
+def row_process_group(ctx: Context) -> Row:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return ctx.row(None, "s", None, "already initialised by the launcher: not re-tested")
+    backend = "gloo" if ctx.scale.cpu else "nccl"
+    world = 1 if ctx.scale.cpu else torch.cuda.device_count()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = str(Path(tmp) / "store")
+        if world == 1:
+            results = [_init_and_reduce(0, 1, backend, store)]
+        else:
+            torch.multiprocessing.spawn(_rank_main, args=(world, backend, store, tmp), nprocs=world)
+            results = [tuple(map(float, Path(tmp, f"rank{r}").read_text().split())) for r in range(world)]
+    ok = all(value == world for _, value in results)
+    return ctx.row(max(s for s, _ in results), "s", ok,
+                   f"{backend}, world size {world}: all-reduced sums {[v for _, v in results]} "
+                   f"(expected {world} on every rank)")
+
+
+# ----------------------------------------------------------------------------- runner
+
+def checks() -> list[tuple[str, Callable[[Context], Row]]]:
+    """(row name, check), most needed first (what the cost model reads comes before what a budget may cut)."""
+    out = []
+    for variant in STEP_VARIANTS:
+        names = (f"train step {variant}", f"train tokens/s {variant}", f"train MFU {variant}",
+                 f"train peak memory {variant}")
+        out += list(zip(names, step_rows(variant), strict=True))
+    out += [(f"train step time {STEP_VARIANTS[1]} / {STEP_VARIANTS[0]}", row_step_ratio),
+            (f"train peak memory {STEP_VARIANTS[1]} / {STEP_VARIANTS[0]}", row_memory_ratio)]
+    out += list(zip(("eval requests/s, batched", "eval requests/s, batch 1", "eval batched / batch 1 requests/s",
+                     "eval peak memory, batched", "eval peak memory, batch 1", "eval peak memory lean / full logits"),
+                    eval_rows(), strict=True))
+    out.append(("process group init + all-reduce (NCCL; gloo with --cpu)", row_process_group))
+    out += [("flex doc mask vs dense SDPA, bf16: max |diff|", row_flex_diff), ("flex / dense SDPA time", row_flex_time)]
+    out += [("30 bf16 steps eager vs compiled: max |loss diff|", row_steps_loss),
+            ("30 bf16 steps: compiled speed-up", row_steps_speed)]
+    out += [(f"compiled vs eager loss: {v}", lambda ctx, v=v: compiled_against_eager(ctx, v))
+            for v in FAMILIES.values()]
+    return out
+
+
+def run_check(ctx: Context, name: str, check: Callable[[Context], Row]) -> Row:
+    start = time.perf_counter()
+    try:
+        row = check(ctx)
+    except Exception as err:  # noqa: BLE001 - a failing check is a row, never the end of the script
+        row = ctx.row(None, "", False, f"error: {describe_error(err)}")
+    finally:
+        if ctx.device.type == "cuda":
+            torch.cuda.empty_cache()
+    row.name, row.seconds = name, round(time.perf_counter() - start, 2)
+    return row
+
+
+def format_value(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def print_row(row: Row, width: int) -> None:
+    status = {True: "ok", False: "FAIL", None: ""}[row.ok]
+    print(f"{row.name:<{width}}  {format_value(row.value):>10}  {row.unit:<10}  {row.device:<14}  {status:<4}  "
+          f"{row.seconds:>6.1f}  {row.notes}", flush=True)
+
+
+def report(ctx: Context, rows: list[Row], complete: bool) -> dict:
+    mfu = {}
+    if not ctx.scale.cpu and ctx.peak is not None:
+        for variant in STEP_VARIANTS:
+            ok, value = ctx.memo.get(("step", variant), (False, None))
+            if ok and value["mfu"] is not None:
+                mfu[variant] = round(value["mfu"], 4)
+    return {
+        "format": 1, "tool": MEASURED_TOOL, "cpu_mode": ctx.scale.cpu, "complete": complete,
+        "device": ctx.label, "peak_bf16_tflops": ctx.peak,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+        "threads": torch.get_num_threads(), "mfu": mfu, "rows": [asdict(r) for r in rows],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu", action="store_true", help="the same checks at toy scale on the CPU (CI)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON path (default results/gpu_check.json; with --cpu results/gpu_check_cpu.json)")
+    parser.add_argument("--only", nargs="*", default=None, help="run only the rows whose name contains one of these")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="start no check after this many seconds (its row says 'skipped'); "
+                             f"default {GPU_BUDGET_S:g} on a GPU, none with --cpu")
+    args = parser.parse_args(argv)
+    if args.cpu:
+        ctx = Context(CPU_SCALE, torch.device("cpu"), "CPU", None)
+    elif not torch.cuda.is_available():
+        print("error: no CUDA device is visible; run the toy-scale version with --cpu", file=sys.stderr)
+        return 2
+    else:
+        name = torch.cuda.get_device_name(0)
+        ctx = Context(GPU_SCALE, torch.device("cuda", 0), name, peak_tflops(name))
+    out = args.out or DEFAULT_OUT[args.cpu]
+    if args.budget_s is None and not args.cpu:
+        args.budget_s = GPU_BUDGET_S
+    selected = [(n, c) for n, c in checks() if not args.only or any(s in n for s in args.only)]
+    width = max(len(n) for n, _ in selected) + 4
+    print(f"gpu_check on {ctx.label} (bf16 peak {'unknown' if ctx.peak is None else f'{ctx.peak:g} TFLOP/s'}), "
+          f"torch {torch.__version__}, writing {out}", flush=True)
+    print(f"{'check':<{width}}  {'value':>10}  {'unit':<10}  {'device':<14}  {'ok':<4}  {'s':>6}  notes", flush=True)
+    rows: list[Row] = []
+    started = time.perf_counter()
+    for name, check in selected:
+        if args.budget_s is not None and time.perf_counter() - started > args.budget_s:
+            rows.append(Row(name, None, "", ctx.label, None, f"skipped: past the {args.budget_s:g} s budget"))
+        else:
+            rows.append(run_check(ctx, name, check))
+        print_row(rows[-1], width)
+        atomic_write_json(out, report(ctx, rows, complete=False))  # a run cut short keeps what it measured
+    atomic_write_json(out, report(ctx, rows, complete=True))
+    failed = [r.name for r in rows if r.ok is False]
+    print(f"{len(rows)} rows, {len(failed)} failed{': ' + '; '.join(failed) if failed else ''}; "
+          f"{time.perf_counter() - started:.0f} s; wrote {out}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

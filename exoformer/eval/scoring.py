@@ -1,0 +1,130 @@
+"""Log-probabilities of continuation tokens without materialising (B, T, V) logits.
+
+A multiple-choice request scores a handful of tokens, yet a plain forward builds logits for every position:
+at batch 16, 1,024 tokens and the checkpoints' 57,601-row vocabulary that is 3.8 GB in fp32, nearly all
+thrown away. Here the LM head runs only on the hidden states of the positions that predict a continuation
+token, a bounded number of rows at a time, and each chunk's log-softmax is taken in fp32.
+
+`Scorer` is the token side of the lm-eval adapter (`exoformer.eval.lm.ExoLM`) without lm-eval: requests
+sorted by length (longest first), right-padded batches, results in request order. Benchmarks use it
+directly, so they need torch only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+Result = tuple[float, bool]
+"""(sum of the continuation's log-probs, whether the continuation is the greedy output)."""
+
+CHUNK_ELEMENTS = 1 << 23
+"""Logit elements (rows x vocabulary) scored at once: 32 MiB of fp32 logits per chunk."""
+
+
+def continuation_logprobs(rows: torch.Tensor, targets: torch.Tensor, vocab_size: int,
+                          to_logits: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                          chunk_elements: int = CHUNK_ELEMENTS) -> tuple[torch.Tensor, torch.Tensor]:
+    """(float64 log-prob of each target, whether it is the argmax) for `rows` (N, X) and `targets` (N,).
+
+    `to_logits` maps a block of rows to (n, vocab_size) logits (the LM head on hidden states); None means
+    `rows` already are logits. At most `chunk_elements` logits exist at a time.
+    """
+    if rows.shape[0] != targets.shape[0]:
+        raise ValueError(f"{rows.shape[0]} rows for {targets.shape[0]} targets")
+    step = max(1, chunk_elements // vocab_size)
+    logprobs, greedy = [], []
+    for start in range(0, rows.shape[0], step):
+        block, block_targets = rows[start:start + step], targets[start:start + step]
+        logits = block if to_logits is None else to_logits(block)
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        del logits
+        logprobs.append(logp.gather(-1, block_targets[:, None])[:, 0].double())
+        greedy.append(logp.argmax(-1) == block_targets)
+        del logp
+    if not logprobs:
+        return (torch.zeros(0, dtype=torch.float64, device=rows.device),
+                torch.zeros(0, dtype=torch.bool, device=rows.device))
+    return torch.cat(logprobs), torch.cat(greedy)
+
+
+class Scorer:
+    """Scores (context tokens, continuation tokens) pairs with `model` (context `model.config.seq_len`).
+
+    Lean (the LM head only at scored positions) when the model has `hidden_states(idx)` and an `lm_head`
+    module, unless `full_logits`; otherwise from `model(idx)` logits. `pad_id` right-pads batches (it is
+    never scored). The caller chooses eval mode; scoring runs without autograd.
+    """
+
+    def __init__(self, model: torch.nn.Module, *, pad_id: int, device: torch.device,
+                 full_logits: bool = False) -> None:
+        self.model, self.pad_id, self.device = model, pad_id, torch.device(device)
+        self.max_length = model.config.seq_len
+        self.lean = not full_logits and callable(getattr(model, "hidden_states", None)) and isinstance(
+            getattr(model, "lm_head", None), torch.nn.Module)
+        vocab_size = getattr(model.config, "vocab_size", None)
+        self.vocab_size = vocab_size if isinstance(vocab_size, int) else None
+
+    @torch.no_grad()
+    def score(self, pairs: Sequence[tuple[list[int], list[int]]], batch_size: int,
+              on_batch: Callable[[list[int], list[Result]], None] | None = None) -> list[Result]:
+        """A result per pair, in order; `on_batch(indices, results)` after each scored batch."""
+        inputs: list[list[int]] = []
+        for context_enc, continuation_enc in pairs:
+            if len(continuation_enc) > self.max_length:
+                raise ValueError(f"continuation of {len(continuation_enc)} tokens cannot be scored within the "
+                                 f"model's {self.max_length}-token context")
+            if not context_enc and continuation_enc:
+                raise ValueError("context tokens are empty: TemplateLM.loglikelihood puts EOT there")
+            # Left-truncate to seq_len + 1 tokens; the last one is only predicted, never fed.
+            inputs.append((context_enc + continuation_enc)[-(self.max_length + 1):][:-1])
+        targets = [continuation_enc for _, continuation_enc in pairs]
+        results: list[Result | None] = [None] * len(pairs)
+        for i, target in enumerate(targets):
+            if not target:
+                results[i] = (0.0, True)  # nothing to score: log 1, and trivially the greedy output
+        order = sorted((i for i, target in enumerate(targets) if target),
+                       key=lambda i: (-len(inputs[i]), inputs[i], targets[i]))
+        for start in range(0, len(order), batch_size):
+            batch = order[start:start + batch_size]
+            scored = self.score_batch([inputs[i] for i in batch], [targets[i] for i in batch])
+            for i, result in zip(batch, scored, strict=True):
+                results[i] = result
+            if on_batch is not None:
+                on_batch(batch, scored)
+        return results  # type: ignore[return-value]
+
+    def score_batch(self, inputs: list[list[int]], targets: list[list[int]]) -> list[Result]:
+        """One right-padded forward; log-probs of each target at the positions that predict it."""
+        lengths = [len(x) for x in inputs]
+        idx = torch.full((len(inputs), max(lengths)), self.pad_id, dtype=torch.long)
+        for row, tokens in enumerate(inputs):
+            idx[row, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+        idx = idx.to(self.device)
+
+        # Position t predicts token t+1, so a continuation of n tokens is read at the last n input positions.
+        rows = torch.tensor([row for row, target in enumerate(targets) for _ in target], dtype=torch.long,
+                            device=self.device)
+        positions = torch.tensor([p for length, target in zip(lengths, targets, strict=True)
+                                  for p in range(length - len(target), length)], dtype=torch.long,
+                                 device=self.device)
+        flat_targets = torch.tensor([t for target in targets for t in target], dtype=torch.long, device=self.device)
+        if self.lean:
+            picked = self.model.hidden_states(idx)[rows, positions]  # (N, d)
+            vocab = self.vocab_size or self.model.lm_head.out_features
+            token_logprobs, greedy = continuation_logprobs(picked, flat_targets, vocab, to_logits=self.model.lm_head)
+        else:
+            picked = self.model(idx)[rows, positions]  # (B, T, V) -> (N, V)
+            token_logprobs, greedy = continuation_logprobs(picked, flat_targets, picked.shape[-1])
+        counts = [len(t) for t in targets]
+        sums = [float(s.sum()) for s in torch.split(token_logprobs.cpu(), counts)]
+        all_greedy = [bool(g.all()) for g in torch.split(greedy.cpu(), counts)]
+        return list(zip(sums, all_greedy, strict=True))
+
+    @torch.no_grad()
+    def last_logits(self, idx: torch.Tensor) -> torch.Tensor:
+        """(B, V) logits of the last position (the head on one row per sequence when lean)."""
+        if self.lean:
+            return self.model.lm_head(self.model.hidden_states(idx)[:, -1])
+        return self.model(idx)[:, -1]

@@ -1,0 +1,82 @@
+"""Input limits: every bound a registry file, a profile, reported.yaml or a `--set` value must respect.
+
+One place for the numbers (docs/input-limits.md lists them for users). A small file must never exhaust
+the machine: YAML is composed under a depth and an expansion budget before any Python object is built,
+sweeps are sized before they are expanded, and names are short enough to be directory names. Numbers must
+be finite and inside the range the trainer can use. Torch-free and dependency-free, so the model and
+train configs can use the same checks.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from exoformer.errors import UserError
+
+MAX_FILE_BYTES = 1 << 20
+"""Largest YAML file read (1 MiB; the shipped registry's largest file is ~40 KB)."""
+MAX_DEPTH = 64
+"""Deepest nesting of YAML mappings/sequences (the shipped files nest at most 6 deep)."""
+MAX_ALIASES = 1_000
+"""Alias uses (`*name`) per YAML document."""
+MAX_NODES = 200_000
+"""YAML nodes per document after expanding every alias (an alias bomb is caught here, while composing)."""
+MAX_SWEEP_POINTS = 10_000
+"""Points of one sweep grid (product of its axis lengths), checked before expanding it."""
+MAX_SPECS = 10_000
+"""Specs in one registry, all files and sweeps together."""
+MAX_NAME_LEN = 100
+"""Longest name of a spec, group, table, figure, preset, shape, metric, row or grid label."""
+NAME_CHARS = "[a-z0-9][a-z0-9._-]*"
+"""Name charset: lowercase letters, digits, '.', '_', '-', starting with a letter or digit (no glob characters,
+no path separators, no whitespace or newline)."""
+NAME_RE = re.compile(rf"\A{NAME_CHARS}\Z")
+MAX_INT = 2 ** 63
+"""Integers lie in [-2**63, 2**63) (what torch and numpy can hold); floats must be finite."""
+SEED_MAX = 2 ** 32
+"""Seeds lie in [0, 2**32) (what numpy and torch generators accept)."""
+
+
+def check_name(name: Any, *, where: str, what: str = "spec name") -> str:
+    """A valid name, or a one-line UserError saying which rule it breaks."""
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        shown = repr(name) if not isinstance(name, str) or len(name) <= 40 else repr(name[:40] + "...")
+        raise UserError(f"invalid {what} {shown}", where=where,
+                        fix="use lowercase letters, digits, '.', '_' and '-', starting with a letter or digit")
+    if len(name) > MAX_NAME_LEN:
+        raise UserError(f"{what} {name[:40] + '...'!r} is {len(name)} characters long", where=where,
+                        fix=f"use at most {MAX_NAME_LEN} characters")
+    return name
+
+
+def check_finite(value: Any, *, where: str) -> Any:
+    """Reject NaN and infinities (they cannot be hashed and poison training)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"must be a finite number, got {value!r}", where=where,
+                        fix="write a finite number (not .nan or .inf)")
+    return value
+
+
+def check_range(value: float, *, where: str, low: float | None = None, high: float | None = None,
+                low_open: bool = False, high_open: bool = False, fix: str | None = None) -> None:
+    """`value` inside [low, high] (open ends where asked); a one-line UserError naming the interval otherwise."""
+    check_finite(value, where=where)
+    too_low = low is not None and (value <= low if low_open else value < low)
+    too_high = high is not None and (value >= high if high_open else value > high)
+    if too_low or too_high:
+        left = "(" if low_open else "["
+        right = ")" if high_open else "]"
+        interval = f"{left}{'-inf' if low is None else _num(low)}, {'inf' if high is None else _num(high)}{right}"
+        raise UserError(f"must lie in {interval}, got {value!r}", where=where,
+                        fix=fix or f"choose a value in {interval}")
+
+
+def _num(x: float) -> str:
+    return "2**32" if x == SEED_MAX else repr(x)
+
+
+def check_seed(value: Any, *, where: str) -> None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        check_range(value, where=where, low=0, high=SEED_MAX, high_open=True, fix="use a seed in [0, 2**32), e.g. 42")

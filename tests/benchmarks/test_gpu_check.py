@@ -1,0 +1,98 @@
+"""benchmarks/gpu_check.py: the --cpu run prints every row and writes its JSON; a failing check is a row."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import gpu_check  # noqa: E402
+
+ROW_NAMES = [name for name, _ in gpu_check.checks()]
+
+
+def test_the_check_list_covers_every_required_measurement():
+    text = "\n".join(ROW_NAMES)
+    for needed in ("flex doc mask vs dense SDPA", "train MFU gated", "train MFU dynamic-e-exoformer",
+                   "train peak memory gated", "train step time dynamic-e-exoformer / gated",
+                   "30 bf16 steps eager vs compiled", "eval requests/s, batch 1", "eval peak memory, batched",
+                   "eval peak memory lean / full logits", "process group init"):
+        assert needed in text
+    assert all(f"compiled vs eager loss: {v}" in ROW_NAMES for v in gpu_check.FAMILIES.values())
+    assert len(set(ROW_NAMES)) == len(ROW_NAMES)
+
+
+@pytest.mark.slow
+def test_cpu_run_prints_every_row_marked_cpu_and_writes_the_json(tmp_path):
+    out = tmp_path / "check.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--cpu", "--out", str(out)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    for name in ROW_NAMES:
+        printed = [line for line in lines if line.startswith(name + "  ")]
+        assert len(printed) == 1, name
+        assert "  CPU  " in printed[0] and "CPU toy scale" in printed[0] and "error:" not in printed[0]
+    data = json.loads(out.read_text())
+    assert data["tool"] == "benchmarks/gpu_check.py" and data["cpu_mode"] is True and data["complete"] is True
+    assert data["mfu"] == {} and data["peak_bf16_tflops"] is None  # no MFU is claimed for a CPU
+    assert [r["name"] for r in data["rows"]] == ROW_NAMES
+    assert all(r["device"] == "CPU" and r["ok"] is not False for r in data["rows"])
+    measured = {r["name"]: r["value"] for r in data["rows"]}
+    assert measured["eval requests/s, batch 1"] > 0 and measured["train tokens/s gated"] > 0
+    assert measured["train MFU gated"] is None  # unknown peak, not guessed
+    assert not list(tmp_path.glob(".*.tmp"))  # written atomically, no temporary left
+
+
+def test_a_failing_check_is_an_error_row_and_the_others_still_run(tmp_path, monkeypatch, capsys):
+    def broken(ctx):
+        raise RuntimeError("flex exploded")
+
+    monkeypatch.setattr(gpu_check, "flex_against_sdpa", broken)
+    out = tmp_path / "partial.json"
+    code = gpu_check.main(["--cpu", "--out", str(out), "--only", "flex", "process group"])
+    printed = capsys.readouterr().out
+    assert code == 1
+    rows = {r["name"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {n for n in ROW_NAMES if "flex" in n or "process group" in n}
+    flex = [r for n, r in rows.items() if "flex" in n]
+    assert len(flex) == 2 and all(r["ok"] is False and "RuntimeError: flex exploded" in r["notes"] for r in flex)
+    assert rows[next(n for n in rows if "process group" in n)]["ok"] is True
+    assert "2 failed" in printed
+
+
+@pytest.mark.parametrize("name, peak", [("NVIDIA H200", 989.0), ("NVIDIA H100 80GB HBM3", 989.0),
+                                        ("NVIDIA H100 PCIe", 756.0), ("NVIDIA A100-SXM4-80GB", 312.0),
+                                        ("Tesla T4", None)])
+def test_peak_table_matches_device_names_and_leaves_unknown_devices_unknown(name, peak):
+    assert gpu_check.peak_tflops(name) == peak
+
+
+def test_checks_past_the_time_budget_are_skipped_rows_not_failures(tmp_path, capsys):
+    out = tmp_path / "budget.json"
+    assert gpu_check.main(["--cpu", "--out", str(out), "--only", "process group", "--budget-s", "0"]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["ok"] is None and row["value"] is None and "skipped: past the 0 s budget" in row["notes"]
+    assert "skipped" in capsys.readouterr().out
+
+
+def test_a_shared_measurement_that_fails_is_reported_by_each_row_that_needs_it():
+    ctx = gpu_check.Context(gpu_check.CPU_SCALE, gpu_check.torch.device("cpu"), "CPU", None)
+    calls = []
+
+    def failing():
+        calls.append(1)
+        raise MemoryError("out of memory at step 0")
+
+    rows = [gpu_check.run_check(ctx, f"row {i}", lambda c: c.row(c.once("shared", failing), "x")) for i in range(2)]
+    assert len(calls) == 1  # computed once
+    for i, row in enumerate(rows):
+        assert row.name == f"row {i}" and row.ok is False and row.value is None
+        assert "error: MemoryError: out of memory at step 0 (test_gpu_check.py:" in row.notes
