@@ -29,14 +29,15 @@ SMOKE_PREFIX = "smoke_"
 def check_outputs(run: RunInfo) -> None:
     """A finished evaluation whose output is missing is an error; an unfinished one is "not run"."""
     rd = run.run
+    again = (f"re-run it: reproduce.py run {run.spec} --force" if run.source != CHECKPOINT
+             else f"re-run its evaluation: reproduce.py evaluate CKPT --as {run.as_row} --force")
     for stage, output in (("evaluate", rd.eval_rows), ("validate", rd.validation)):
         if rd.stage_done(stage) and not output.is_file():
             raise UserError(f"the {stage} stage finished but {rd.display(output)} is missing", where=str(run.path),
-                            fix=f"re-run it: reproduce.py run {run.spec} --force")
+                            fix=again)
     if run.state == SUCCEEDED and not run.has_eval:
         raise UserError(f"the run SUCCEEDED but has no eval results ({rd.display(rd.eval_rows)}, "
-                        f"{rd.display(rd.validation)})", where=str(run.path),
-                        fix=f"re-run it: reproduce.py run {run.spec} --force")
+                        f"{rd.display(rd.validation)})", where=str(run.path), fix=again)
 
 
 def row_spec(run: RunInfo, registry: Registry | None) -> str:
