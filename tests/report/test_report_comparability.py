@@ -261,3 +261,17 @@ def test_bars_show_the_checkpoint_source_and_the_footnote(tmp_path, monkeypatch)
     assert "crosses: checkpoint evaluated as the row" in title
     assert any(t.startswith("not comparable with the paper: all runs: eval.limit=20") for t in texts)
     assert 48.0 in [round(y, 6) for y in marker_ys]  # the checkpoint's crosses (base has no bar of ours)
+
+
+def test_ours_against_the_checkpoint_when_both_ran_a_row(tmp_path):
+    make_run(tmp_path, "base-s42", accuracies=uniform(0.48), ppl=16.0)
+    # another directory (a spec file of its own); it is filed under the row's first spec all the same
+    make_run(tmp_path, "base-s1337", accuracies=uniform(0.48), ppl=14.8, checkpoint_as=("table1", "base"))
+    result = diff_table(_built(tmp_path))
+    pair = next(s for s in result.sections if (s.left, s.right) == ("ours", "checkpoint"))
+    ppl = next(c for c in pair.cells if (c.row, c.column) == ("base", "val_ppl"))
+    assert ppl.reported == pytest.approx(14.8) and ppl.delta == pytest.approx(1.2)
+    assert ppl.status == OUTSIDE and ppl.tolerance == pytest.approx(0.015 * 14.8)
+    arc = next(c for c in pair.cells if (c.row, c.column) == ("base", "arc_easy"))
+    assert arc.status == WITHIN and arc.tolerance == pytest.approx(2 * 100 * (2 * 0.01 ** 2) ** 0.5)
+    assert "## ours vs checkpoint" in render_diff(result) and exit_code(result) == 1
