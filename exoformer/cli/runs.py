@@ -140,7 +140,8 @@ def run_verb(args: argparse.Namespace) -> int:
     if missing and not args.json:
         print("not done: " + "; ".join(f"{name} ({why})" for name, why in missing))
     if finished and args.target in reg.tables and len({p.root for p in final}) == 1 and not args.json:
-        _print_table(reg, args.target, final[0].root, specs[0].preset if specs else None)
+        _print_table(reg, args.target, final[0].root, specs[0].preset if specs else None,
+                     split_overrides(args.overrides)[0])
     return code or (1 if missing else 0)
 
 
@@ -180,12 +181,12 @@ def _summary(final: list[PlannedRun], seconds: float, backend: str, args) -> int
     return 1 if failed else 0
 
 
-def _print_table(reg, table_id: str, root, preset: str | None) -> None:
+def _print_table(reg, table_id: str, root, preset: str | None, overrides: list[str]) -> None:
     """After a table's runs end: the table beside the paper's numbers, and its figures."""
     from exoformer.report.summary import report_table
 
     try:
-        text, written = report_table(reg, table_id, runs_root=root, preset=preset)
+        text, written = report_table(reg, table_id, runs_root=root, preset=preset, overrides=overrides)
     except UserError as err:  # the runs are done either way; say why the table could not be built
         print(f"table {table_id}: not built: {err}", flush=True)
         return
