@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from exoformer.model import ExoTransformer, variant_config
-from exoformer.model.mixing import PathCoefficients
+from exoformer.model.model import PathCoefficients
 
 torch.set_num_threads(1)
 VOCAB, T = 256, 24
@@ -74,8 +74,10 @@ def test_mixing_math_for_one_layer_by_hand():
         a = a / torch.sqrt(a.pow(2).mean(-1, keepdim=True) + 1e-6) * model.anchor.norms[p].weight
         s = own_all[..., i * d:(i + 1) * d].view(1, 5, H, dh)
         expected = getattr(mix, p).coef_anchor * a + getattr(mix, p).coef_self * s
-        got = mix(x, model.blocks[0].attn.qkv.weight, model.anchor(e))[0][:, :, i]
-        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+        plain = mix(x, own_all.unflatten(-1, (4, H, dh)), model.anchor(e))[0][:, :, i]
+        torch.testing.assert_close(plain, expected, rtol=1e-5, atol=1e-5)
+        fused = mix.project_and_mix(x, model.blocks[0].attn.qkv.weight, model.anchor(e))[0][:, :, i]
+        torch.testing.assert_close(fused, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_dynamic_at_init_equals_static_half():
