@@ -171,9 +171,9 @@ class ExogenousAnchor(nn.Module):
         self.shape = (len(cfg.mix_paths), cfg.n_head, cfg.d_head)
         self.proj = nn.Linear(cfg.d_model, len(cfg.proj_paths) * cfg.d_model, bias=False)
         self.norms = PathNorms(cfg.mix_paths, cfg.anchor_norm_paths, cfg.d_head, cfg.norm_eps)
-        d = cfg.d_model
-        rows = [r for p in cfg.mix_paths for r in range(cfg.proj_paths.index(p) * d, (cfg.proj_paths.index(p) + 1) * d)]
-        self.rows = None if len(cfg.mix_paths) == len(cfg.proj_paths) else rows
+        d, index = cfg.d_model, [cfg.proj_paths.index(p) for p in cfg.mix_paths]
+        rows = [r for i in index for r in range(i * d, (i + 1) * d)]
+        self.rows = None if len(index) == len(cfg.proj_paths) else rows
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """(B, T, d) -> (B, T, n_mix, H, d_head)."""
@@ -191,6 +191,9 @@ class Mixer(nn.Module):
         self.mix_paths = cfg.mix_paths
         self.index = [cfg.proj_paths.index(p) for p in cfg.mix_paths]
         self.full = self.index == list(range(len(self.paths)))
+        contiguous = self.index == list(range(self.index[0], self.index[-1] + 1))
+        self.take = slice(self.index[0], self.index[-1] + 1) if contiguous else self.index
+        """Selects the mixed paths along dim 2: a slice (a view) when they are contiguous, else a copy."""
         self.granularity = cfg.granularity
         self.head = (cfg.n_head, cfg.d_head)
         init = 2 * cfg.coef_init if cfg.dynamic else cfg.coef_init  # dynamic: coef x 0.5 scale = coef_init
@@ -215,27 +218,27 @@ class Mixer(nn.Module):
         return c_anchor, c_self
 
     def forward(self, x: torch.Tensor, own: torch.Tensor, anchor: torch.Tensor, ablate: str | None = None
-                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+                ) -> tuple[torch.Tensor, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
         """Eq. 10, plainly. x: the layer input (B, T, d); own: its projections (B, T, n_proj, H, dh); anchor:
-        (B, T, n_mix, H, dh). Returns every projection with the mixed ones replaced, and the effective
-        (c_anchor, c_self), each broadcastable to (B, T, n_mix, H, dh)."""
+        (B, T, n_mix, H, dh). Returns every projection with the mixed ones replaced, and a function giving the
+        effective (c_anchor, c_self), each broadcastable to (B, T, n_mix, H, dh) (called only when tracing)."""
         dtype = own.dtype  # coefficients are cast to the activation dtype (official 1.1, precision)
         c_anchor, c_self = (c.to(dtype) for c in self.static(ablate))
         if self.dynamic is not None:
-            s = self.dynamic(x)[:, :, self.index].to(dtype)  # (B, T, n_mix, 2), one scale per token and path
+            s = self.dynamic(x)[:, :, self.take].to(dtype)  # (B, T, n_mix, 2), one scale per token and path
             c_anchor = c_anchor * s[..., 0, None, None]
             c_self = c_self * s[..., 1, None, None]
-        mixed = c_anchor * anchor.to(dtype) + c_self * own[:, :, self.index]
-        return self._merge(own, self._post_norm(mixed)), (c_anchor, c_self)
+        mixed = c_anchor * anchor.to(dtype) + c_self * own[:, :, self.take]
+        return self._merge(own, self._post_norm(mixed)), lambda: (c_anchor, c_self)
 
     def project_and_mix(self, x: torch.Tensor, weight: torch.Tensor, anchor: torch.Tensor, ablate: str | None = None
-                        ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+                        ) -> tuple[torch.Tensor, Callable[[], tuple[torch.Tensor, torch.Tensor]]]:
         """The same as `forward(x, x @ weight.T, anchor)`, faster in eager mode (benchmarks/bench_model.py):
         - c_self is folded into the projection weight's rows (c * (x W) = x (c W)): it scales n_proj*d x d
           weights instead of B*T*n_proj*d activations, one elementwise pass fewer each way;
         - the dynamic MLP's fc1 rides along in the same matmul (one GEMM instead of a skinny second one);
-        - the anchor term is one addcmul.
-        Returns the effective coefficients as `forward` does."""
+        - the anchor term is one addcmul, and the effective coefficients are multiplied out only when asked.
+        """
         c_anchor, c_self = self.static(ablate)
         weight = weight * self._row_scale(c_self)[:, None]
         if self.dynamic is None:
@@ -245,16 +248,15 @@ class Mixer(nn.Module):
                 [weight.shape[0], self.dynamic.fc1.out_features], dim=-1)
         own = own.unflatten(-1, (len(self.paths), *self.head))
         dtype = own.dtype
-        own_mixed = own if self.full else own[:, :, self.index]
+        own_mixed = own[:, :, self.take]
         c_anchor, c_self = c_anchor.to(dtype), c_self.to(dtype)
         if self.dynamic is None:
             mixed = torch.addcmul(own_mixed, c_anchor, anchor.to(dtype))
-        else:
-            s = self.dynamic.from_hidden(hidden)[:, :, self.index].to(dtype)
-            s_anchor, s_self = s[..., 0, None, None], s[..., 1, None, None]
-            mixed = torch.addcmul(own_mixed * s_self, anchor.to(dtype) * c_anchor, s_anchor)
-            c_anchor, c_self = c_anchor * s_anchor, c_self * s_self
-        return self._merge(own, self._post_norm(mixed)), (c_anchor, c_self)
+            return self._merge(own, self._post_norm(mixed)), lambda: (c_anchor, c_self)
+        s = self.dynamic.from_hidden(hidden)[:, :, self.take].to(dtype)
+        s_anchor, s_self = s[..., 0, None, None], s[..., 1, None, None]
+        mixed = torch.addcmul(own_mixed * s_self, anchor.to(dtype) * c_anchor, s_anchor)
+        return self._merge(own, self._post_norm(mixed)), lambda: (c_anchor * s_anchor, c_self * s_self)
 
     def _row_scale(self, c_self: torch.Tensor) -> torch.Tensor:
         """(n_proj*d,) scale of the fused projection's output rows: c_self for mixed paths, 1 elsewhere."""
@@ -581,12 +583,12 @@ class Tracer:
         self.current = LayerTrace(layer=layer)
 
     def record_attention(self, probs: torch.Tensor | None, gate: torch.Tensor | None, mix: Mixer | None,
-                         coefficients: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+                         coefficients: Callable[[], tuple[torch.Tensor, torch.Tensor]] | None) -> None:
         """Called by the attention: (B, T, ...) layouts turned into the (B, H, T, ...) ones of LayerTrace."""
         self.current.attn_probs = probs
         self.current.gate = None if gate is None else gate.transpose(1, 2)
         if coefficients is not None:
-            c_anchor, c_self = (c.float() for c in coefficients)
+            c_anchor, c_self = (c.float() for c in coefficients())
             self.current.coefficients = {p: (c_anchor[:, :, j].transpose(1, 2), c_self[:, :, j].transpose(1, 2))
                                          for j, p in enumerate(mix.mix_paths)}
 
