@@ -1,8 +1,8 @@
 """The ExoFormer model family: one configurable model for every variant of the paper.
 
 `ModelConfig` and the variant table are torch-free and imported eagerly; the torch parts
-(`ExoTransformer`, `load_official_checkpoint`, `Inspection`, `LayerTrace`) load on first access, so that
-`import exoformer.model` stays cheap for the planning verbs of the CLI.
+(`ExoTransformer`, `load_official_checkpoint`, `Inspection`, `LayerTrace`, `Tracer`) load on first access,
+so that `import exoformer.model` stays cheap for the planning verbs of the CLI.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ _LAZY = {
     "ExoTransformer": "exoformer.model.model",
     "Inspection": "exoformer.model.model",
     "LayerTrace": "exoformer.model.model",
+    "Tracer": "exoformer.model.model",
     "load_official_checkpoint": "exoformer.model.loading",
 }
 

@@ -27,6 +27,9 @@ ablation); only the layers after that block mix [inference: the anchor does not 
 GRANULARITIES = ("elementwise", "headwise", "scalar")
 """Coefficient shape per path and layer: (H, d_head), (H,), or () (paper: E / H / S)."""
 
+ATTENTION_KERNELS = ("sdpa", "flex")
+"""Attention implementation: torch's scaled_dot_product_attention, or FlexAttention (CUDA) with a block mask."""
+
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class ModelConfig:
@@ -73,6 +76,11 @@ class ModelConfig:
     """Hidden width of the dynamic-coefficient MLP."""
     coef_init: float = 0.5
     """Initial effective value of both coefficients (static: the coefficient; dynamic: coefficient x 0.5 gate)."""
+
+    # --- implementation ---
+    attention: str = "sdpa"
+    """Attention kernel, one of ATTENTION_KERNELS: 'sdpa' (everywhere) or 'flex' (FlexAttention: CUDA, or CPU
+    without gradients; skips fully masked blocks of packed documents). Same math, different rounding, so hashed."""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -167,6 +175,8 @@ def _validate(cfg: ModelConfig) -> None:
         raise bad("anchor", f"unknown anchor {cfg.anchor!r}", did_you_mean(cfg.anchor, ANCHORS))
     if cfg.granularity not in GRANULARITIES:
         raise bad("granularity", f"unknown granularity {cfg.granularity!r}", did_you_mean(cfg.granularity, GRANULARITIES))
+    if cfg.attention not in ATTENTION_KERNELS:
+        raise bad("attention", f"unknown attention {cfg.attention!r}", did_you_mean(cfg.attention, ATTENTION_KERNELS))
     for name in ("mix_paths", "anchor_norm_paths", "post_mix_norm_paths"):
         paths = getattr(cfg, name)
         if not isinstance(paths, tuple) or any(p not in PATHS for p in paths):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from exoformer.model import ExoTransformer, variant_config
-from exoformer.model.mixing import PathCoefficients
+from exoformer.model.model import PathCoefficients
 
 torch.set_num_threads(1)
 VOCAB, T = 256, 24
@@ -74,8 +74,10 @@ def test_mixing_math_for_one_layer_by_hand():
         a = a / torch.sqrt(a.pow(2).mean(-1, keepdim=True) + 1e-6) * model.anchor.norms[p].weight
         s = own_all[..., i * d:(i + 1) * d].view(1, 5, H, dh)
         expected = getattr(mix, p).coef_anchor * a + getattr(mix, p).coef_self * s
-        got = mix(x, model.blocks[0].attn.qkv.weight, model.anchor(e))[0][:, :, i]
-        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+        plain = mix(x, own_all.unflatten(-1, (4, H, dh)), model.anchor(e))[0][:, :, i]
+        torch.testing.assert_close(plain, expected, rtol=1e-5, atol=1e-5)
+        fused = mix.project_and_mix(x, model.blocks[0].attn.qkv.weight, model.anchor(e))[0][:, :, i]
+        torch.testing.assert_close(fused, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_dynamic_at_init_equals_static_half():
@@ -239,3 +241,68 @@ def test_ablate_self_equals_zero_self_coefficients():
     assert float(ablated.layers[1].coefficients["q"][1].abs().sum()) == 0
     set_coefficients(model, own=0.0)
     torch.testing.assert_close(ablated.logits, model(idx), rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- plain vs fused mixing
+
+@pytest.mark.parametrize("variant", ["dynamic-e-exoformer", "e-exoformer", "e-exoformer-vg", "e-nuresformer",
+                                     "s-nuresformer-qknorm", "static-e-exoformer-from-h1"])
+def test_fused_mixing_equals_plain_eq10_forward_and_gradients(variant):
+    cfg = variant_config(variant, "tiny", n_layer=3)
+    plain = ExoTransformer(cfg, fused_mixing=False)
+    fused = ExoTransformer(cfg, fused_mixing=True)
+    randomized_coefficients = randomized(cfg)
+    with torch.no_grad():
+        for p in randomized_coefficients.parameters():
+            if p.requires_grad and p.dim() <= 2 and p.numel() <= 64:
+                p.add_(torch.randn_like(p) * 0.3)  # coefficients and gains away from their init
+    plain.load_state_dict(randomized_coefficients.state_dict())
+    fused.load_state_dict(randomized_coefficients.state_dict())
+    idx = tokens()
+    starts = torch.zeros_like(idx, dtype=torch.bool)
+    starts[:, 0] = starts[:, 11] = True
+    out_plain, out_fused = plain(idx, starts), fused(idx, starts)
+    torch.testing.assert_close(out_fused, out_plain, rtol=1e-5, atol=1e-5)
+    out_plain.square().mean().backward()
+    out_fused.square().mean().backward()
+    grads_plain = dict(plain.named_parameters())
+    for name, p in fused.named_parameters():
+        g_plain, g_fused = grads_plain[name].grad, p.grad
+        assert (g_plain is None) == (g_fused is None), name
+        if g_plain is not None:
+            torch.testing.assert_close(g_fused, g_plain, rtol=1e-4, atol=1e-6, msg=name)
+    assert any("coef_" in n and p.grad.abs().sum() > 0 for n, p in fused.named_parameters())
+
+
+@pytest.mark.parametrize("variant", ["dynamic-e-exoformer", "e-nuresformer"])
+def test_fused_and_plain_inspection_agree(variant):
+    cfg = variant_config(variant, "tiny", n_layer=3)
+    plain = ExoTransformer(cfg, fused_mixing=False)
+    plain.load_state_dict(randomized(cfg).state_dict())
+    fused = ExoTransformer(cfg)
+    fused.load_state_dict(plain.state_dict())
+    idx = tokens()
+    a, b = plain.inspect(idx), fused.inspect(idx)
+    for la, lb in zip(a.layers, b.layers):
+        assert la.coefficients.keys() == lb.coefficients.keys()
+        for p in la.coefficients:
+            for ca, cb in zip(la.coefficients[p], lb.coefficients[p]):
+                torch.testing.assert_close(ca.expand(2, 2, T, 16), cb.expand(2, 2, T, 16))
+    torch.testing.assert_close(a.logits, b.logits, rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- hidden states
+
+@pytest.mark.parametrize("variant", ["dynamic-e-exoformer", "base"])
+def test_forward_is_the_head_of_the_final_normed_hidden_states(variant):
+    model = randomized(variant_config(variant, "tiny", n_layer=3))
+    idx = tokens()
+    starts = torch.zeros_like(idx, dtype=torch.bool)
+    starts[:, 0] = starts[:, 5] = True
+    for doc in (None, starts):
+        hidden = model.hidden_states(idx, doc)
+        assert hidden.shape == (2, T, 32)
+        torch.testing.assert_close(model(idx, doc), model.lm_head(hidden))
+        last = model.inspect(idx, doc, attention=False).layers[-1].hidden
+        torch.testing.assert_close(hidden, model.final_norm(last), rtol=1e-5, atol=1e-5)
+    assert isinstance(model.lm_head, torch.nn.Linear)
