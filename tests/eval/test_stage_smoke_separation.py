@@ -74,9 +74,9 @@ def smoke_runs(tmp_path_factory):
     fresh_spec = Registry().resolve("base-s42", preset="smoke", overrides=[*OVERRIDES, "train.steps=1",
                                                                           "train.checkpoint_every=1"])
     fresh = root / "fresh"
-    # A 1-step run at LR ~0 would still move; instead save the initial weights as the only checkpoint.
-    train(fresh_spec.model, fresh_spec.train.__class__(**{**fresh_spec.train.to_dict(), "muon_lr": 0.0,
-                                                          "adam_lr": 0.0, "coef_lr": 0.0}), fresh)
+    # The fresh model: one step at a learning rate of 1e-12 (rates must be positive) leaves the initial weights.
+    train(fresh_spec.model, fresh_spec.train.__class__(**{**fresh_spec.train.to_dict(), "muon_lr": 1e-12,
+                                                          "adam_lr": 1e-12, "coef_lr": 1e-12}), fresh)
     for run_dir, s in ((trained, spec), (fresh, fresh_spec)):
         evaluate_stage(StageContext(run_dir=run_dir, spec=s, device="cpu", say=log.info))
     validate_stage(StageContext(run_dir=trained, spec=spec, device="cpu", say=log.info))

@@ -1,12 +1,13 @@
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 
 from exoformer.data.shards import write_shard
 from exoformer.harness.registry import DEFAULT_REGISTRY, Registry
-from exoformer.train.__main__ import build_configs, main, parse_args
 from exoformer.harness.smoke_recipe import smoke_train_fields
+from exoformer.train.__main__ import build_configs, main, parse_args
 
 TINY = ["--variant", "e-exoformer", "--shape", "tiny", "--steps", "3", "--batch-tokens", "128", "--seq-len", "32"]
 
@@ -87,6 +88,7 @@ def test_smoke_cli_without_a_smoke_preset_is_exit_2(tmp_path, monkeypatch, capsy
     registry = tmp_path / "experiments"
     registry.mkdir()
     (registry / "registry.yaml").write_text("presets:\n  tiny:\n    why: x\n    shape: tiny\n")
+    shutil.copy(Path(__file__).resolve().parents[2] / "experiments" / "variants.yaml", registry)
     monkeypatch.setenv("EXOFORMER_REGISTRY", str(registry))
     assert main(["--variant", "gated", "--shape", "smoke", "--data", "smoke", "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
