@@ -27,7 +27,6 @@ from exoformer.harness.profiles import Profile, load_profile
 from exoformer.harness.registry import Registry
 from exoformer.harness.spec import Spec, _plain
 from exoformer.harness.status import SlurmView
-from exoformer.model import variants as variants_mod
 
 SOURCE = "checkpoint"
 PRECISIONS = {"bf16": "official-pure-bf16", "fp32": "fp32"}
@@ -125,15 +124,17 @@ def imported_model(path: str | Path, ckpt: dict):
     return model.eval(), config
 
 
-def check_row_fits(config, variant: str, *, row: str, where: str) -> None:
-    """The checkpoint must be the row's kind of model (gating, anchor, mixing, norms, granularity, dynamic)."""
-    wanted = variants_mod.variant_fields(variant)
-    differing = [f"{k} {getattr(config, k)!r} (row {row}: {tuple(wanted[k]) if isinstance(wanted[k], list) else wanted[k]!r})"
-                 for k in VARIANT_FIELDS if k in wanted
-                 and getattr(config, k) != (tuple(wanted[k]) if isinstance(wanted[k], list) else wanted[k])]
+def check_row_fits(config, row_model, *, variant: str, row: str, where: str) -> None:
+    """The checkpoint must be the row's kind of model (gating, anchor, mixing, norms, granularity, dynamic).
+    Raw internal anchors pass for a row with q/k anchor norms: an OQKRN run trained with model3 saves exactly
+    model1's keys and the author evaluates it as raw model1 (hazard H7, docs/official_code.md)."""
+    fields = [k for k in VARIANT_FIELDS
+              if not (k == "anchor_norm_paths" and config.anchor == "internal" and not config.anchor_norm_paths)]
+    differing = [f"{k} {getattr(config, k)!r} (row {row}: {getattr(row_model, k)!r})" for k in fields
+                 if getattr(config, k) != getattr(row_model, k)]
     if differing:
         raise UserError(f"the checkpoint is not a {variant} model: " + "; ".join(differing[:3]), where=where,
-                        fix="pass the --as row this checkpoint belongs to (see `reproduce.py evaluate --help`)")
+                        fix="pass the --as row this checkpoint belongs to")
 
 
 def resolve_checkpoint_spec(registry: Registry, path: str | Path, *, as_row: str, table: str = "table1",
@@ -145,14 +146,15 @@ def resolve_checkpoint_spec(registry: Registry, path: str | Path, *, as_row: str
     from exoformer.model.official_info import describe_checkpoint, read_checkpoint
 
     if precision not in PRECISIONS:
-        raise UserError(f"unknown precision {precision!r}", where="--precision", fix=did_you_mean(precision, PRECISIONS))
+        raise UserError(f"unknown precision {precision!r}", where="--precision",
+                        fix=did_you_mean(precision, PRECISIONS))
     name = row_spec_name(registry, table, as_row)
     spec_sets, _ = split_overrides(overrides)
     row_spec = registry.resolve(name, preset=preset, overrides=spec_sets)
     where = str(path)
     ckpt = read_checkpoint(path) if ckpt is None else ckpt
     _, config = imported_model(path, ckpt)
-    check_row_fits(config, row_spec.variant, row=as_row, where=where)
+    check_row_fits(config, row_spec.model, variant=row_spec.variant, row=as_row, where=where)
     info = describe_checkpoint(path, ckpt)
     train = replace(row_spec.train, precision=PRECISIONS[precision])
     if train.seq_len > config.seq_len:

@@ -174,3 +174,18 @@ def test_bad_input_is_one_line_exit_2(env, capsys, case, needle):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and needle in err, err
     assert not (env / "runs").exists()
+
+
+def test_raw_model1_anchors_stand_for_a_qk_norm_row_but_not_for_another_model(env):
+    from exoformer.harness.checkpoint_run import resolve_checkpoint_spec
+    from exoformer.harness.registry import Registry
+    from exoformer.errors import UserError
+
+    cfg = variant_config("e-nuresformer-qknorm", "smoke", n_layer=2, anchor_norm_paths=())
+    path = env / "oqkrn.pt"
+    torch.save({"model": to_official(random_model(cfg).state_dict(), "model1"), "model_args": official_args(cfg)}, path)
+    reg = Registry()
+    spec = resolve_checkpoint_spec(reg, path, as_row="e-nuresformer-qknorm", table="granularity", preset="smoke")
+    assert spec.model.anchor_norm_paths == () and spec.name == "e-nuresformer-qknorm-s42"
+    with pytest.raises(UserError, match="is not a e-exoformer model: anchor 'internal'"):
+        resolve_checkpoint_spec(reg, path, as_row="e-exoformer", preset="smoke")
