@@ -81,6 +81,13 @@ STAGE_FUNCTIONS: dict[str, Callable[[StageContext], dict[str, Any]]] = {
 """Stage name -> function (tests swap entries for fakes)."""
 
 
+def stage_function(spec: Spec, stage: str) -> Callable[[StageContext], dict[str, Any]]:
+    """The function of `stage` for `spec`: a spec may bring its own (a checkpoint run imports instead of
+    training, exoformer.harness.checkpoint_run), else STAGE_FUNCTIONS'."""
+    own = getattr(spec, "stage_functions", None)
+    return (own() if callable(own) else {}).get(stage) or STAGE_FUNCTIONS[stage]
+
+
 # --------------------------------------------------------------------------------------------- logging
 
 class _Tee(io.TextIOBase):
@@ -192,7 +199,8 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
             started = time.time()
             log.info(f"{stage}: start")
             try:
-                result = STAGE_FUNCTIONS[stage](StageContext(run_dir=rd.path, spec=spec, device=device, say=log.info))
+                result = stage_function(spec, stage)(StageContext(run_dir=rd.path, spec=spec, device=device,
+                                                                  say=log.info))
             except StageInterrupted as stop:
                 if rd.stop_requested():  # the launcher was interrupted: stop for good, a plain `run` resumes
                     rd.clear_stop()

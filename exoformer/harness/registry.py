@@ -24,6 +24,7 @@ from typing import Any
 
 from exoformer import limits
 from exoformer.errors import UserError, did_you_mean
+from exoformer.harness import released as released_mod
 from exoformer.harness import sweeps as sweeps_mod
 from exoformer.harness.claims_schema import DeclaredClaim, parse_claims
 from exoformer.harness.spec import (
@@ -43,7 +44,7 @@ NOT_REGISTRY_FILES = (variants_mod.VARIANTS_NAME,)
 """Files in the registry directory that are not reached by include: (variants.yaml is read on its own)."""
 TARGET_KINDS = ("spec", "group", "table", "figure")
 """Kinds whose names share one namespace (see the module docstring)."""
-FILE_SECTIONS = ("include", "presets", "shapes", "groups", "metrics", "tables", "figures", "claims")
+FILE_SECTIONS = ("include", "presets", "shapes", "groups", "metrics", "tables", "figures", "claims", "checkpoints")
 SPEC_KEYS = ("variant", "preset", "seed", "note", *SECTIONS)
 PRESET_KEYS = tuple(SECTIONS)
 DEFAULT_PRESET = "450m"
@@ -109,6 +110,8 @@ class Registry:
         self.tables: dict[str, Table] = {}
         self.figures: dict[str, Figure] = {}
         self.claims: dict[str, DeclaredClaim] = {}
+        self.checkpoints: dict[tuple[str, str], released_mod.Released] = {}
+        """(table id, row id) -> the released checkpoint of that row (exoformer.harness.released)."""
         self._defined: dict[tuple[str, str], str] = {}
         self._targets: dict[str, tuple[str, str]] = {}
         root = self.directory / ROOT_FILE
@@ -123,6 +126,7 @@ class Registry:
         self.variants = variants_mod.load_variants(vfile, display=self.display(vfile))
         self._load_file(root, stack=[])
         self._check_pairings()
+        released_mod.check_rows(self.checkpoints, self.tables)
 
     # ------------------------------------------------------------------ loading
     def display(self, path: Path) -> str:
@@ -169,7 +173,7 @@ class Registry:
         for section, loader in (("metrics", self._load_metrics), ("presets", self._load_presets),
                                 ("shapes", self._load_shapes), ("groups", self._load_groups),
                                 ("tables", self._load_tables), ("figures", self._load_figures),
-                                ("claims", self._load_claims)):
+                                ("claims", self._load_claims), ("checkpoints", self._load_checkpoints)):
             if section in data:
                 body = data[section]
                 if not isinstance(body, dict):
@@ -339,6 +343,11 @@ class Registry:
         for cid, claim in parse_claims(body, file).items():
             self._define("claim", cid, claim.source)
             self.claims[cid] = claim
+
+    def _load_checkpoints(self, body: dict, file: str) -> None:
+        for key, entry in released_mod.parse_checkpoints(body, file).items():
+            self._define("checkpoint", f"{key[0]}.{key[1]}", entry.source)
+            self.checkpoints[key] = entry
 
     # ------------------------------------------------------------------ resolving
     def resolve(self, name: str, *, preset: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Spec:

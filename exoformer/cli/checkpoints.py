@@ -1,0 +1,89 @@
+"""The verb that evaluates given checkpoints as table rows: evaluate. The run logic lives in
+exoformer.harness.checkpoint_run; planning, launching and the summary are those of `run`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from exoformer.cli import options
+from exoformer.cli.runs import _announce, _print_decisions, _summary, print_plan
+
+
+def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="checkpoint file: the author's ckpt_step:N.pt (model1-4 / model.py layouts) or a "
+                             "checkpoints/step_N.pt of one of our runs")
+    parser.add_argument("--as", dest="as_row", required=True, metavar="ROW",
+                        help="the table row the checkpoint stands for, e.g. gated")
+    parser.add_argument("--table", default="table1", help="the table of ROW (default: table1)")
+    parser.add_argument("--suite", default=None, choices=("paper", "smoke"),
+                        help="evaluation suite (default: the preset's)")
+    parser.add_argument("--precision", default="bf16", choices=("bf16", "fp32"),
+                        help="evaluation and validation precision: bf16 as the author's run_eval.py (default), "
+                             "or fp32")
+    parser.add_argument("--backend", default="local", help="inline | local | slurm (default: local)")
+    parser.add_argument("--profile", default=None, help="cluster profile in slurm/profiles/")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N", help="local backend: jobs side by side")
+    parser.add_argument("--threads", type=int, default=None, metavar="N", help="local backend: torch threads per job")
+    parser.add_argument("--timeout-min", type=float, default=None, help="local backend: time limit per job")
+    parser.add_argument("--retry-failed", action="store_true", help="relaunch FAILED runs (they resume)")
+    parser.add_argument("--force", action="store_true", help="evaluate again (the old directory is moved aside)")
+    parser.add_argument("--wait", action="store_true", help="slurm: wait until the jobs end")
+    parser.add_argument("--dry-run", action="store_true", help="read the files, show the plan, launch nothing")
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    options.add_resolve(parser)
+
+
+def evaluate_verb(args: argparse.Namespace) -> int:
+    from exoformer.harness.checkpoint_run import plan_checkpoints, resolve_checkpoint_spec
+    from exoformer.model.official_info import format_checkpoint_info
+
+    reg = options.registry(args)
+    overrides = [*args.overrides, *([f"eval.suite={args.suite}"] if args.suite else [])]
+    specs = []
+    for path in args.paths:
+        spec = resolve_checkpoint_spec(reg, path, as_row=args.as_row, table=args.table, preset=args.preset,
+                                       overrides=overrides, precision=args.precision)
+        specs.append(spec)
+        if not args.json:
+            info = {**spec.imported, "file": spec.checkpoint_path, "sha256": spec.checkpoint_sha256,
+                    "size": spec.checkpoint_size, "model_config": spec.model.to_dict()}
+            print(format_checkpoint_info(info) + f"\n  as         {args.table} row {args.as_row} "
+                  f"({spec.name}, preset {spec.preset}, {args.precision})", flush=True)
+    planned = plan_checkpoints(reg, specs, runs_root=options.runs_root(args), force=args.force,
+                               retry_failed=args.retry_failed, profile=args.profile, overrides=args.overrides)
+    target = f"{args.table}:{args.as_row}"
+    if args.dry_run:
+        print_plan(planned, target, as_json=args.json)
+        return 0
+    from exoformer.harness.backends import make_backend
+    from exoformer.harness.launch import Interrupted, launch, unfinished, wait_for_slurm
+    from exoformer.harness.plan import split_overrides
+
+    _, profile_sets = split_overrides(args.overrides)
+    backend = make_backend(args.backend, profile_name=args.profile or specs[0].placement.profile,
+                           preset_profile=reg.presets[specs[0].preset].profile, concurrency=args.jobs,
+                           timeout_min=args.timeout_min, threads=args.threads, profile_overrides=profile_sets)
+    started = time.time()
+    try:
+        final = launch(planned, backend, command=["reproduce.py", *sys.argv[1:]],
+                       on_done=None if args.json else _announce, on_decided=None if args.json else _print_decisions)
+    except Interrupted as stop:
+        print(f"interrupted; run the same command to resume ({len(stop.names)} run(s) marked INTERRUPTED)",
+              file=sys.stderr)
+        return 130
+    if backend.name == "slurm" and args.wait:
+        wait_for_slurm(final)
+    args.target = target
+    code = _summary(final, time.time() - started, backend.name, args)
+    missing = unfinished(final, queued_ok=not (backend.name != "slurm" or args.wait))
+    if missing and not args.json:
+        print("not done: " + "; ".join(f"{name} ({why})" for name, why in missing))
+    return code or (1 if missing else 0)
+
+
+VERBS = [options.Verb("evaluate", "evaluate checkpoint files (the author's released ones, or ours) as a table row: "
+                      "validate, evaluate and analyse, skipping files already done", evaluate_arguments,
+                      evaluate_verb)]

@@ -1,0 +1,294 @@
+"""A run that evaluates a given checkpoint instead of training one (`reproduce.py evaluate PATH --as ROW`).
+
+The checkpoint (the author's released `ckpt_step:N.pt` or a `checkpoints/step_N.pt` of one of our runs) becomes
+an ordinary run directory `<root>/<row's first spec name>/<hash12>/`:
+- its Spec is the row's spec resolved under the preset, with the model replaced by what the importer read from
+  the file and the spike-score probe dropped (there is no training log);
+- its identity is sha256(checkpoint sha256 + eval settings): the evaluation, its precision, the validation data
+  settings and the analysis; the payload carries `source: checkpoint`, so it never equals a trained spec's hash;
+- its train stage imports the file into checkpoints/ in our format (nothing is trained); validate, evaluate
+  and analyse are the ordinary stages reading that model. Evaluation precision is `bf16` (the author's
+  run_eval.py: bf16 matmuls, hazard H4 in docs/official_code.md) or `fp32`; validation follows it.
+Planning reuses exoformer.harness.plan.assess and launching exoformer.harness.launch.launch, so dedup, resume
+and the inline/local/slurm backends behave as for any run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from exoformer.errors import UserError, did_you_mean
+from exoformer.harness import locking, runs
+from exoformer.harness.cost import Cost
+from exoformer.harness.plan import PlannedRun, assess, cost_profile_name, split_overrides
+from exoformer.harness.profiles import Profile, load_profile
+from exoformer.harness.registry import Registry
+from exoformer.harness.spec import Spec, _plain
+from exoformer.harness.status import SlurmView
+
+SOURCE = "checkpoint"
+PRECISIONS = {"bf16": "official-pure-bf16", "fp32": "fp32"}
+"""Evaluation precision -> the train.precision the validate stage runs under."""
+VALIDATION_FIELDS = ("data", "seq_len", "micro_batch_seqs", "final_val_tokens", "doc_masking", "z_loss", "precision")
+"""TrainConfig fields the validate stage reads: part of a checkpoint run's identity (the rest is inert)."""
+VARIANT_FIELDS = ("gated", "anchor", "mix_paths", "anchor_norm_paths", "granularity", "dynamic")
+"""Model fields that decide which table row a checkpoint can stand for."""
+
+# Cost of the paper suite (lm-eval 0.4 task defaults): documents per task x choices = loglikelihood requests.
+PAPER_REQUESTS = {"arc_challenge": 1172 * 4, "arc_easy": 2376 * 4, "hellaswag": 10042 * 4, "openbookqa": 500 * 4,
+                  "piqa": 1838 * 2, "winogrande": 1267 * 2}
+"""Full-split requests per task (ARC test sets have a few 3- and 5-choice questions: +-1%)."""
+TOKENS_PER_REQUEST = {"arc_challenge": 260, "arc_easy": 230, "hellaswag": 620, "openbookqa": 110, "piqa": 270,
+                      "winogrande": 180}
+"""GPT-2 tokens per 5-shot request (context + continuation) [inference: 6 x the mean length of one document
+as prompt text; the README says how to measure it on the prefetched task files]."""
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class CheckpointSpec(Spec):
+    """A Spec whose model comes from a file; `hash` covers the file's sha256 and the eval settings only."""
+
+    checkpoint_path: str
+    checkpoint_sha256: str
+    checkpoint_size: int
+    as_row: str
+    table: str
+    eval_precision: str = "bf16"
+    imported: dict = field(default_factory=dict, compare=False)
+    """What the importer learned (exoformer.model.official_info.describe_checkpoint), minus the file identity."""
+
+    def semantic(self) -> dict:
+        return {"source": SOURCE, "checkpoint_sha256": self.checkpoint_sha256, "model": self.model.to_dict(),
+                "eval": _plain(_asdict(self.eval)), "eval_precision": self.eval_precision,
+                "validation": {k: getattr(self.train, k) for k in VALIDATION_FIELDS},
+                "analysis": _plain(_asdict(self.analysis))}
+
+    def to_dict(self) -> dict:
+        base = {"name": self.name, "group": self.group, "variant": self.variant, "shape": self.shape,
+                "preset": self.preset, "seed": self.seed, "model": self.model.to_dict(), "train": self.train.to_dict(),
+                "eval": _plain(_asdict(self.eval)), "analysis": _plain(_asdict(self.analysis)),
+                "placement": _asdict(self.placement)}
+        return {**base, "source": SOURCE, "as_row": self.as_row, "table": self.table,
+                "eval_precision": self.eval_precision,
+                "checkpoint": {"path": self.checkpoint_path, "sha256": self.checkpoint_sha256,
+                               "size": self.checkpoint_size, **self.imported},
+                "hash": self.hash}
+
+    def stage_functions(self) -> dict:
+        """Stages that differ from the ordinary pipeline's (exoformer.harness.pipeline.stage_function)."""
+        return {"train": import_stage, "evaluate": evaluate_at_precision}
+
+
+def _asdict(obj: Any) -> dict:
+    from dataclasses import asdict
+
+    return asdict(obj)
+
+
+# --------------------------------------------------------------------------------------------- resolving
+
+def row_spec_name(registry: Registry, table: str, row: str) -> str:
+    """The first spec of a table row (the paper's run): the run directory's first level."""
+    if table not in registry.tables:
+        raise UserError(f"unknown table {table!r}", where="--table", fix=did_you_mean(table, registry.tables))
+    rows = {r.id: r for r in registry.tables[table].rows}
+    if row not in rows:
+        raise UserError(f"table {table} has no row {row!r}", where="--as", fix=did_you_mean(row, rows))
+    return rows[row].specs[0]
+
+
+def imported_model(path: str | Path, ckpt: dict):
+    """(ExoTransformer, ModelConfig) of a checkpoint dict of either kind, every tensor accounted for."""
+    from exoformer.model.official_info import OURS, checkpoint_kind, model_config_of
+
+    where = str(path)
+    if checkpoint_kind(ckpt) == OURS:
+        from exoformer.model import ExoTransformer
+
+        config = model_config_of(ckpt, where=where)
+        model = ExoTransformer(config)
+        try:
+            model.load_state_dict(ckpt["model"], strict=True)
+        except RuntimeError as err:
+            raise UserError(f"its tensors do not fit its model_config ({str(err).splitlines()[0][:160]})",
+                            where=where, fix="the file is damaged: use another checkpoint of the run") from None
+        return model.eval(), config
+    from exoformer.model.loading import load_official_checkpoint
+
+    try:
+        model, config = load_official_checkpoint(ckpt)
+    except UserError as err:
+        raise UserError(err.problem, where=where, fix=err.fix) from None
+    return model.eval(), config
+
+
+def check_row_fits(config, row_model, *, variant: str, row: str, where: str) -> None:
+    """The checkpoint must be the row's kind of model (gating, anchor, mixing, norms, granularity, dynamic).
+    Raw internal anchors pass for a row with q/k anchor norms: an OQKRN run trained with model3 saves exactly
+    model1's keys and the author evaluates it as raw model1 (hazard H7, docs/official_code.md)."""
+    fields = [k for k in VARIANT_FIELDS
+              if not (k == "anchor_norm_paths" and config.anchor == "internal" and not config.anchor_norm_paths)]
+    differing = [f"{k} {getattr(config, k)!r} (row {row}: {getattr(row_model, k)!r})" for k in fields
+                 if getattr(config, k) != getattr(row_model, k)]
+    if differing:
+        raise UserError(f"the checkpoint is not a {variant} model: " + "; ".join(differing[:3]), where=where,
+                        fix="pass the --as row this checkpoint belongs to")
+
+
+def resolve_checkpoint_spec(registry: Registry, path: str | Path, *, as_row: str, table: str = "table1",
+                            preset: str | None = None, overrides: list[str] | tuple[str, ...] = (),
+                            precision: str = "bf16", ckpt: dict | None = None) -> CheckpointSpec:
+    """The CheckpointSpec of one file for one table row; reads (and fully imports) the file once, so every
+    refusal (not a checkpoint, a pickle with code, unknown layout, missing/unexpected keys, a shape or vocab we
+    cannot express, the wrong row) happens here, before any run directory exists."""
+    from exoformer.model.official_info import describe_checkpoint, read_checkpoint
+
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown precision {precision!r}", where="--precision",
+                        fix=did_you_mean(precision, PRECISIONS))
+    name = row_spec_name(registry, table, as_row)
+    spec_sets, _ = split_overrides(overrides)
+    row_spec = registry.resolve(name, preset=preset, overrides=spec_sets)
+    where = str(path)
+    ckpt = read_checkpoint(path) if ckpt is None else ckpt
+    _, config = imported_model(path, ckpt)
+    check_row_fits(config, row_spec.model, variant=row_spec.variant, row=as_row, where=where)
+    info = describe_checkpoint(path, ckpt)
+    train = replace(row_spec.train, precision=PRECISIONS[precision])
+    if train.seq_len > config.seq_len:
+        raise UserError(f"validation sequences of {train.seq_len} tokens exceed the checkpoint's context of "
+                        f"{config.seq_len}", where=where, fix=f"add --set train.seq_len={config.seq_len}")
+    _check_vocab(train.data, config.vocab_size, where=where)
+    analysis = replace(row_spec.analysis, probes=tuple(p for p in row_spec.analysis.probes if p != "spike_scores"))
+    if analysis.seq_len is not None and analysis.seq_len > config.seq_len:
+        analysis = replace(analysis, seq_len=config.seq_len)
+    imported = {k: v for k, v in info.items() if k not in ("file", "sha256", "size", "model_config")}
+    return CheckpointSpec(name=row_spec.name, group=row_spec.group, variant=row_spec.variant, shape="checkpoint",
+                          preset=row_spec.preset, seed=row_spec.seed, model=config, train=train, eval=row_spec.eval,
+                          analysis=analysis, placement=row_spec.placement, source=where,
+                          checkpoint_path=info["file"], checkpoint_sha256=info["sha256"],
+                          checkpoint_size=info["size"], as_row=as_row, table=table, eval_precision=precision,
+                          imported=imported)
+
+
+def _check_vocab(data: str, vocab_size: int, *, where: str) -> None:
+    """The run's tokenizer must fit the checkpoint's vocabulary (57,601 rows hold GPT-2's 50,257, hazard H1)."""
+    from exoformer.data.tokenizer import for_data
+    from exoformer.train.loop import resolve_data_dir
+
+    try:
+        data_dir = resolve_data_dir(data)
+    except UserError:
+        return  # no data here (a login node): the validate stage says so in its own words
+    n_vocab = getattr(for_data(data_dir), "n_vocab", None)
+    if isinstance(n_vocab, int) and n_vocab > vocab_size:
+        raise UserError(f"the tokenizer of train.data={data!r} has {n_vocab} ids, the checkpoint's vocabulary "
+                        f"{vocab_size}", where=where, fix="evaluate it under a preset whose data it was trained "
+                                                         "on (450m: GPT-2 ids, FineWeb-Edu)")
+
+
+# --------------------------------------------------------------------------------------------- planning
+
+def eval_cost(spec: Spec, profile: Profile) -> Cost:
+    """Forward FLOPs (2 N per token) of the evaluation, the validation and the analysis of one run."""
+    from exoformer.harness.cost import compute_params
+
+    limit = spec.eval.limit
+    if spec.eval.suite == "paper":
+        tokens = sum(TOKENS_PER_REQUEST[t] * (n if limit is None else min(n, limit * (n // _docs(t))))
+                     for t, n in PAPER_REQUESTS.items())
+    else:
+        tokens = 0
+    tokens += spec.train.final_val_tokens + spec.analysis.n_sequences * (spec.analysis.seq_len or spec.model.seq_len)
+    n = compute_params(spec)
+    attention = 4.0 * spec.model.n_layer * spec.model.d_model * spec.model.seq_len / 2.0
+    flops = (2.0 * n + attention) * tokens
+    if profile.gpu is not None:
+        return Cost(flops=flops, gpu_hours=flops / (profile.gpu.peak_bf16_tflops * 1e12 * profile.gpu.mfu) / 3600,
+                    cpu_minutes=None)
+    if profile.cpu is not None:
+        return Cost(flops=flops, gpu_hours=None, cpu_minutes=flops / (profile.cpu.gflops * 1e9) / 60.0)
+    return Cost(flops=flops, gpu_hours=None, cpu_minutes=None)
+
+
+def _docs(task: str) -> int:
+    return {"arc_challenge": 1172, "arc_easy": 2376, "hellaswag": 10042, "openbookqa": 500, "piqa": 1838,
+            "winogrande": 1267}[task]
+
+
+def plan_checkpoints(registry: Registry, specs: list[CheckpointSpec], *, runs_root: str | Path | None = None,
+                     force: bool = False, retry_failed: bool = False, profile: str | None = None,
+                     overrides: list[str] | tuple[str, ...] = (), write: bool = False) -> list[PlannedRun]:
+    """PlannedRuns of checkpoint specs, decided as `plan` decides any spec (exoformer.harness.plan.assess)."""
+    root = runs.runs_root(None if runs_root is None else str(runs_root))
+    _, profile_sets = split_overrides(overrides)
+    manifest = locking.read_manifest(root)
+    view = SlurmView()
+    planned, profiles = [], {}
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.hash in seen:
+            continue  # the same file twice on one command line
+        seen.add(spec.hash)
+        name = cost_profile_name(registry, spec, profile)
+        if name not in profiles:
+            profiles[name] = load_profile(name, profile_sets)
+        claim = manifest.get(spec.hash)
+        action, reason, state = assess(spec, root, claim=claim, view=view, force=force, retry_failed=retry_failed,
+                                       write=write)
+        planned.append(PlannedRun(spec=spec, root=root, run_dir=runs.run_dir_for(spec, root), action=action,
+                                  reason=reason, state=state, claim=claim, profile=name,
+                                  cost=eval_cost(spec, profiles[name]), force=force, retry_failed=retry_failed))
+    return planned
+
+
+# --------------------------------------------------------------------------------------------- stages
+
+def import_stage(ctx: Any) -> dict[str, Any]:
+    """The train stage of a checkpoint run: import the file into checkpoints/ in our format; never trains."""
+    from exoformer.model.official_info import read_checkpoint, sha256_file
+    from exoformer.train.checkpoint import save_checkpoint
+
+    spec: CheckpointSpec = ctx.spec
+    path = Path(spec.checkpoint_path)
+    digest = sha256_file(path) if path.is_file() else None
+    if digest != spec.checkpoint_sha256:
+        raise UserError(f"the checkpoint is {'missing' if digest is None else 'another file'} now (sha256 "
+                        f"{str(digest)[:12]}, planned {spec.checkpoint_sha256[:12]})", where=str(path),
+                        fix="restore the file, or run `reproduce.py evaluate` on the new one")
+    ckpt = read_checkpoint(path)
+    model, config = imported_model(path, ckpt)
+    if config != spec.model:
+        raise UserError("the imported model differs from the planned one", where=str(path),
+                        fix="run `reproduce.py evaluate` again on this file")
+    step = int(spec.imported.get("step") or 0)
+    tokens = spec.imported.get("tokens")
+    state = {"model": model.state_dict(), "model_config": spec.model.to_dict(), "train_config": spec.train.to_dict(),
+             "step": step, "tokens": tokens if tokens is not None else 0,
+             "imported_from": {"path": str(path), "sha256": digest}}
+    saved = save_checkpoint(ctx.files.checkpoints, step, state, keep=1)
+    record = ctx.files.read_provenance()
+    record["checkpoint"] = {"path": str(path), "sha256": digest, "size": path.stat().st_size,
+                            "eval_precision": spec.eval_precision, **spec.imported}
+    ctx.files.write_provenance(record)
+    ctx.say(f"import: {spec.imported.get('layout')} from {path} -> {ctx.files.display(saved)}")
+    return {"imported": str(path), "sha256": digest, "step": step, "tokens": tokens,
+            "layout": spec.imported.get("layout"), "checkpoint": ctx.files.display(saved)}
+
+
+def evaluate_at_precision(ctx: Any) -> dict[str, Any]:
+    """The ordinary evaluate stage, under bf16 autocast for `bf16` (weights saved in bf16 stay exact)."""
+    import torch
+
+    from exoformer.eval.stage import evaluate_stage
+
+    spec: CheckpointSpec = ctx.spec
+    if spec.eval_precision == "fp32":
+        result = evaluate_stage(ctx)
+    else:
+        device = torch.device(str(ctx.device) if ctx.device is not None else "cpu")
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            result = evaluate_stage(ctx)
+    return {**result, "precision": spec.eval_precision}
