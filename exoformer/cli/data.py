@@ -15,8 +15,8 @@ def prefetch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fineweb-shards", type=int, default=None, metavar="N",
                         help="FineWeb-Edu train shards of 100M tokens to fetch (default: all of them)")
     parser.add_argument("--checkpoints", action="store_true",
-                        help="fetch only the author's released checkpoints of table1 (experiments/checkpoints.yaml) "
-                             "into <out>/checkpoints/table1/<row>/, verified by sha256")
+                        help="fetch only the author's released checkpoints of table1 (experiments/released.yaml) "
+                             "into <out>/released-checkpoints/table1/<row>/, verified by sha256")
     parser.add_argument("--map", dest="checkpoint_map", action="append", default=[], metavar="ROW=OWNER/NAME",
                         help="with --checkpoints: the hub repository of a row the registry does not know "
                              "(repeatable)")

@@ -156,7 +156,9 @@ def resolve_checkpoint_spec(registry: Registry, path: str | Path, *, as_row: str
     _, config = imported_model(path, ckpt)
     check_row_fits(config, row_spec.model, variant=row_spec.variant, row=as_row, where=where)
     info = describe_checkpoint(path, ckpt)
-    train = replace(row_spec.train, precision=PRECISIONS[precision])
+    # The run's final step is the imported step, so the result stages load exactly that checkpoint (a file that
+    # does not say its step becomes the run's only checkpoint, labelled step 1).
+    train = replace(row_spec.train, precision=PRECISIONS[precision], steps=int(info.get("step") or 1))
     if train.seq_len > config.seq_len:
         raise UserError(f"validation sequences of {train.seq_len} tokens exceed the checkpoint's context of "
                         f"{config.seq_len}", where=where, fix=f"add --set train.seq_len={config.seq_len}")
@@ -263,7 +265,7 @@ def import_stage(ctx: Any) -> dict[str, Any]:
     if config != spec.model:
         raise UserError("the imported model differs from the planned one", where=str(path),
                         fix="run `reproduce.py evaluate` again on this file")
-    step = int(spec.imported.get("step") or 0)
+    step = spec.train.steps
     tokens = spec.imported.get("tokens")
     state = {"model": model.state_dict(), "model_config": spec.model.to_dict(), "train_config": spec.train.to_dict(),
              "step": step, "tokens": tokens if tokens is not None else 0,

@@ -44,7 +44,7 @@ NOT_REGISTRY_FILES = (variants_mod.VARIANTS_NAME,)
 """Files in the registry directory that are not reached by include: (variants.yaml is read on its own)."""
 TARGET_KINDS = ("spec", "group", "table", "figure")
 """Kinds whose names share one namespace (see the module docstring)."""
-FILE_SECTIONS = ("include", "presets", "shapes", "groups", "metrics", "tables", "figures", "claims", "checkpoints")
+FILE_SECTIONS = ("include", "presets", "shapes", "groups", "metrics", "tables", "figures", "claims", "released")
 SPEC_KEYS = ("variant", "preset", "seed", "note", *SECTIONS)
 PRESET_KEYS = tuple(SECTIONS)
 DEFAULT_PRESET = "450m"
@@ -173,7 +173,7 @@ class Registry:
         for section, loader in (("metrics", self._load_metrics), ("presets", self._load_presets),
                                 ("shapes", self._load_shapes), ("groups", self._load_groups),
                                 ("tables", self._load_tables), ("figures", self._load_figures),
-                                ("claims", self._load_claims), ("checkpoints", self._load_checkpoints)):
+                                ("claims", self._load_claims), ("released", self._load_checkpoints)):
             if section in data:
                 body = data[section]
                 if not isinstance(body, dict):

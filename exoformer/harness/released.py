@@ -1,6 +1,6 @@
-"""The `checkpoints:` registry section (experiments/checkpoints.yaml): which released checkpoint is which table row.
+"""The `released:` registry section (experiments/released.yaml): which released checkpoint is which table row.
 
-    checkpoints:
+    released:
       table1:
         base: {repo: Jonnester/Baseline, file: "ckpt_step:38146.pt", sha256: null}
         gated: {repo: null, why: "no released repository is known to hold it"}
@@ -83,7 +83,7 @@ def check_rows(released: dict[tuple[str, str], Released], tables: dict) -> None:
     """Every entry must name a table and one of its rows (called once the whole registry is loaded)."""
     for (table, row), entry in released.items():
         if table not in tables:
-            raise UserError(f"checkpoints: unknown table {table!r}", where=entry.source,
+            raise UserError(f"released: unknown table {table!r}", where=entry.source,
                             fix=did_you_mean(table, tables))
         rows = [r.id for r in tables[table].rows]
         if row not in rows:

@@ -1,6 +1,6 @@
 """Fetch the author's released checkpoints on a machine with internet (`reproduce.py prefetch --checkpoints`).
 
-Which hub repository holds which table row is registry data (experiments/checkpoints.yaml); `--map ROW=REPO`
+Which hub repository holds which table row is registry data (experiments/released.yaml); `--map ROW=REPO`
 adds or replaces one. Each file lands in `<out>/checkpoints/<table>/<row>/<file>` through huggingface_hub (which
 lm-eval already installs), then its sha256 is computed and compared with the registry's, else with the hub's
 LFS checksum, and written beside it as `<file>.sha256`. A verified copy is never fetched again. Compute nodes
@@ -17,7 +17,7 @@ from exoformer.harness.released import Released, check_repo
 from exoformer.io import atomic_write_text
 from exoformer.model.official_info import sha256_file
 
-CHECKPOINTS_DIR = "checkpoints"
+CHECKPOINTS_DIR = "released-checkpoints"
 
 
 def parse_map(items: list[str] | tuple[str, ...], rows: list[str]) -> dict[str, str]:
@@ -76,7 +76,7 @@ def prefetch_checkpoints(released: dict[tuple[str, str], Released], out_dir: str
         expected = entry.sha256 or hub_sha256(entry.repo, entry.file)
         if expected is None:
             raise UserError(f"no sha256 to verify {entry.repo}/{entry.file} against", where=entry.source,
-                            fix=f"write its sha256 into experiments/checkpoints.yaml (the file's is {digest})")
+                            fix=f"write its sha256 into experiments/released.yaml (the file's is {digest})")
         if digest != expected:
             raise UserError(f"sha256 mismatch: {digest[:12]} downloaded, {expected[:12]} expected", where=str(got),
                             fix="delete the file and run the prefetch again")

@@ -97,8 +97,14 @@ def test_checkpoints_evaluate_as_rows_and_dedup(env, capsys):
     frame = collect(root, preset="smoke")
     for row in LAYOUTS:
         assert not frame[frame["spec"] == f"{row}-s42"].empty
-    if "source" in frame.columns:
-        assert set(frame["source"]) == {"checkpoint"}
+    assert set(frame["source"]) == {"checkpoint"}
+    # table table1 shows them as the checkpoint source, beside the paper (and no run of ours)
+    assert main(["table", "table1", "--preset", "smoke", "--runs-dir", str(root)]) == 0
+    table = capsys.readouterr().out
+    assert "ckpt" in table and "not comparable" in table
+    lines = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("|")}
+    gated = next(line for label, line in lines.items() if label.lower().startswith("gated attention"))
+    assert gated.count(" / ") >= 6, gated  # ours / ckpt / paper in each accuracy cell
 
     # the same file again: skipped, nothing new; another precision is another run
     before = run_dirs(root, "gated-s42")

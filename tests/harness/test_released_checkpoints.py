@@ -51,7 +51,7 @@ def test_prefetch_fetches_verifies_and_skips_the_second_time(tmp_path, hub, caps
     assert main(["prefetch", "--checkpoints", "--out", str(tmp_path), "--map", "gated=someone/Gated"]) == 0
     out = capsys.readouterr().out
     assert sorted(calls) == [("Jonnester/Baseline", "ckpt_step:38146.pt"), ("someone/Gated", "ckpt_step:38146.pt")]
-    path = tmp_path / "checkpoints" / "table1" / "base" / "ckpt_step:38146.pt"
+    path = tmp_path / "released-checkpoints" / "table1" / "base" / "ckpt_step:38146.pt"
     assert Path(f"{path}.sha256").read_text().split()[0] == hashlib.sha256(PAYLOAD).hexdigest()
     assert "table1 resformer: no repository" in out and "--map resformer=OWNER/NAME" in out
     assert f"reproduce.py evaluate '{path}' --as base" in out
@@ -84,7 +84,7 @@ def test_bad_map(tmp_path, hub, capsys, item, needle):
 def test_registry_section_errors(tmp_path, body, needle):
     reg_dir = tmp_path / "experiments"
     shutil.copytree(DEFAULT_REGISTRY, reg_dir)
-    (reg_dir / "checkpoints.yaml").write_text("checkpoints:\n" + body)
+    (reg_dir / "released.yaml").write_text("released:\n" + body)
     with pytest.raises(UserError, match=needle) as err:
         Registry(reg_dir)
-    assert "checkpoints.yaml:" in str(err.value)
+    assert "released.yaml:" in str(err.value)
