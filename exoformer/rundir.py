@@ -166,6 +166,11 @@ class RunDir:
         return self.path / "logs"
 
     @property
+    def tensorboard(self) -> Path:
+        """TensorBoard event files, when the job was asked for them (exoformer.train.tensorboard)."""
+        return self.path / "tensorboard"
+
+    @property
     def stages_dir(self) -> Path:
         return self.path / "stages"
 

@@ -1,11 +1,11 @@
 """The paper's analysis metrics as pure functions, each defined exactly in its docstring.
 
 The definitions follow the official analysis.py (HEAD), as written down in
-`shared/reference/official_code.md` section 6.2; where ours differs (precision, memory, edge cases)
+`docs/official_code.md` section 6.2; where ours differs (precision, memory, edge cases)
 the docstring says so and why. Every function reduces one layer's tensors to numbers, so that a probe
 can run layer by layer and never hold more than one layer's O(T^2) attention matrix (issue 7).
 
-Indexing convention (official 6.2): attention metrics are indexed by block 0..L-1; hidden-state metrics
+Indexing convention (docs/official_code.md 6.2): attention metrics are indexed by block 0..L-1; hidden-state metrics
 by hidden state 0..L, where 0 is the embedding output and i is the output of block i-1.
 """
 
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from exoformer.errors import UserError
 
 SPARSE_GATE_THRESHOLD = 0.2
-"""A gate score below this counts as closed (official 6.2, 'sparsity')."""
+"""A gate score below this counts as closed (docs/official_code.md 6.2, 'sparsity')."""
 
 _ENTROPY_CLAMP = 1e-10
 _CHUNK_ELEMENTS = 1 << 22
@@ -41,7 +41,7 @@ metric multiplies a layer's memory."""
 def first_token_attention(attn: torch.Tensor) -> float:
     """Attention sink: mean over (b, h, query i) of A[b, h, i, 0].
 
-    All queries count, including i = 0, whose only key is itself (weight 1), exactly as official 6.2.
+    All queries count, including i = 0, whose only key is itself (weight 1), exactly as docs/official_code.md 6.2.
     With document masking the first key of a later document is not position 0; like the official code
     we still measure position 0 (the analysis input of the paper is not document-masked).
     """
@@ -50,7 +50,7 @@ def first_token_attention(attn: torch.Tensor) -> float:
 
 
 def attention_entropy(attn: torch.Tensor) -> float:
-    """Mean over (b, h, query i) of -sum_j a_ij log a_ij, with a clamped to >= 1e-10 (official 6.2).
+    """Mean over (b, h, query i) of -sum_j a_ij log a_ij, with a clamped to >= 1e-10 (docs/official_code.md 6.2).
 
     The clamp makes a masked zero contribute 1e-10 * 23 ~ 2e-9 nats, as in the official code. Computed in
     chunks of (b, h) rows so that the temporaries stay far below the size of the attention matrix.
@@ -170,7 +170,7 @@ def pca_components(hidden: torch.Tensor, threshold: float = 0.99) -> tuple[int, 
 
 
 def massive_activation(hidden: torch.Tensor) -> float:
-    """Massive activations: max |h| over all elements (official 6.2; its summary prints log10(max + 1))."""
+    """Massive activations: max |h| over all elements (docs/official_code.md 6.2; its summary prints log10(max + 1))."""
     return float(hidden.abs().max())
 
 
@@ -185,7 +185,7 @@ def _check_hidden(hidden: torch.Tensor) -> None:
 
 
 def gate_stats(gate: torch.Tensor) -> tuple[float, float]:
-    """(mean gate score, sparsity = fraction of gate scores < 0.2), over all elements (official 6.2).
+    """(mean gate score, sparsity = fraction of gate scores < 0.2), over all elements (docs/official_code.md 6.2).
 
     `gate` holds sigmoid values (after mixing and dynamic scales), any shape.
     """
@@ -203,7 +203,7 @@ class CoefficientStats:
     self_mean: float
     """mean(lambda2) over all elements."""
     ratio_of_means: float
-    """mean(lambda1) / (mean(lambda2) + 1e-6), official 6.2."""
+    """mean(lambda1) / (mean(lambda2) + 1e-6), docs/official_code.md 6.2."""
     ratio: list[float]
     """Elementwise lambda1 / (lambda2 + 1e-12), flattened head-major: H*d_head (E), H (H) or 1 (S) values."""
 

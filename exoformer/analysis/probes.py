@@ -49,7 +49,7 @@ def run_probes(model: nn.Module, idx: torch.Tensor, doc_starts: torch.Tensor | N
 
     The unablated pass always runs (it also tells whether the model is gated and whether it mixes);
     'anchor' and 'self' run only for mixing models and are "not applicable" otherwise. Runs in fp32
-    under no_grad on the model's device (official 6.1 used bf16, hazard H4; fp32 is what accuracy
+    under no_grad on the model's device (docs/official_code.md 6.1 used bf16, hazard H4; fp32 is what accuracy
     needs). `stream=False` keeps every layer's trace until the forward ends, the naive path that the
     tests and the benchmark compare with; the numbers are the same.
 

@@ -1,6 +1,6 @@
 """The `analyse` stage of a run: the paper's probes on the final checkpoint, and spike scores from the log.
 
-Input (official_code.md 6.1): the first `analysis.n_sequences` validation chunks of `analysis.seq_len`
+Input (docs/official_code.md 6.1): the first `analysis.n_sequences` validation chunks of `analysis.seq_len`
 tokens (default 4 x the model's seq_len = 4 x 2048 at paper scale; the smoke preset sets 256), unshuffled,
 with no document masking (plain causal attention over each chunk, as the official analysis.py).
 Unlike the official input, the shard header is never read as tokens (hazard H1), so chunk 0 starts with
@@ -190,7 +190,7 @@ def _table_numbers(probes: dict) -> dict[str, float]:
     """Per-run columns of the declared tables (experiments/tables.yaml), where this run has them.
 
     pca_final_anchor_removed: components of the last hidden state with the anchor term removed; pca_mean_self_removed:
-    the mean over all L+1 hidden states (index 0 = embeddings, as official 6.2's per-layer list) with the own term
+    the mean over all L+1 hidden states (index 0 = embeddings, as docs/official_code.md 6.2's per-layer list) with the own term
     removed (paper appendix C: 321 vs 181 and 822 vs 611); token_similarity_max: the largest layer's mean
     token-to-token similarity (paper: ~95%); first_token_attention_layer_mean: the attention sink averaged over
     layers (the claims verb divides gated attention's by ExoFormer's).

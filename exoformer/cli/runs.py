@@ -102,6 +102,9 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wait", action="store_true", help="slurm: wait until the jobs end")
     parser.add_argument("--dry-run", action="store_true", help="show the plan (same as `plan`) and launch nothing")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument("--tensorboard", action="store_true",
+                        help="also write TensorBoard event files into each run's tensorboard/ (metrics.jsonl stays "
+                             "the record; never part of a run's identity)")
     options.add_resolve(parser)
 
 
@@ -110,7 +113,9 @@ def run_verb(args: argparse.Namespace) -> int:
         print_plan(_plan(args), args.target, as_json=args.json)
         return 0
     from exoformer.harness.backends import make_backend
+    from exoformer.environ import temporary_env
     from exoformer.harness.launch import Interrupted, launch, unfinished, wait_for_slurm
+    from exoformer.train.tensorboard import ENV as TENSORBOARD_ENV
 
     reg = options.registry(args)
     planned = _plan(args)
@@ -125,9 +130,10 @@ def run_verb(args: argparse.Namespace) -> int:
     started = time.time()
     announced: list[str] = []
     try:
-        final = launch(planned, backend, command=["reproduce.py", *sys.argv[1:]],
-                       on_done=None if args.json else lambda item: announced.append(_announce(item)),
-                       on_decided=None if args.json else _print_decisions)
+        with temporary_env({TENSORBOARD_ENV: "1"} if args.tensorboard else {}):
+            final = launch(planned, backend, command=["reproduce.py", *sys.argv[1:]],
+                           on_done=None if args.json else lambda item: announced.append(_announce(item)),
+                           on_decided=None if args.json else _print_decisions)
     except Interrupted as stop:
         print(f"interrupted; run the same command to resume ({len(stop.names)} run(s) marked INTERRUPTED)",
               file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Packed training and validation batches from token shards (official_code.md 4.1).
+"""Packed training and validation batches from token shards (docs/official_code.md 4.1).
 
 A shard of n tokens holds floor((n-1)/T) non-overlapping chunks; chunk i is x = tok[i*T : i*T+T] and
 y = tok[i*T+1 : i*T+T+1]. `doc_starts[b, t]` is True where x is EOT (each document is *preceded* by EOT,

@@ -2,7 +2,7 @@
 
 Header words (little-endian int32): [0] magic 20240520, [1] version 1, [2] token count, [3:256] zeros.
 The author's loader memory-maps the whole file as uint16 and so trains on the 512 header words as if they
-were tokens (official_code.md section 7, hazard H1, which is why their vocab is 57,601). `read_shard`
+were tokens (docs/official_code.md section 7, hazard H1, which is why their vocab is 57,601). `read_shard`
 validates the header and returns only the tokens after it; nothing here ever yields a header word.
 """
 

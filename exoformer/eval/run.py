@@ -1,6 +1,6 @@
 """Evaluate a model on a suite with lm-eval, offline, and flatten the results into long-format rows.
 
-Settings follow the author's `run_eval.py` (official_code.md section 5): 5-shot, full splits, lm-eval's
+Settings follow the author's `run_eval.py` (docs/official_code.md section 5): 5-shot, full splits, lm-eval's
 task-default prompts and splits, and lm-eval's default seeds (`DEFAULT_SEEDS`: random 0, numpy 1234,
 torch 1234, few-shot sampler 1234), which fix the few-shot demonstrations. The differences are in the
 adapter (`ExoLM`: batched, fp32 log-softmax) and in reading the datasets from local files.

@@ -1,11 +1,11 @@
 """Task suites as lm-eval task configs (dicts usable as `simple_evaluate(tasks=...)`).
 
-`paper`: the paper's six tasks (official_code.md section 5) with lm-eval 0.4.13's own configs, read from
+`paper`: the paper's six tasks (docs/official_code.md section 5) with lm-eval 0.4.13's own configs, read from
 the YAMLs inside the installed package by lm-eval's own loader, so `include:` is merged and `!function`
 resolves to the real helpers (HellaSwag's `process_docs`, WinoGrande's partial-scoring functions).
 With `data_dir`, the same configs are re-pointed at `<data_dir>/<task>/<split>.jsonl` (what
 `prefetch` writes), so compute nodes evaluate offline. lm-eval pitfalls handled here
-(feasibility.md section 2): every split a config names gets a file (few-shot docs come from `train`),
+(docs/feasibility.md section 2): every split a config names gets a file (few-shot docs come from `train`),
 paths are absolute (relative ones resolve against the working directory), and `data_files` is a mapping
 (a single path would become a `train` split).
 

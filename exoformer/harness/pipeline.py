@@ -143,7 +143,7 @@ def _job_id_and_rank() -> tuple[str | None, int, int]:
 
 def export_distributed_env() -> None:
     """MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK (and CUDA_VISIBLE_DEVICES per task) from submitit's job
-    environment, for exoformer.train's env:// process group (ecosystem.md B5; submitit #1704)."""
+    environment, for exoformer.train's env:// process group (docs/ecosystem.md B5; submitit #1704)."""
     from submitit.helpers import TorchDistributedEnvironment
 
     TorchDistributedEnvironment().export(set_cuda_visible_devices=True)

@@ -25,7 +25,7 @@ from exoformer.yaml_lines import load_yaml_text
 PROBES = ("first_token_attention", "attention_entropy", "token_similarity", "similarity_to_embeddings",
           "layer_similarity", "pca_components", "gate_stats", "coefficient_stats", "massive_activation",
           "spike_scores")
-"""Analysis probes (official_code.md 6.2; paper.md 4.3-4.4); names follow exoformer.analysis.metrics."""
+"""Analysis probes (docs/official_code.md 6.2; docs/paper.md 4.3-4.4); names follow exoformer.analysis.metrics."""
 
 
 

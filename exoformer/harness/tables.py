@@ -2,7 +2,7 @@
 
 A table is rows (each a list of spec names: the first is the paper's run, the rest are seed replicates)
 by columns (metric ids from the `metrics:` vocabulary), plus the per-task metric convention that the diff
-may flip (the paper does not say acc or acc_norm: paper.md 2.2, 7.4) and the key of its reported numbers.
+may flip (the paper does not say acc or acc_norm: docs/paper.md 2.2, 7.4) and the key of its reported numbers.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from exoformer.harness.sweeps import check_name
 TASKS = PAPER_TASKS
 DEFAULT_CONVENTION = {"arc_challenge": "acc_norm", "arc_easy": "acc_norm", "hellaswag": "acc_norm",
                       "openbookqa": "acc_norm", "piqa": "acc_norm", "winogrande": "acc"}
-"""Default metric per task [inference: paper.md 4.2; WinoGrande has only acc]; a table may override it."""
+"""Default metric per task [inference: docs/paper.md 4.2; WinoGrande has only acc]; a table may override it."""
 TASK_METRICS = ("acc", "acc_norm")
 FIGURE_KINDS = ("curves", "bars", "heatmap", "per-layer", "matrix", "table")
 """Parsed here; what each kind draws is exoformer/harness/figure_kinds.py."""

@@ -1,7 +1,7 @@
 """Import of the author's released checkpoints (`ckpt_step:38146.pt`) into ExoTransformer, strictly.
 
 The variant is read from the state-dict keys (which official model file wrote it) together with
-`model_args` (official_code.md 1.7, 2, 3):
+`model_args` (docs/official_code.md 1.7, 2, 3):
 - model1 (no anchor_proj, no v_norm / v_res_norm): internal anchor, raw (no anchor norm). Note H7: an
   "OQKRN" run trained with model3 (q/k anchor norms) has exactly model1's keys; it loads as raw model1,
   which is how the README says to evaluate it.
@@ -36,7 +36,7 @@ OFFICIAL_DEFAULTS = {
     "embedding_layer0_mix_enabled": False, "dynamic_mixing_enabled": True, "dynamic_mixing_hidden_dim": 16,
     "anchor_delta_enabled": False,
 }
-"""The official ModelConfig defaults (official_code.md 1.7, trap H6) for flags a checkpoint may omit."""
+"""The official ModelConfig defaults (docs/official_code.md 1.7, trap H6) for flags a checkpoint may omit."""
 
 UNSUPPORTED = {
     # flag: (value we can express, why)

@@ -28,7 +28,7 @@ from exoformer.model.config import ModelConfig
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm over the last dim, computed in fp32 and cast back, then the gain (official 1.1)."""
+    """RMSNorm over the last dim, computed in fp32 and cast back, then the gain (docs/official_code.md 1.1)."""
     y = F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
     return y * weight.to(x.dtype)
 
@@ -137,7 +137,7 @@ class PathCoefficients(nn.Module):
 
 
 class DynamicCoefficients(nn.Module):
-    """Per-token scales s = sigmoid(fc2(GELU(fc1(x)))), d -> hidden -> 2 per projection (official 1.6).
+    """Per-token scales s = sigmoid(fc2(GELU(fc1(x)))), d -> hidden -> 2 per projection (docs/official_code.md 1.6).
 
     Output order [q1, q2, k1, k2, v1, v2, g1, g2] over all projections, mixed or not (as the official code).
     fc2 weight and bias start at zero, so s = 0.5 exactly at init. Hazard H5 (docs/official_code.md): the
@@ -161,7 +161,7 @@ class DynamicCoefficients(nn.Module):
 class ExogenousAnchor(nn.Module):
     """A_S = Norm_S(h W_S): one fused d -> n_proj*d projection (`anchor.proj`), computed once per forward.
 
-    h is the raw token embedding for anchor 'h0' (no norm, before anything else; official 1.5), or the
+    h is the raw token embedding for anchor 'h0' (no norm, before anything else; docs/official_code.md 1.5), or the
     output of block 0 / 1 for 'h1' / 'h2' (raw as well [inference: the paper gives no norm]). The weight has
     rows for every projection as the official code; only the mixed paths' rows are multiplied.
     """
@@ -222,7 +222,7 @@ class Mixer(nn.Module):
         """Eq. 10, plainly. x: the layer input (B, T, d); own: its projections (B, T, n_proj, H, dh); anchor:
         (B, T, n_mix, H, dh). Returns every projection with the mixed ones replaced, and a function giving the
         effective (c_anchor, c_self), each broadcastable to (B, T, n_mix, H, dh) (called only when tracing)."""
-        dtype = own.dtype  # coefficients are cast to the activation dtype (official 1.1, precision)
+        dtype = own.dtype  # coefficients are cast to the activation dtype (docs/official_code.md 1.1, precision)
         c_anchor, c_self = (c.to(dtype) for c in self.static(ablate))
         if self.dynamic is not None:
             s = self.dynamic(x)[:, :, self.take].to(dtype)  # (B, T, n_mix, 2), one scale per token and path
@@ -396,7 +396,7 @@ class Attention(nn.Module):
         self.fused_mixing = fused_mixing
         self.provides_anchor = cfg.anchor == "internal" and layer == 0
         if self.provides_anchor:
-            # v/g anchors get their own norms in layer 0; q/k anchors reuse layer 0's QK-norm (official 1.4).
+            # v/g anchors get their own norms in layer 0; q/k anchors reuse layer 0's QK-norm (docs/official_code.md 1.4).
             vg_normed = tuple(p for p in cfg.anchor_norm_paths if p in ("v", "g"))
             self.anchor_norms = PathNorms(cfg.mix_paths, vg_normed, cfg.d_head, cfg.norm_eps)
             self.anchor_qk_normed = tuple(p for p in cfg.anchor_norm_paths if p in ("q", "k"))
@@ -433,7 +433,7 @@ class Attention(nn.Module):
         return self.out(y.flatten(2)), anchor_out
 
     def _internal_anchor(self, raw: torch.Tensor, qk_normed: torch.Tensor) -> torch.Tensor:
-        """Layer 0's anchors, all pre-RoPE: QK-normed or raw q/k, own-normed or raw v/g (official 1.4/1.5)."""
+        """Layer 0's anchors, all pre-RoPE: QK-normed or raw q/k, own-normed or raw v/g (docs/official_code.md 1.4/1.5)."""
         parts = [qk_normed[:, :, i] if p in self.anchor_qk_normed else raw[:, :, i]
                  for p, i in zip(self.anchor_norms.paths, self.anchor_index)]
         return self.anchor_norms(torch.stack(parts, dim=2))
@@ -489,7 +489,7 @@ class ExoTransformer(nn.Module):
     @torch.no_grad()
     def init_weights(self) -> None:
         """Trunc-normal(std, +-cutoff*std) for Linear/Embedding; zeros for ZeroInitLinear (attention out-proj,
-        MLP fc2, LM head, dynamic fc2 incl. bias); gains 1; coefficients at their init (official 1.1)."""
+        MLP fc2, LM head, dynamic fc2 incl. bias); gains 1; coefficients at their init (docs/official_code.md 1.1)."""
         std, cut = self.config.init_std, self.config.init_cutoff * self.config.init_std
         for module in self.modules():
             if isinstance(module, ZeroInitLinear):

@@ -23,7 +23,7 @@ OFFICIAL, OURS = "official", "ours"
 """The two kinds of checkpoint file the importer knows."""
 FLAGS = ("decouple_anchor", "residual_mode", "gated_attention_enabled", "dynamic_mixing_enabled",
          "q_residual_norm_enabled", "k_residual_norm_enabled", "value_res_lambda_init", "flash_attention")
-"""model_args flags reported as they were saved (official_code.md 1.7)."""
+"""model_args flags reported as they were saved (docs/official_code.md 1.7)."""
 CONFIG_KEYS = ("max_steps", "max_tokens", "total_batch_size", "batch_size", "block_size", "seed", "dtype",
                "eval_steps", "learning_rate", "warmup_steps")
 """train.py module variables summarised from `config` when the file has them."""

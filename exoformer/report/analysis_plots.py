@@ -7,7 +7,7 @@ replicates of one model: one line per label (the mean over seeds, a min-max band
 A run without analysis output is named "not run"; a probe the model cannot have (gates of an ungated model,
 ablations of a model that mixes nothing) is written into the panel as "not applicable".
 
-Runs of different depth (the paper's ungated models are deeper than its gated ones at equal size, paper.md
+Runs of different depth (the paper's ungated models are deeper than its gated ones at equal size, docs/paper.md
 2.1) share one axis: relative depth, hidden state i of a model with L blocks at i / L and block l at
 (l + 1) / L (the hidden state it writes). Runs probed on different inputs (batch or sequence length) are not
 comparable and are a one-line error. Torch-free: reads the analyse stage's probes and spikes records only
@@ -70,7 +70,7 @@ PER_LAYER: dict[str, PerLayer] = {
     "massive_activation": PerLayer(by_block=False, panels=(Panel(key="massive_activation", ylabel="max |h|",
                                                                  log=True),)),
 }
-"""Registry probe name (series `analysis.<name>`) -> panels; official_code.md 6.2 for each definition."""
+"""Registry probe name (series `analysis.<name>`) -> panels; docs/official_code.md 6.2 for each definition."""
 
 
 # --------------------------------------------------------------------------------------------------

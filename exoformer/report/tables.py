@@ -3,7 +3,7 @@
 A cell's reproduced value is the mean over the row's specs that have results (the first spec is the
 paper's seed-42 run, the others seed replicates), with lm-eval's stderr of that mean and, when two or more
 seeds exist, their sample standard deviation. Task accuracies use the table's metric convention (the paper
-does not say acc or acc_norm: paper.md 2.2, 7.4) and are shown in % as the paper does; `avg6` is the mean
+does not say acc or acc_norm: docs/paper.md 2.2, 7.4) and are shown in % as the paper does; `avg6` is the mean
 of the six task accuracies per seed, its stderr sqrt(sum se_t^2) / 6 (tasks are independent samples).
 `val_ppl` is the validate stage's perplexity. A missing run reads "not run", a null in reported.yaml
 "not reported".

@@ -34,8 +34,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def build_configs(args: argparse.Namespace):
     """(ModelConfig, TrainConfig) from the flags; --shape smoke starts from the registry's smoke preset."""
-    from exoformer.model.variants import variant_config
     from exoformer.harness.smoke_recipe import smoke_train_fields
+    from exoformer.model.variants import variant_config
 
     model_overrides = {"seq_len": args.seq_len} if args.seq_len else {}
     model_config = variant_config(args.variant, args.shape, **model_overrides)

@@ -1,7 +1,7 @@
 """`TrainConfig`: the training recipe of one run, validated once at construction.
 
 Torch-free so that the registry, hashing and cost model can read it. Defaults are the paper's recipe
-(official_code.md section 4): Muon + AdamW, warmup-stable-decay, z-loss, 262,144 tokens per step,
+(docs/official_code.md section 4): Muon + AdamW, warmup-stable-decay, z-loss, 262,144 tokens per step,
 38,147 steps (10B tokens).
 """
 

@@ -1,6 +1,6 @@
 """The training loop: one function that trains (or resumes, or finishes) one run in `out_dir`.
 
-Recipe per update (official_code.md 4.2-4.3): set both LRs and the Muon momentum from the step; for each
+Recipe per update (docs/official_code.md 4.2-4.3): set both LRs and the Muon momentum from the step; for each
 micro-batch, forward (bf16 autocast on GPU), loss = (CE + z)/accumulation, backward (DDP all-reduces on
 the last micro-batch only); clip the global grad norm to 1.0; step Muon and AdamW; zero grads.
 Step numbers count updates done: a train line with step s follows the s-th update, and checkpoint
@@ -14,7 +14,6 @@ import contextlib
 import logging
 import math
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -27,13 +26,21 @@ from torch import nn
 from exoformer.data.loader import Batch, TrainBatches, validation_batches
 from exoformer.errors import UserError
 from exoformer.model.config import ModelConfig
-from exoformer.train import distributed as dist_util
 from exoformer.rundir import RunDir
-from exoformer.train.checkpoint import (check_resumable, checkpoint_dir, checkpoint_name, load_final_checkpoint,
-                                        load_latest_verified, save_checkpoint)
+from exoformer.train import distributed as dist_util
+from exoformer.train import tensorboard
+from exoformer.train.checkpoint import (
+    check_resumable,
+    checkpoint_dir,
+    checkpoint_name,
+    load_final_checkpoint,
+    load_latest_verified,
+    save_checkpoint,
+)
 from exoformer.train.config import TrainConfig
 from exoformer.train.loss import lm_loss, official_logged_loss
 from exoformer.train.optim import build_optimizers, set_schedules
+from exoformer.train.progress import Progress
 from exoformer.train.schedule import lr_multiplier_for, momentum_for
 from exoformer.train.state import MetricsLog, rng_state, seed_everything, set_rng_state
 
@@ -119,31 +126,6 @@ class StopRequest:
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
-
-
-class Progress:
-    """A one-line progress bar on a terminal; plain log lines every ~2% of the run otherwise (rank 0 only)."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.enabled = total, enabled
-        self.tty = enabled and sys.stderr.isatty()
-        self.every = max(1, total // 50)
-
-    def update(self, step: int, text: str) -> None:
-        if not self.enabled:
-            return
-        if self.tty:
-            done = int(30 * step / self.total)
-            sys.stderr.write(f"\r[{'#' * done}{'.' * (30 - done)}] {step}/{self.total} {text}")
-            sys.stderr.flush()
-            if step == self.total:
-                sys.stderr.write("\n")
-        elif step % self.every == 0 or step == self.total:
-            print(f"step {step}/{self.total} {text}", flush=True)
-
-    def note(self, text: str) -> None:
-        if self.enabled:
-            print(("\n" if self.tty else "") + text, flush=True)
 
 
 @torch.no_grad()
@@ -240,6 +222,7 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
         forward = torch.compile(forward)
     metrics = MetricsLog(RunDir(out_dir).metrics_file, resume_step=step) if env.is_main else None
     progress = Progress(cfg.steps, env.is_main)
+    board = tensorboard.EventWriter(RunDir(out_dir).tensorboard) if env.is_main and tensorboard.enabled() else None
     if env.is_main:
         progress.note(f"{'resuming at' if step else 'starting'} step {step}/{cfg.steps}: "
                       f"{env.world_size} rank(s) on {device.type}, precision {precision}, "
@@ -294,7 +277,10 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                     metrics.write({"kind": "train", "step": step, "tokens": tokens, "loss": last_loss,
                                    "lr": lr, "grad_norm": float(grad_norm), "ms_per_step": 1000 * elapsed,
                                    "tokens_per_s": cfg.batch_tokens / elapsed})
-                progress.update(step, f"loss {last_loss:.4f} lr {lr:.2e} {1000 * elapsed:.0f} ms/step")
+                progress.update(step, loss=last_loss, tokens_per_s=cfg.batch_tokens / elapsed, lr=lr)
+                if board:
+                    board.scalars(step, {"train/loss": last_loss, "train/lr": lr, "train/grad_norm": float(grad_norm),
+                                         "train/tokens_per_s": cfg.batch_tokens / elapsed})
                 if cfg.val_every and (step % cfg.val_every == 0 or step == cfg.steps):
                     ce, z, _ = evaluate(model, val_set, device=device, precision=precision,
                                         doc_masking=cfg.doc_masking)
@@ -302,6 +288,8 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                         metrics.write({"kind": "val", "step": step, "tokens": tokens, "val_loss": ce,
                                        "val_loss_official": official_logged_loss(ce, z, cfg.z_loss)})
                     progress.note(f"step {step}: val_loss {ce:.4f}")
+                    if board:
+                        board.scalars(step, {"val/loss": ce})
                 if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop_now:
                     save(step)
                 if stop_now and step < cfg.steps:
@@ -311,6 +299,8 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
     finally:
         if metrics:
             metrics.close()
+        if board:
+            board.close()
     return TrainResult(step=step, tokens=tokens, final_train_loss=last_loss, interrupted=interrupted)
 
 

@@ -1,7 +1,7 @@
 """Training loss: token cross-entropy plus z-loss, in fp32.
 
 The z-loss is counted once: loss = CE + z_loss * mean(logsumexp^2). The official code's flash-attn path
-adds the z term a second time to the *logged* value (hazard H3, official_code.md 4.4), so its logged and
+adds the z term a second time to the *logged* value (hazard H3, docs/official_code.md 4.4), so its logged and
 validated losses equal CE + 2*z_loss*mean(lse^2); `official_logged_loss` reproduces that convention.
 """
 

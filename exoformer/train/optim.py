@@ -1,4 +1,4 @@
-"""Optimisers of the paper's recipe: Muon for hidden matrices, AdamW for the rest (official_code.md 4.3).
+"""Optimisers of the paper's recipe: Muon for hidden matrices, AdamW for the rest (docs/official_code.md 4.3).
 
 `param_groups` splits a model's parameters by rule (never by a list of names) into
   muon: every 2-D weight that is not an embedding, the LM head or a mixing coefficient

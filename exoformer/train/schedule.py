@@ -1,4 +1,4 @@
-"""Learning-rate and Muon-momentum schedules (official_code.md section 4.3).
+"""Learning-rate and Muon-momentum schedules (docs/official_code.md section 4.3).
 
 Both are pure functions of the 0-based update index, so the only schedule state a checkpoint needs is
 the step itself. One LR multiplier is shared by Muon and AdamW (official: one `WarmupStableDecay`

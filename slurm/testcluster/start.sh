@@ -6,7 +6,7 @@
 # Everything lives under BASE_DIR: munge key and socket, a MariaDB datadir, slurmdbd, slurmctld and
 # slurmd with their configs, state, logs and PID files. Ports are chosen free at start, so several
 # clusters (or a system Slurm) can coexist; nothing under /etc is read or written. All daemons run as
-# the calling user (root in CI). Recipe and pitfalls: shared/reference/feasibility.md section 4.
+# the calling user (root in CI). Recipe and pitfalls: docs/feasibility.md section 4.
 # Stop with slurm/testcluster/stop.sh BASE_DIR. On failure this script prints the reason and the log
 # tails, stops whatever it had started, and exits 1.
 set -euo pipefail

@@ -66,7 +66,7 @@ class SuccessorLM(nn.Module):
 
 
 def fake_rows(task: str, n: int, rng: random.Random) -> list[dict]:
-    """`n` made-up rows in the real dataset's schema (feasibility.md 2b)."""
+    """`n` made-up rows in the real dataset's schema (docs/feasibility.md 2b)."""
     words = ["red", "blue", "green", "stone", "water", "lamp", "cat", "dog", "bread", "salt"]
     rows = []
     for i in range(n):

@@ -1,4 +1,4 @@
-"""ExoLM against direct, unbatched computations with the same model (ecosystem.md A1: how adapters go wrong)."""
+"""ExoLM against direct, unbatched computations with the same model (docs/ecosystem.md A1: how adapters go wrong)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Official checkpoint import: synthetic checkpoints in the official key layout (official_code.md section 2)."""
+"""Official checkpoint import: synthetic checkpoints in the official key layout (docs/official_code.md section 2)."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""The variant table, shapes, config errors and parameter counts (official_code.md section 2)."""
+"""The variant table, shapes, config errors and parameter counts (docs/official_code.md section 2)."""
 
 import subprocess
 import sys
@@ -18,7 +18,7 @@ EXPECTED_NAMES = {
     "dynamic-e-exoformer-from-h2", "e-nuresformer-vg", "e-exoformer-vg",
 }
 
-# official_code.md section 2, counted by the author's code at vocab 57,601.
+# docs/official_code.md section 2, counted by the author's code at vocab 57,601.
 OFFICIAL_COUNTS = [
     ("gated", "450m-gated", 452_526_720),
     ("base", "450m-gated", 422_118_016),

@@ -3,7 +3,7 @@
 Documents come in six genres (fact lists, person profiles, animal and object notes, cause and effect with
 tools, short stories that chain facts, quizzes in the evaluation prompts' "Question: ...\\nAnswer: ..."
 scaffolding), drawn with a seeded RNG from `facts.world()` and worded by `phrasing`. Each document starts
-with EOT, as in the FineWeb-Edu shards (official_code.md section 4.1). Text is GPT-2-tokenized and then
+with EOT, as in the FineWeb-Edu shards (docs/official_code.md section 4.1). Text is GPT-2-tokenized and then
 renumbered into the compact vocabulary (tokenizer.CompactTokenizer, `vocab.json`), which also covers every
 token of the smoke evaluation prompts, so evaluation never meets `<unk>` from our own tasks.
 

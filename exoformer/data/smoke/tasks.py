@@ -2,7 +2,7 @@
 
 Each task copies the schema of the dataset it stands in for, so lm-eval 0.4.13's built-in prompt logic
 (doc_to_text / doc_to_choice / doc_to_target, HellaSwag's process_docs, WinoGrande's partial scoring) runs
-unchanged (feasibility.md section 2b). Every gold answer is a fact the smoke corpus states; distractors are
+unchanged (docs/feasibility.md section 2b). Every gold answer is a fact the smoke corpus states; distractors are
 answers of the same kind to other questions, so form and length do not give the answer away, and gold
 positions are balanced within every split. Questions about one fact stay in one split (no few-shot leak).
 
