@@ -336,7 +336,7 @@ def header_lines(built: BuiltTable) -> list[str]:
     lines = [f"{t.id}: {t.title} [{t.paper_ref}]",
              f"preset {built.preset}; runs root {built.runs_root}; {each}"
              "ours = mean over seeds with results, ± seed std when there are several)",
-             convention_line(t)]
+             convention_line(t), *(f"Note: {note}" for note in t.notes)]
     if not built.all_comparable:
         lines.append(f"{MARK} not comparable with the paper: its runs differ from the paper's recipe (notes below); "
                      "only the rank agreement of such cells means something.")

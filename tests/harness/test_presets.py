@@ -96,3 +96,13 @@ def test_ablations_stay_distinct_runs_under_the_smoke_preset(registry):
     for ablated, base in (("gated-fp32-master-s42", "gated-s42"), ("e-exoformer-lambda1-s42", "e-exoformer-s42"),
                           ("s-exoformer-lambda1-s1337", "s-exoformer-s1337")):
         assert registry.resolve(ablated, preset="smoke").hash != registry.resolve(base, preset="smoke").hash
+
+
+def test_lambda_init_choice_is_stated_in_the_tables_notes(registry, tmp_path, capsys):
+    from exoformer.cli import main
+
+    notes = registry.tables["lambda-init"].notes
+    assert any("0.5" in n and "1.0" in n for n in notes)
+    assert main(["table", "lambda-init", "--preset", "smoke", "--runs-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"Note: {n}" in out for n in notes)
