@@ -5,6 +5,7 @@ Write to a temporary file in the same directory, fsync it, rename it over the ta
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -62,3 +63,17 @@ def fsync_dir(directory: str | os.PathLike) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def sha256_of(stream) -> str:
+    """sha256 hex digest of what is left to read in a binary stream, read in 4 MiB blocks."""
+    digest = hashlib.sha256()
+    while block := stream.read(1 << 22):
+        digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """sha256 hex digest of a file."""
+    with open(path, "rb") as f:
+        return sha256_of(f)

@@ -4,11 +4,9 @@ exoformer.harness.checkpoint_run; planning, launching and the summary are those 
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 
 from exoformer.cli import options
-from exoformer.cli.runs import _announce, _print_decisions, _summary, print_plan
+from exoformer.cli.runs import launch_and_report, print_plan
 
 
 def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,30 +56,7 @@ def evaluate_verb(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_plan(planned, target, as_json=args.json)
         return 0
-    from exoformer.harness.backends import make_backend
-    from exoformer.harness.launch import Interrupted, launch, unfinished, wait_for_slurm
-    from exoformer.harness.plan import split_overrides
-
-    _, profile_sets = split_overrides(args.overrides)
-    backend = make_backend(args.backend, profile_name=args.profile or specs[0].placement.profile,
-                           preset_profile=reg.presets[specs[0].preset].profile, concurrency=args.jobs,
-                           timeout_min=args.timeout_min, threads=args.threads, profile_overrides=profile_sets)
-    started = time.time()
-    try:
-        final = launch(planned, backend, command=["reproduce.py", *sys.argv[1:]],
-                       on_done=None if args.json else _announce, on_decided=None if args.json else _print_decisions)
-    except Interrupted as stop:
-        print(f"interrupted; run the same command to resume ({len(stop.names)} run(s) marked INTERRUPTED)",
-              file=sys.stderr)
-        return 130
-    if backend.name == "slurm" and args.wait:
-        wait_for_slurm(final)
-    args.target = target
-    code = _summary(final, time.time() - started, backend.name, args)
-    missing = unfinished(final, queued_ok=not (backend.name != "slurm" or args.wait))
-    if missing and not args.json:
-        print("not done: " + "; ".join(f"{name} ({why})" for name, why in missing))
-    return code or (1 if missing else 0)
+    return launch_and_report(reg, planned, args, target=target)[0]
 
 
 VERBS = [options.Verb("evaluate", "evaluate checkpoint files (the author's released ones, or ours) as a table row: "

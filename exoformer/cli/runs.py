@@ -112,13 +112,29 @@ def run_verb(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_plan(_plan(args), args.target, as_json=args.json)
         return 0
-    from exoformer.harness.backends import make_backend
+    reg = options.registry(args)
+    planned = _plan(args)
+    code, final = launch_and_report(reg, planned, args, target=args.target,
+                                    tensorboard=args.tensorboard)
+    specs = [p.spec for p in planned]
+    finished = args.backend != "slurm" or args.wait
+    if code != 130 and finished and args.target in reg.tables and len({p.root for p in final}) == 1 \
+            and not args.json:
+        _print_table(reg, args.target, final[0].root, specs[0].preset if specs else None,
+                     split_overrides(args.overrides)[0])
+    return code
+
+
+def launch_and_report(reg, planned: list[PlannedRun], args: argparse.Namespace, *, target: str,
+                      tensorboard: bool = False) -> tuple[int, list[PlannedRun]]:
+    """Launch a plan on the backend the options name, print decisions, progress and the summary; the exit code
+    (130 after Ctrl-C, 1 when a spec ended neither done nor queued) and the plan as decided under the lock.
+    Shared by `run` and `evaluate`."""
     from exoformer.environ import temporary_env
+    from exoformer.harness.backends import make_backend
     from exoformer.harness.launch import Interrupted, launch, unfinished, wait_for_slurm
     from exoformer.train.tensorboard import ENV as TENSORBOARD_ENV
 
-    reg = options.registry(args)
-    planned = _plan(args)
     specs = [p.spec for p in planned]
     _, profile_sets = split_overrides(args.overrides)
     names = {s.placement.profile for s in specs if s.placement.profile}
@@ -128,27 +144,22 @@ def run_verb(args: argparse.Namespace) -> int:
                            concurrency=args.jobs, timeout_min=args.timeout_min, threads=args.threads,
                            profile_overrides=profile_sets)
     started = time.time()
-    announced: list[str] = []
     try:
-        with temporary_env({TENSORBOARD_ENV: "1"} if args.tensorboard else {}):
+        with temporary_env({TENSORBOARD_ENV: "1"} if tensorboard else {}):
             final = launch(planned, backend, command=["reproduce.py", *sys.argv[1:]],
-                           on_done=None if args.json else lambda item: announced.append(_announce(item)),
+                           on_done=None if args.json else _announce,
                            on_decided=None if args.json else _print_decisions)
     except Interrupted as stop:
         print(f"interrupted; run the same command to resume ({len(stop.names)} run(s) marked INTERRUPTED)",
               file=sys.stderr)
-        return 130
+        return 130, []
     if backend.name == "slurm" and args.wait:
         wait_for_slurm(final)
-    finished = backend.name != "slurm" or args.wait
-    code = _summary(final, time.time() - started, backend.name, args)
-    missing = unfinished(final, queued_ok=not finished)
+    code = _summary(final, time.time() - started, backend.name, args, target=target)
+    missing = unfinished(final, queued_ok=not (backend.name != "slurm" or args.wait))
     if missing and not args.json:
         print("not done: " + "; ".join(f"{name} ({why})" for name, why in missing))
-    if finished and args.target in reg.tables and len({p.root for p in final}) == 1 and not args.json:
-        _print_table(reg, args.target, final[0].root, specs[0].preset if specs else None,
-                     split_overrides(args.overrides)[0])
-    return code or (1 if missing else 0)
+    return code or (1 if missing else 0), final
 
 
 def _print_decisions(planned: list[PlannedRun], backend: str) -> None:
@@ -159,25 +170,23 @@ def _print_decisions(planned: list[PlannedRun], backend: str) -> None:
     print(f"{n} to run on {backend}, {len(planned) - n} skipped", flush=True)
 
 
-def _announce(item) -> str:
+def _announce(item) -> None:
     """One line as each local/inline run ends, so a long table shows progress."""
     from exoformer.harness.status import SlurmView, reconcile
 
     status = reconcile(item.run_dir, item.claim, SlurmView())  # a job killed outright is FAILED (dead) here
     state = status.state if status else "?"
     detail = status.reason if status and status.state == runs.FAILED else ""
-    line = f"{item.spec.name}: {state}" + (f" ({detail}; log {status.log})" if detail else "")
-    print(line, flush=True)
-    return line
+    print(f"{item.spec.name}: {state}" + (f" ({detail}; log {status.log})" if detail else ""), flush=True)
 
 
-def _summary(final: list[PlannedRun], seconds: float, backend: str, args) -> int:
+def _summary(final: list[PlannedRun], seconds: float, backend: str, args, *, target: str) -> int:
     rows = collect([(p.run_dir, p.spec.name, p.spec.train.steps) for p in final], {p.run_dir: p.root for p in final})
     for row, p in zip(rows, final):
         row["action"] = p.action
     failed = [r for r, p in zip(rows, final) if r["state"] == runs.FAILED and p.launches]
     if args.json:
-        print(json.dumps({"target": args.target, "backend": backend, "seconds": round(seconds, 1), "runs": rows}))
+        print(json.dumps({"target": target, "backend": backend, "seconds": round(seconds, 1), "runs": rows}))
     else:
         print(format_table(rows))
         launched = sum(p.launches for p in final)

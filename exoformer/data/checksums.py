@@ -13,18 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from exoformer.errors import UserError
-from exoformer.io import atomic_write_text
+from exoformer.io import atomic_write_text, sha256_file
 
 SUMS_FILE = "SHA256SUMS"
 _LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_sums(path: str | os.PathLike, *, fix: str | None = None) -> dict[str, str]:

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError
-from exoformer.eval.suites import CHECKSUM_FILE, PAPER_TASKS, builtin_config, named_splits, sha256_file
-from exoformer.io import atomic_write_json, atomic_write_text
+from exoformer.eval.suites import CHECKSUM_FILE, PAPER_TASKS, builtin_config, named_splits
+from exoformer.io import atomic_write_json, atomic_write_text, sha256_file
 
 FINEWEB_REPO = "kjj0/finewebedu10B-gpt2"
 FINEWEB_DIR = "finewebedu10B"

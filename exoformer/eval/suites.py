@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from exoformer.data.checksums import read_sums, sha256_file, verify_files  # noqa: F401 (sha256_file re-exported)
+from exoformer.data.checksums import read_sums, verify_files
 from exoformer.errors import UserError, did_you_mean
 
 PAPER_TASKS = ("arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "winogrande")

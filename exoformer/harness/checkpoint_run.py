@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
-from exoformer.harness import locking, runs
 from exoformer.harness.cost import Cost
-from exoformer.harness.plan import PlannedRun, assess, cost_profile_name, split_overrides
-from exoformer.harness.profiles import Profile, load_profile
+from exoformer.eval.prefetch import EXPECTED_EVAL_DOCS
+from exoformer.harness.plan import PlannedRun, plan_specs, split_overrides
+from exoformer.harness.profiles import Profile
 from exoformer.harness.registry import Registry
 from exoformer.harness.spec import Spec, _plain
-from exoformer.harness.status import SlurmView
+from exoformer.stage import StageContext
 
 SOURCE = "checkpoint"
 PRECISIONS = {"bf16": "official-pure-bf16", "fp32": "fp32"}
@@ -199,7 +199,7 @@ def eval_cost(spec: Spec, profile: Profile) -> Cost:
 
     limit = spec.eval.limit
     if spec.eval.suite == "paper":
-        tokens = sum(TOKENS_PER_REQUEST[t] * (n if limit is None else min(n, limit * (n // _docs(t))))
+        tokens = sum(TOKENS_PER_REQUEST[t] * (n if limit is None else min(n, limit * (n // EXPECTED_EVAL_DOCS[t])))
                      for t, n in PAPER_REQUESTS.items())
     else:
         tokens = 0
@@ -215,42 +215,20 @@ def eval_cost(spec: Spec, profile: Profile) -> Cost:
     return Cost(flops=flops, gpu_hours=None, cpu_minutes=None)
 
 
-def _docs(task: str) -> int:
-    return {"arc_challenge": 1172, "arc_easy": 2376, "hellaswag": 10042, "openbookqa": 500, "piqa": 1838,
-            "winogrande": 1267}[task]
-
-
 def plan_checkpoints(registry: Registry, specs: list[CheckpointSpec], *, runs_root: str | Path | None = None,
                      force: bool = False, retry_failed: bool = False, profile: str | None = None,
                      overrides: list[str] | tuple[str, ...] = (), write: bool = False) -> list[PlannedRun]:
     """PlannedRuns of checkpoint specs, decided as `plan` decides any spec (exoformer.harness.plan.assess)."""
-    root = runs.runs_root(None if runs_root is None else str(runs_root))
-    _, profile_sets = split_overrides(overrides)
-    manifest = locking.read_manifest(root)
-    view = SlurmView()
-    planned, profiles = [], {}
-    seen: set[str] = set()
-    for spec in specs:
-        if spec.hash in seen:
-            continue  # the same file twice on one command line
-        seen.add(spec.hash)
-        name = cost_profile_name(registry, spec, profile)
-        if name not in profiles:
-            profiles[name] = load_profile(name, profile_sets)
-        claim = manifest.get(spec.hash)
-        action, reason, state = assess(spec, root, claim=claim, view=view, force=force, retry_failed=retry_failed,
-                                       write=write)
-        planned.append(PlannedRun(spec=spec, root=root, run_dir=runs.run_dir_for(spec, root), action=action,
-                                  reason=reason, state=state, claim=claim, profile=name,
-                                  cost=eval_cost(spec, profiles[name]), force=force, retry_failed=retry_failed))
-    return planned
+    return plan_specs(registry, specs, runs_root=runs_root, overrides=overrides, force=force,
+                      retry_failed=retry_failed, profile=profile, write=write, cost=eval_cost)
 
 
 # --------------------------------------------------------------------------------------------- stages
 
-def import_stage(ctx: Any) -> dict[str, Any]:
+def import_stage(ctx: StageContext) -> dict[str, Any]:
     """The train stage of a checkpoint run: import the file into checkpoints/ in our format; never trains."""
-    from exoformer.model.official_info import read_checkpoint, sha256_file
+    from exoformer.io import sha256_file
+    from exoformer.model.official_info import read_checkpoint
     from exoformer.train.checkpoint import save_checkpoint
 
     spec: CheckpointSpec = ctx.spec
@@ -280,7 +258,7 @@ def import_stage(ctx: Any) -> dict[str, Any]:
             "layout": spec.imported.get("layout"), "checkpoint": ctx.files.display(saved)}
 
 
-def evaluate_at_precision(ctx: Any) -> dict[str, Any]:
+def evaluate_at_precision(ctx: StageContext) -> dict[str, Any]:
     """The ordinary evaluate stage, under bf16 autocast for `bf16` (weights saved in bf16 stay exact)."""
     import torch
 

@@ -18,6 +18,7 @@ Torch-free: `plan` answers in well under a second.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,14 +140,26 @@ def plan(registry: Registry, target: str, *, preset: str | None = None, override
          retry_failed: bool = False, profile: str | None = None, write: bool = False) -> list[PlannedRun]:
     """Every spec of `target` with the action `run` takes for it. `runs_root` None: $EXOFORMER_RUNS_DIR, else
     results/runs. Read-only unless `write` (then dead jobs are marked FAILED, as `run` does under its lock)."""
+    specs = resolve_target(registry, target, preset=preset, overrides=overrides, all_seeds=all_seeds)
+    return plan_specs(registry, specs, runs_root=runs_root, overrides=overrides, force=force,
+                      retry_failed=retry_failed, profile=profile, write=write)
+
+
+def plan_specs(registry: Registry, specs: list[Spec], *, runs_root: str | Path | None = None,
+               overrides: list[str] | tuple[str, ...] = (), force: bool = False, retry_failed: bool = False,
+               profile: str | None = None, write: bool = False,
+               cost: Callable[[Spec, Profile], Cost] = estimate) -> list[PlannedRun]:
+    """`plan` for resolved specs (each once); `cost` prices one spec on a profile (training by default)."""
     root = runs.runs_root(None if runs_root is None else str(runs_root))
     _, profile_sets = split_overrides(overrides)
-    specs = resolve_target(registry, target, preset=preset, overrides=overrides, all_seeds=all_seeds)
     manifest = locking.read_manifest(root)
     view = SlurmView()
     profiles: dict[str, Profile] = {}
-    planned = []
+    planned, seen = [], set()
     for spec in specs:
+        if spec.hash in seen:
+            continue  # the same spec twice on one command line
+        seen.add(spec.hash)
         name = cost_profile_name(registry, spec, profile)
         if name not in profiles:
             profiles[name] = load_profile(name, profile_sets)
@@ -155,7 +168,7 @@ def plan(registry: Registry, target: str, *, preset: str | None = None, override
                                        write=write)
         planned.append(PlannedRun(spec=spec, root=root, run_dir=runs.run_dir_for(spec, root), action=action,
                                   reason=reason, state=state, claim=claim, profile=name,
-                                  cost=estimate(spec, profiles[name]), force=force, retry_failed=retry_failed))
+                                  cost=cost(spec, profiles[name]), force=force, retry_failed=retry_failed))
     return planned
 
 

@@ -14,8 +14,7 @@ from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.released import Released, check_repo
-from exoformer.io import atomic_write_text
-from exoformer.model.official_info import sha256_file
+from exoformer.io import atomic_write_text, sha256_file
 
 CHECKPOINTS_DIR = "released-checkpoints"
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError
+from exoformer.io import sha256_file
 from exoformer.model.config import ModelConfig
 from exoformer.model.loading import OFFICIAL_DEFAULTS, _read, official_config
 
@@ -27,14 +28,6 @@ FLAGS = ("decouple_anchor", "residual_mode", "gated_attention_enabled", "dynamic
 CONFIG_KEYS = ("max_steps", "max_tokens", "total_batch_size", "batch_size", "block_size", "seed", "dtype",
                "eval_steps", "learning_rate", "warmup_steps")
 """train.py module variables summarised from `config` when the file has them."""
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_file(path: str | os.PathLike) -> Path:

@@ -18,7 +18,6 @@ Loading uses torch.load(weights_only=True).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import tempfile
@@ -29,7 +28,7 @@ from typing import Any
 import torch
 
 from exoformer.errors import UserError
-from exoformer.io import atomic_write_text, fsync_dir
+from exoformer.io import atomic_write_text, fsync_dir, sha256_file, sha256_of
 from exoformer.rundir import RunDir
 
 NAME = re.compile(r"^step_(\d{8,})\.pt$")
@@ -51,18 +50,6 @@ def checkpoint_dir(run_or_checkpoint_dir: str | os.PathLike) -> Path:
     path = Path(run_or_checkpoint_dir)
     inside = RunDir(path).checkpoints
     return inside if inside.is_dir() or not _checkpoints(path) else path
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return _sha256_of(f)
-
-
-def _sha256_of(f) -> str:
-    digest = hashlib.sha256()
-    while block := f.read(1 << 22):
-        digest.update(block)
-    return digest.hexdigest()
 
 
 def _recorded_digest(path: Path) -> tuple[str | None, str | None]:
@@ -113,7 +100,7 @@ def verify(path: str | os.PathLike) -> str | None:
     if key in _VERDICTS:
         return _VERDICTS[key]
     try:
-        actual = _sha256(path)
+        actual = sha256_file(path)
     except OSError as error:
         return f"unreadable ({error.strerror or error})"
     verdict = None if actual == expected else _mismatch(expected, actual)
@@ -138,7 +125,7 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, An
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
-        digest = _sha256(Path(tmp))
+        digest = sha256_file(Path(tmp))
         os.replace(tmp, path)
         tmp = None
         fsync_dir(directory)
@@ -219,7 +206,7 @@ def _load_verified(path: Path, map_location) -> tuple[dict[str, Any] | None, str
             verdict = _VERDICTS[key]
         else:
             try:
-                actual = _sha256_of(f)
+                actual = sha256_of(f)
             except OSError as error:
                 return None, f"unreadable ({error.strerror or error})"
             verdict = _VERDICTS[key] = None if actual == expected else _mismatch(expected, actual)

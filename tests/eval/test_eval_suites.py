@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from exoformer.errors import UserError
-from exoformer.eval.suites import PAPER_TASKS, named_splits, sha256_file, task_configs
+from exoformer.eval.suites import PAPER_TASKS, named_splits, task_configs
+from exoformer.io import sha256_file
 
 sys.path.insert(0, str(Path(__file__).parent))
 from eval_fakes import write_task_dir  # noqa: E402

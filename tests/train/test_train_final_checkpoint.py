@@ -7,14 +7,21 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from train_tiny import tiny_model, tiny_train
 
+import exoformer.io
 from exoformer.errors import UserError
 from exoformer.stage import StageContext
 from exoformer.train import checkpoint as ckpt
-from exoformer.train.checkpoint import (final_checkpoint_problem, latest_checkpoint, load_checkpoint,
-                                        load_final_checkpoint, load_model_from_run, save_checkpoint)
+from exoformer.train.checkpoint import (
+    final_checkpoint_problem,
+    latest_checkpoint,
+    load_checkpoint,
+    load_final_checkpoint,
+    load_model_from_run,
+    save_checkpoint,
+)
 from exoformer.train.loop import final_validation, train
-from train_tiny import tiny_model, tiny_train
 
 FINAL = "step_00000012.pt"
 
@@ -137,7 +144,7 @@ def test_damaged_older_checkpoints_are_pruned_and_do_not_count(tmp_path):
 
 
 class HashCounter:
-    """Counts the bytes that the checkpoint module feeds to sha256."""
+    """Counts the bytes that the checkpoint module feeds to sha256 (through exoformer.io's file hashing)."""
 
     def __init__(self, monkeypatch):
         self.bytes = 0
@@ -156,7 +163,7 @@ class HashCounter:
             def hexdigest(self):
                 return self._h.hexdigest()
 
-        monkeypatch.setattr(ckpt, "hashlib", SimpleNamespace(sha256=Counting))
+        monkeypatch.setattr(exoformer.io, "hashlib", SimpleNamespace(sha256=Counting))
 
 
 def test_each_load_hashes_the_file_once(tiny_data, tmp_path, monkeypatch):
