@@ -244,8 +244,17 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
 
     def __call__(self, run_dir: str, spec: Spec, backend: str) -> dict[str, Any]:
         job_id, rank, tasks = _job_id_and_rank()
-        if tasks > 1:
-            export_distributed_env()
+        if tasks == 1:
+            return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=0)
+        export_distributed_env()
+        from exoformer.train.distributed import DistEnv, fail_together
+
+        # any rank's error, even rank 0's before training (its job lock), stops the others at once
+        with fail_together(DistEnv(rank=rank, world_size=tasks)):
+            return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=rank)
+
+    def run_rank(self, run_dir: str, spec: Spec, backend: str, *, job_id: str | None, rank: int) -> dict[str, Any]:
+        """One rank's share: rank 0 runs the pipeline, the others join its training only."""
         if rank != 0:  # other ranks only train (DDP); rank 0 owns the run directory
             if not RunDir(run_dir).stage_done("train"):
                 with contextlib.suppress(StageInterrupted):
