@@ -87,7 +87,8 @@ def test_rank_zero_failing_before_training_stops_both_tasks_with_its_error(slurm
     print(f"2-task job ended {took:.1f} s after it started running")
     logs = {task: (root / ".jobs" / job_id / f"{job_id}_{task}_log.err").read_text() for task in (0, 1)}
     assert "another job is working on this run directory" in logs[0], logs[0]
-    assert "PeerFailed: stopping rank 1 because rank 0 failed: UserError: another job is working" in logs[1], logs[1]
+    assert "PeerFailed: stopping rank 1 because rank 0 failed: UserError: " in logs[1], logs[1]
+    assert "another job is working on this run directory" in logs[1].split("PeerFailed:")[-1], logs[1]
 
 
 def test_ranks_that_do_not_divide_the_batch_are_refused_before_submission(slurm_cluster, tmp_path):
