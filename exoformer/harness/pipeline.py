@@ -8,7 +8,8 @@ two jobs never write into one run, whatever STATUS says.
 preemption) the training loop saves at the next step boundary and returns `interrupted`; the job then
 hands the signal back to submitit's handler, which calls `checkpoint()` and requeues the job (`scontrol
 requeue` on Slurm, exit code 144 under the local executor), and the next attempt resumes from the checkpoint
-(docs/ecosystem.md B4). Multi-task jobs export torch.distributed variables from submitit's job environment (B5).
+(docs/ecosystem.md B4). Multi-task jobs export torch.distributed variables from submitit's job environment (B5)
+and run inside exoformer.train.distributed.fail_together, so that one rank's error stops every rank at once.
 Ctrl-C (KeyboardInterrupt) marks the run INTERRUPTED, which a plain `run` resumes.
 """
 

@@ -32,7 +32,7 @@ ACK_WAIT_S = 10.0
 """How long a failing store host stays up so that the waiting ranks can read its message."""
 TIMEOUT_ENV = "EXOFORMER_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800.0
-"""torch's own default for gloo: how long a healthy rank may wait for a slow one at a meeting point."""
+"""How long a healthy rank waits for a slow one at a meeting point (torch's default for gloo)."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -188,8 +188,13 @@ def init_process_group(env: DistEnv, device: torch.device) -> bool:
     link.groups += 1
     meet(f"group-{link.groups}")  # every rank is here and none has failed: the group forms at once
     dist.init_process_group(backend=backend, store=dist.PrefixStore(f"group-{link.groups}", link.store),
-                            rank=env.rank, world_size=env.world_size, timeout=timedelta(seconds=link.timeout_s))
+                            rank=env.rank, world_size=env.world_size, timeout=_group_timeout())
     return True
+
+
+def _group_timeout() -> timedelta | None:
+    """The collectives' own timeout: torch's default (gloo 30, NCCL 10 minutes) unless TIMEOUT_ENV is set."""
+    return timedelta(seconds=float(os.environ[TIMEOUT_ENV])) if TIMEOUT_ENV in os.environ else None
 
 
 def barrier() -> None:
