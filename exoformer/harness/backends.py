@@ -214,10 +214,9 @@ class SlurmBackend:
         sp = self.profile.slurm
         executor = submitit.AutoExecutor(folder=root / JOBS_DIR / "%j", cluster="slurm",
                                          slurm_max_num_timeout=sp.max_requeues)
-        tasks = max(1, sp.gpus_per_node)
         params = {
             "name": f"exo-{spec.name}" if n_items == 1 else f"exo-{spec.group}", "timeout_min": int(sp.time_min),
-            "nodes": sp.nodes, "tasks_per_node": tasks, "cpus_per_task": sp.cpus_per_task, "mem_gb": sp.mem_gb,
+            "nodes": sp.nodes, "tasks_per_node": sp.tasks, "cpus_per_task": sp.cpus_per_task, "mem_gb": sp.mem_gb,
             "slurm_array_parallelism": sp.array_parallelism, "slurm_signal_delay_s": sp.signal_delay_s,
             # torch would start one thread per visible core, not per allocated CPU (see default_concurrency)
             "slurm_setup": [f"export OMP_NUM_THREADS={max(1, sp.cpus_per_task)}"],

@@ -8,7 +8,8 @@ only when a local or inline backend is checked and no `device` is given.
 The rules:
 - Local and inline jobs run on this machine, one rank each (backends.LocalBackend starts one task). A
   profile with `slurm.gpus_per_node > 0` promises GPUs, so on a machine without CUDA it is an error.
-- Slurm jobs run one task per GPU (backends.SlurmBackend): nodes x max(1, gpus_per_node) ranks; their
+- Slurm jobs run nodes x slurm.tasks_per_node ranks (backends.SlurmBackend; one per GPU unless a CPU profile
+  sets tasks_per_node); their
   device is the profile's GPU, judged by `gpu.name` (NO_BF16_GPUS), or the CPU when gpus_per_node is 0.
 - The bf16 precisions (bf16-autocast, official-pure-bf16, and `auto`, which means bf16 autocast on CUDA)
   need a CUDA device with bf16 (compute capability >= 8.0, Ampere or newer). On CPU every precision is
@@ -73,10 +74,10 @@ def _pre_ampere(gpu_name: str) -> bool:
 
 
 def world_size(profile: Profile | None, backend_name: str) -> int:
-    """Ranks of one job: 1 locally; nodes x max(1, gpus_per_node) on Slurm (one task per GPU)."""
+    """Ranks of one job: 1 locally; nodes x tasks per node on Slurm (one per GPU unless tasks_per_node says)."""
     if backend_name in LOCAL_BACKENDS or profile is None:
         return 1
-    return profile.slurm.nodes * max(1, profile.slurm.gpus_per_node)
+    return profile.slurm.nodes * profile.slurm.tasks
 
 
 def check_placement(specs: list[Spec], profile: Profile | None, backend_name: str, *,
@@ -122,11 +123,12 @@ def _check_batch(spec: Spec, ranks: int, profile: Profile | None) -> None:
     per_step = cfg.seq_len * cfg.micro_batch_seqs * ranks
     if cfg.batch_tokens % per_step == 0:
         return
-    origin = (f"; {ranks} ranks = slurm.nodes {profile.slurm.nodes} x gpus_per_node "
-              f"{max(1, profile.slurm.gpus_per_node)} of profile {profile.name!r}") if profile and ranks > 1 else ""
+    per_node = "tasks_per_node" if profile and profile.slurm.tasks_per_node is not None else "gpus_per_node"
+    origin = (f"; {ranks} ranks = slurm.nodes {profile.slurm.nodes} x {per_node} "
+              f"{profile.slurm.tasks} of profile {profile.name!r}") if profile and ranks > 1 else ""
     fitting = [m for m in range(cfg.micro_batch_seqs, 0, -1) if cfg.batch_tokens % (cfg.seq_len * m * ranks) == 0]
     fix = (f"--set train.micro_batch_seqs={fitting[0]}" if fitting else
-           f"fewer ranks (--set profile.slurm.gpus_per_node=...) or a train.batch_tokens that is a multiple of "
+           f"fewer ranks (--set profile.slurm.{per_node}=...) or a train.batch_tokens that is a multiple of "
            f"{cfg.seq_len * ranks}")
     raise UserError(f"batch_tokens={cfg.batch_tokens} is not a multiple of seq_len x micro_batch_seqs x ranks = "
                     f"{cfg.seq_len} x {cfg.micro_batch_seqs} x {ranks} = {per_step}{origin}",

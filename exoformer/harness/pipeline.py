@@ -8,7 +8,8 @@ two jobs never write into one run, whatever STATUS says.
 preemption) the training loop saves at the next step boundary and returns `interrupted`; the job then
 hands the signal back to submitit's handler, which calls `checkpoint()` and requeues the job (`scontrol
 requeue` on Slurm, exit code 144 under the local executor), and the next attempt resumes from the checkpoint
-(docs/ecosystem.md B4). Multi-task jobs export torch.distributed variables from submitit's job environment (B5).
+(docs/ecosystem.md B4). Multi-task jobs export torch.distributed variables from submitit's job environment (B5)
+and run inside exoformer.train.distributed.fail_together, so that one rank's error stops every rank at once.
 Ctrl-C (KeyboardInterrupt) marks the run INTERRUPTED, which a plain `run` resumes.
 """
 
@@ -248,8 +249,17 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
 
     def __call__(self, run_dir: str, spec: Spec, backend: str) -> dict[str, Any]:
         job_id, rank, tasks = _job_id_and_rank()
-        if tasks > 1:
-            export_distributed_env()
+        if tasks == 1:
+            return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=0)
+        export_distributed_env()
+        from exoformer.train.distributed import DistEnv, fail_together
+
+        # any rank's error, even rank 0's before training (its job lock), stops the others at once
+        with fail_together(DistEnv(rank=rank, world_size=tasks)):
+            return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=rank)
+
+    def run_rank(self, run_dir: str, spec: Spec, backend: str, *, job_id: str | None, rank: int) -> dict[str, Any]:
+        """One rank's share: rank 0 runs the pipeline, the others join its training only."""
         if rank != 0:  # other ranks only train (DDP); rank 0 owns the run directory
             if not RunDir(run_dir).stage_done("train"):
                 with contextlib.suppress(StageInterrupted):

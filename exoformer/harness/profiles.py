@@ -44,6 +44,8 @@ class SlurmProfile:
     constraint: str | None = None
     nodes: int = 1
     gpus_per_node: int = 8
+    tasks_per_node: int | None = None
+    """Ranks per node; None means one per GPU (max(1, gpus_per_node)). CPU profiles set it for gloo ranks."""
     cpus_per_task: int = 8
     mem_gb: int = 200
     time_min: int = 2880
@@ -51,6 +53,11 @@ class SlurmProfile:
     signal_delay_s: int = 120
     max_requeues: int = 20
     sbatch_extra: tuple[str, ...] = ()
+
+    @property
+    def tasks(self) -> int:
+        """Ranks per node that the Slurm backend starts."""
+        return self.tasks_per_node if self.tasks_per_node is not None else max(1, self.gpus_per_node)
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -126,6 +133,13 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
                      sub("slurm"))
     if gpu is not None and not (gpu.peak_bf16_tflops > 0 and 0 < gpu.mfu <= 1):
         raise UserError("gpu.peak_bf16_tflops must be > 0 and gpu.mfu in (0, 1]", where=file, fix="fix the values")
+    if slurm.tasks_per_node is not None and slurm.tasks_per_node < 1:
+        raise UserError(f"slurm.tasks_per_node must be >= 1, got {slurm.tasks_per_node}", where=file,
+                        fix="remove it (one task per GPU) or set a positive count")
+    if slurm.gpus_per_node > 0 and slurm.tasks_per_node not in (None, slurm.gpus_per_node):
+        raise UserError(f"slurm.tasks_per_node={slurm.tasks_per_node} differs from gpus_per_node="
+                        f"{slurm.gpus_per_node}: each rank trains on one GPU", where=file,
+                        fix="remove tasks_per_node on a GPU profile")
     if cpu is not None and not cpu.gflops > 0:
         raise UserError("cpu.gflops must be > 0", where=file, fix="fix the value")
     return Profile(name=name, description=str(data.get("description", "")), gpu=gpu, slurm=slurm, cpu=cpu)

@@ -2,15 +2,37 @@
 Slurm / submitit (SLURM_* variables, exported through submitit's TorchDistributedEnvironment).
 
 gloo on CPU, NCCL on GPU. The model code knows nothing of this (STYLE 8).
+
+Failing together: a job's ranks share one TCPStore (rank 0 hosts it at MASTER_PORT), opened by
+`fail_together` before any rank does rank-specific work. The process group is built on that store, and the
+process-group start and every `barrier()` are meeting points kept in the store that also watch for a
+failure key: a rank whose work raises inside `fail_together` writes its error there, so every rank waiting
+at a meeting point raises `PeerFailed` with that message within a poll interval, instead of waiting for
+the distributed timeout (a rank that fails before the process group starts would otherwise leave the
+others in its rendezvous for 30 minutes; gloo only notices a peer that has exited, with no message, and
+NCCL not at all). A store host that vanishes without a word reads as `PeerFailed` too. Without
+`fail_together` (torchrun, whose agent tears the workers down together), the plain env:// group is used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from dataclasses import dataclass
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+POLL_S = 0.05
+"""How often a rank at a meeting point looks at the store."""
+ACK_WAIT_S = 10.0
+"""How long a failing store host stays up so that the waiting ranks can read its message."""
+TIMEOUT_ENV = "EXOFORMER_DIST_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 1800.0
+"""How long a healthy rank waits for a slow one at a meeting point (torch's default for gloo)."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -22,6 +44,10 @@ class DistEnv:
     @property
     def is_main(self) -> bool:
         return self.rank == 0
+
+
+class PeerFailed(RuntimeError):
+    """Another rank of this job failed (its message is this one's) or vanished; this rank stops too."""
 
 
 def distributed_env() -> DistEnv:
@@ -46,20 +72,140 @@ def pick_device(device: str | torch.device | None, env: DistEnv) -> torch.device
     return torch.device("cpu")
 
 
+# --------------------------------------------------------------------------------------------- the job's store
+
+@dataclass(kw_only=True, slots=True)
+class _Link:
+    """This process's handle on the job's shared store, and how many meeting points it has passed."""
+
+    store: dist.Store
+    env: DistEnv
+    timeout_s: float
+    meetings: int = 0
+    groups: int = 0
+    told: set[str] = field(default_factory=set)
+
+
+_link: _Link | None = None
+
+
+def timeout_s() -> float:
+    return float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
+
+
+def _open_link(env: DistEnv) -> _Link:
+    host, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), int(os.environ.get("MASTER_PORT", "29500"))
+    wait = timeout_s()
+    store = dist.TCPStore(host, port, env.world_size, is_master=env.rank == 0, timeout=timedelta(seconds=wait),
+                          wait_for_workers=False)
+    return _Link(store=store, env=env, timeout_s=wait)
+
+
+@contextlib.contextmanager
+def fail_together(env: DistEnv | None = None) -> Iterator[None]:
+    """Run one rank's share of a job so that its failure reaches every rank (see the module docstring).
+
+    A single-rank job runs the block as it is. An error raised in the block is written to the store, then
+    re-raised here; a `PeerFailed` (another rank's error) is only re-raised."""
+    global _link
+    env = env or distributed_env()
+    if env.world_size <= 1 or _link is not None:
+        yield
+        return
+    _link = _open_link(env)
+    try:
+        yield
+    except PeerFailed:
+        raise
+    except BaseException as err:
+        _report_failure(_link, err)
+        raise
+    else:
+        with contextlib.suppress(Exception):  # rank 0 may be gone already: nothing waits for this rank then
+            _link.store.add("left", 1)
+    finally:
+        _link = None
+
+
+def _report_failure(link: _Link, err: BaseException) -> None:
+    text = " ".join(str(err).split())[:2000]
+    message = f"rank {link.env.rank} failed: {type(err).__name__}: {text}"
+    try:
+        if link.store.add("failures", 1) == 1:  # the first failure names the cause
+            link.store.set("failed", message)
+        if link.env.rank == 0:  # the store dies with this process: let the others read it first
+            deadline = time.monotonic() + ACK_WAIT_S
+            others = link.env.world_size - 1
+            while time.monotonic() < deadline and link.store.add("acks", 0) + link.store.add("left", 0) < others:
+                time.sleep(POLL_S)
+    except Exception:  # noqa: BLE001 - the store is gone: the others see that as a failure too
+        pass
+
+
+def meet(name: str) -> None:
+    """Wait until every rank has arrived at the meeting point `name`, or raise `PeerFailed` as soon as a rank
+    reports a failure (or the store host is gone)."""
+    link = _link
+    if link is None:
+        return
+    store, env = link.store, link.env
+    arrived = [f"meet/{name}/{r}" for r in range(env.world_size)]
+    deadline = time.monotonic() + link.timeout_s
+    try:
+        store.set(arrived[env.rank], "1")
+        while True:
+            if store.check(["failed"]):
+                message = store.get("failed").decode()
+                store.add("acks", 1)
+                raise PeerFailed(f"stopping rank {env.rank} because {message}")
+            if store.check(arrived):
+                return
+            if time.monotonic() > deadline:
+                missing = [r for r, key in enumerate(arrived) if not store.check([key])]
+                raise PeerFailed(f"rank(s) {missing} did not reach {name!r} within {link.timeout_s:.0f} s "
+                                 f"({TIMEOUT_ENV})")
+            time.sleep(POLL_S)
+    except PeerFailed:
+        raise
+    except Exception as err:  # noqa: BLE001 - the store host (rank 0) exited or its node went away
+        raise PeerFailed(f"stopping rank {env.rank}: lost the job's store at rank 0 ({type(err).__name__}: "
+                         f"{' '.join(str(err).split())[:200]}); rank 0 has probably failed, see its log") from None
+
+
+# --------------------------------------------------------------------------------------------- the process group
+
 def init_process_group(env: DistEnv, device: torch.device) -> bool:
     """Start torch.distributed when there are several ranks; True when this call started it."""
     if env.world_size <= 1 or dist.is_initialized():
         return False
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo", rank=env.rank,
-                            world_size=env.world_size)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    link = _link
+    if link is None:
+        dist.init_process_group(backend=backend, rank=env.rank, world_size=env.world_size)
+        return True
+    link.groups += 1
+    meet(f"group-{link.groups}")  # every rank is here and none has failed: the group forms at once
+    dist.init_process_group(backend=backend, store=dist.PrefixStore(f"group-{link.groups}", link.store),
+                            rank=env.rank, world_size=env.world_size, timeout=_group_timeout())
     return True
 
 
+def _group_timeout() -> timedelta | None:
+    """The collectives' own timeout: torch's default (gloo 30, NCCL 10 minutes) unless TIMEOUT_ENV is set."""
+    return timedelta(seconds=float(os.environ[TIMEOUT_ENV])) if TIMEOUT_ENV in os.environ else None
+
+
 def barrier() -> None:
-    if dist.is_initialized():
+    """All ranks wait here; under `fail_together` a failed rank stops the waiting ones at once."""
+    if not dist.is_initialized():
+        return
+    if _link is None:
         dist.barrier()
+        return
+    _link.meetings += 1
+    meet(f"barrier-{_link.meetings}")
 
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
