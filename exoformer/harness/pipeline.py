@@ -56,7 +56,7 @@ def train_stage(ctx: StageContext) -> dict[str, Any]:
     """Train (or resume) into the run directory with exoformer.train.loop.train."""
     from exoformer.train.loop import train
 
-    if ctx.spec.train.data:
+    if ctx.spec.train.data and os.environ.get("RANK", "0") == "0":  # rank 0 owns provenance.json
         _record_data(ctx)
     result = train(ctx.spec.model, ctx.spec.train, ctx.run_dir, device=ctx.device)
     summary = {"step": result.step, "tokens": result.tokens, "final_train_loss": result.final_train_loss}
@@ -261,7 +261,8 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
     def run_rank(self, run_dir: str, spec: Spec, backend: str, *, job_id: str | None, rank: int) -> dict[str, Any]:
         """One rank's share: rank 0 runs the pipeline, the others join its training only."""
         if rank != 0:  # other ranks only train (DDP); rank 0 owns the run directory
-            if not RunDir(run_dir).stage_done("train"):
+            rd = RunDir(run_dir)
+            if not rd.stage_done("train") or _final_checkpoint_problem(rd, spec):  # as rank 0 decides
                 with contextlib.suppress(StageInterrupted):
                     train_stage(StageContext(run_dir=Path(run_dir), spec=spec))
             return {"state": "rank-done", "rank": rank}
