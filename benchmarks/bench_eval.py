@@ -3,7 +3,8 @@
 1. Scoring path (`--only scoring`): the same ExoLM requests scored lean (LM head only at the continuation
    positions, `exoformer.eval.scoring`) and from the full logits (`full_logits=True`, the former path), at
    `--seq 1024 --batch 16 --vocab 57601` (the official checkpoints' vocabulary) with a small trunk, so that
-   the head dominates as it does at 450M (`exoformer.eval.scoring.Scorer`, ExoLM's token side). Reports the peak memory held by each call above its start
+   the head dominates as it does at 450M (`exoformer.eval.scoring.Scorer`, ExoLM's token side).
+Reports the peak memory held by each call above its start
    (benchmarks/measure.py: CUDA allocator peak, or the process's resident high-water mark on Linux CPUs),
    requests/s, their ratios, and the largest |delta log-likelihood| between the two paths (target: peak
    ratio <= 0.2, delta <= 1e-5).
@@ -28,12 +29,11 @@ import tempfile
 
 import torch
 from lm_eval.api.model import LM
-
 from measure import measure, mib, token_requests
 
 from exoformer.eval.lm import ExoLM
-from exoformer.eval.scoring import Scorer
 from exoformer.eval.run import evaluate
+from exoformer.eval.scoring import Scorer
 from exoformer.model import ExoTransformer, variant_config
 
 

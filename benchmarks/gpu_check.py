@@ -40,7 +40,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-
 from measure import measure, mib, sync, token_requests
 
 from exoformer.harness.cost import MEASURED_TOOL, flops_per_token
@@ -422,7 +421,6 @@ def eager_against_compiled_steps(ctx: Context) -> dict:
 
 def row_steps_loss(ctx: Context) -> Row:
     r = ctx.once("steps", lambda: eager_against_compiled_steps(ctx))
-    n = ctx.scale.train_steps
     learned = r["last_eager"] < r["first"]
     return ctx.row(r["max_diff"], "abs",
                    r["max_diff"] <= 5e-2 and learned,

@@ -52,8 +52,8 @@ ITEM_CONTEXT = re.compile(r"(?i)ecosystem\.md|submitit|lm[-_]eval")
 TRACKER = re.compile(r"(?<![\w&#])#(\d{3,5})\b")
 TRACKER_CONTEXT = re.compile(r"(?i)submitit|lm[-_]eval|hydra|ecosystem\.md|\bissue|\bPR\b")
 
-HEADING_LABEL = re.compile(rf"^#{{1,6}}\s+(?:§\s*)?(?P<label>(?:[Ss]lurm|lm-eval) pitfall \d+|[A-Z]\d{{0,2}}"
-                           rf"|\d+(?:\.\d+)*[a-z]?)(?=[.:)\s]|$)")
+HEADING_LABEL = re.compile(r"^#{1,6}\s+(?:§\s*)?(?P<label>(?:[Ss]lurm|lm-eval) pitfall \d+|[A-Z]\d{0,2}"
+                           r"|\d+(?:\.\d+)*[a-z]?)(?=[.:)\s]|$)")
 BOLD_LABEL = re.compile(r"^\s*(?:[-*+]\s+|\d+\.\s+)?\*\*(?P<label>(?:[Ss]lurm|lm-eval) pitfall \d+|[A-Z]\d{1,2}"
                         r"|\d+(?:\.\d+)*[a-z]?)[.:]?\*\*")
 

@@ -5,10 +5,20 @@ runs them layer by layer through the model's streaming inspection mode and retur
 Both import torch; the torch-free report layer reads their JSON output, never these modules.
 """
 
-from exoformer.analysis.metrics import (attention_entropy, coefficient_stats, first_token_attention, gate_stats,
-                                        layer_similarity_matrix, massive_activation, pca_components,
-                                        similarity_to_embeddings, spike_mask, spike_score, spike_scores_from_metrics,
-                                        token_similarity)
+from exoformer.analysis.metrics import (
+                                        attention_entropy,
+                                        coefficient_stats,
+                                        first_token_attention,
+                                        gate_stats,
+                                        layer_similarity_matrix,
+                                        massive_activation,
+                                        pca_components,
+                                        similarity_to_embeddings,
+                                        spike_mask,
+                                        spike_score,
+                                        spike_scores_from_metrics,
+                                        token_similarity,
+)
 from exoformer.analysis.probes import ABLATIONS, run_probes
 
 __all__ = ["ABLATIONS", "attention_entropy", "coefficient_stats", "first_token_attention", "gate_stats",

@@ -190,7 +190,8 @@ def _table_numbers(probes: dict) -> dict[str, float]:
     """Per-run columns of the declared tables (experiments/tables.yaml), where this run has them.
 
     pca_final_anchor_removed: components of the last hidden state with the anchor term removed; pca_mean_self_removed:
-    the mean over all L+1 hidden states (index 0 = embeddings, as docs/official_code.md 6.2's per-layer list) with the own term
+    the mean over all L+1 hidden states (index 0 = embeddings, as docs/official_code.md 6.2's per-layer list)
+    with the own term
     removed (paper appendix C: 321 vs 181 and 822 vs 611); token_similarity_max: the largest layer's mean
     token-to-token similarity (paper: ~95%); first_token_attention_layer_mean: the attention sink averaged over
     layers (the claims verb divides gated attention's by ExoFormer's).

@@ -79,8 +79,8 @@ def smoke_data_dir() -> Path:
 def _smoke_cache_problem(target: Path) -> str | None:
     """None when `target` holds a complete smoke corpus matching its recorded checksums, else what is wrong."""
     from exoformer.data.checksums import SUMS_FILE, read_sums
-    from exoformer.io import sha256_file
     from exoformer.data.smoke import corpus
+    from exoformer.io import sha256_file
 
     if not (target / corpus.META_FILE).is_file():
         return "not built yet"

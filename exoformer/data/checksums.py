@@ -6,7 +6,6 @@ smoke corpus), so a malformed line is always a one-line error naming file:line.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterable

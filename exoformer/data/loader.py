@@ -28,6 +28,7 @@ from exoformer.data.shards import find_shards, read_shard
 from exoformer.data.tokenizer import GPT2_EOT
 from exoformer.errors import UserError
 
+
 @dataclass(kw_only=True, slots=True)
 class Batch:
     x: torch.Tensor  # (B, T) int64 inputs

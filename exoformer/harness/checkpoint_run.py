@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
-from exoformer.harness.cost import Cost
 from exoformer.eval.prefetch import EXPECTED_EVAL_DOCS
+from exoformer.harness.cost import Cost
 from exoformer.harness.plan import PlannedRun, plan_specs, split_overrides
 from exoformer.harness.profiles import Profile
 from exoformer.harness.registry import Registry

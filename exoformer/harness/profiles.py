@@ -14,8 +14,8 @@ from typing import Any
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import REPO_ROOT
 from exoformer.harness.spec import check_type
-from exoformer.yaml_lines import LineDict, load_yaml_with_lines
 from exoformer.limits import MAX_NAME_LEN, NAME_RE
+from exoformer.yaml_lines import LineDict, load_yaml_with_lines
 
 PROFILES_DIR = REPO_ROOT / "slurm" / "profiles"
 

@@ -28,14 +28,23 @@ from exoformer.harness import released as released_mod
 from exoformer.harness import sweeps as sweeps_mod
 from exoformer.harness.claims_schema import DeclaredClaim, parse_claims
 from exoformer.harness.spec import (
-    SECTIONS, AnalysisConfig, Entry, EvalConfig, Layer, Placement, Spec, build_section, flatten_body,
-    parse_override, set_flat,
+    SECTIONS,
+    AnalysisConfig,
+    Entry,
+    EvalConfig,
+    Layer,
+    Placement,
+    Spec,
+    build_section,
+    flatten_body,
+    parse_override,
+    set_flat,
 )
 from exoformer.harness.tables import Figure, Metric, Table, parse_figure, parse_metrics, parse_table
-from exoformer.yaml_lines import LineDict, load_yaml_with_lines
 from exoformer.model import variants as variants_mod
 from exoformer.model.config import ModelConfig
 from exoformer.train.config import TrainConfig
+from exoformer.yaml_lines import LineDict, load_yaml_with_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_REGISTRY = REPO_ROOT / "experiments"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import REPO_ROOT, Registry
-from exoformer.yaml_lines import load_yaml_with_lines
 from exoformer.limits import check_finite
+from exoformer.yaml_lines import load_yaml_with_lines
 
 DEFAULT_REPORTED = REPO_ROOT / "results" / "paper" / "reported.yaml"
 VERSIONS = ("v1", "v2", "v3", "v4", "unknown")

@@ -22,8 +22,21 @@ from exoformer.harness.spec import AnalysisConfig, EvalConfig, Placement, Spec
 from exoformer.io import atomic_write_text
 from exoformer.model.config import ModelConfig
 from exoformer.rundir import (  # noqa: F401 - the run states, re-exported for the harness's callers
-    ACTIVE_STATES, DAMAGED, FAILED, INTERRUPTED, PENDING, RUNNING, STATES, SUCCEEDED, RunDir, Status, now,
-    parse_time, read_status, update_status, write_status,
+    ACTIVE_STATES,
+    DAMAGED,
+    FAILED,
+    INTERRUPTED,
+    PENDING,
+    RUNNING,
+    STATES,
+    SUCCEEDED,
+    RunDir,
+    Status,
+    now,
+    parse_time,
+    read_status,
+    update_status,
+    write_status,
 )
 from exoformer.train.config import TrainConfig
 from exoformer.yaml_lines import load_yaml_with_lines

@@ -14,13 +14,12 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
+from exoformer.eval.suites import SUITES
 from exoformer.harness.hashing import hash12, semantic_hash
 from exoformer.limits import MAX_INT, check_finite, check_seed
-from exoformer.eval.suites import SUITES
 from exoformer.model.config import ABLATIONS, ModelConfig
 from exoformer.train.config import TrainConfig
 from exoformer.yaml_lines import load_yaml_text
-
 
 PROBES = ("first_token_attention", "attention_entropy", "token_similarity", "similarity_to_embeddings",
           "layer_similarity", "pca_components", "gate_stats", "coefficient_stats", "massive_activation",

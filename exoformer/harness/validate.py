@@ -1,4 +1,5 @@
-"""Validation of the whole registry: every registry file, every spec under every preset, tables, figures, reported.yaml, profiles.
+"""Validation of the whole registry: every registry file, every spec under every preset, tables, figures,
+reported.yaml, profiles.
 
 Checks the files against the schema and against each other: every table row and figure names an existing
 spec, every reported number names a declared table cell, every declared cell is in reported.yaml, no two

@@ -10,8 +10,15 @@ from __future__ import annotations
 from importlib import import_module
 
 from exoformer.model.config import ModelConfig
-from exoformer.model.variants import (describe, list_shapes, list_variants, resolve_shape, shape_fields,
-                                      variant_config, variant_fields)
+from exoformer.model.variants import (
+    describe,
+    list_shapes,
+    list_variants,
+    resolve_shape,
+    shape_fields,
+    variant_config,
+    variant_fields,
+)
 
 _LAZY = {
     "ExoTransformer": "exoformer.model.model",

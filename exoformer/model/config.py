@@ -174,7 +174,8 @@ def _validate(cfg: ModelConfig) -> None:
     if cfg.anchor not in ANCHORS:
         raise bad("anchor", f"unknown anchor {cfg.anchor!r}", did_you_mean(cfg.anchor, ANCHORS))
     if cfg.granularity not in GRANULARITIES:
-        raise bad("granularity", f"unknown granularity {cfg.granularity!r}", did_you_mean(cfg.granularity, GRANULARITIES))
+        raise bad("granularity", f"unknown granularity {cfg.granularity!r}",
+                  did_you_mean(cfg.granularity, GRANULARITIES))
     if cfg.attention not in ATTENTION_KERNELS:
         raise bad("attention", f"unknown attention {cfg.attention!r}", did_you_mean(cfg.attention, ATTENTION_KERNELS))
     for name in ("mix_paths", "anchor_norm_paths", "post_mix_norm_paths"):
@@ -191,7 +192,8 @@ def _validate(cfg: ModelConfig) -> None:
     for name in ("anchor_norm_paths", "post_mix_norm_paths"):
         extra = [p for p in getattr(cfg, name) if p not in cfg.mix_paths]
         if extra:
-            raise bad(name, f"names paths {extra} that are not mixed", f"use a subset of mix_paths {list(cfg.mix_paths)}")
+            raise bad(name, f"names paths {extra} that are not mixed",
+                      f"use a subset of mix_paths {list(cfg.mix_paths)}")
     if cfg.dynamic and cfg.anchor == "none":
         raise bad("dynamic", "dynamic coefficients need mixing", "set anchor and mix_paths, or dynamic: false")
     if cfg.first_mixing_layer >= cfg.n_layer and cfg.mix_paths:

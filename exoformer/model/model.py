@@ -396,7 +396,8 @@ class Attention(nn.Module):
         self.fused_mixing = fused_mixing
         self.provides_anchor = cfg.anchor == "internal" and layer == 0
         if self.provides_anchor:
-            # v/g anchors get their own norms in layer 0; q/k anchors reuse layer 0's QK-norm (docs/official_code.md 1.4).
+            # v/g anchors get their own norms in layer 0; q/k anchors reuse layer 0's QK-norm
+            # (docs/official_code.md 1.4).
             vg_normed = tuple(p for p in cfg.anchor_norm_paths if p in ("v", "g"))
             self.anchor_norms = PathNorms(cfg.mix_paths, vg_normed, cfg.d_head, cfg.norm_eps)
             self.anchor_qk_normed = tuple(p for p in cfg.anchor_norm_paths if p in ("q", "k"))
@@ -433,7 +434,8 @@ class Attention(nn.Module):
         return self.out(y.flatten(2)), anchor_out
 
     def _internal_anchor(self, raw: torch.Tensor, qk_normed: torch.Tensor) -> torch.Tensor:
-        """Layer 0's anchors, all pre-RoPE: QK-normed or raw q/k, own-normed or raw v/g (docs/official_code.md 1.4/1.5)."""
+        """Layer 0's anchors, all pre-RoPE: QK-normed or raw q/k, own-normed or raw v/g
+        (docs/official_code.md 1.4/1.5)."""
         parts = [qk_normed[:, :, i] if p in self.anchor_qk_normed else raw[:, :, i]
                  for p, i in zip(self.anchor_norms.paths, self.anchor_index)]
         return self.anchor_norms(torch.stack(parts, dim=2))

@@ -10,7 +10,6 @@ docs/official_code.md) become data. `format_checkpoint_info` prints it. Every re
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any

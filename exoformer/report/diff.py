@@ -28,8 +28,17 @@ from dataclasses import dataclass, field
 from exoformer.harness.run_index import CHECKPOINT, OURS
 from exoformer.harness.tables import TASKS
 from exoformer.report.rank import kendall_tau_b
-from exoformer.report.tables import (AVERAGE, MARK, NOT_REPORTED, NOT_RUN, OTHER_METRIC, PERCENT_COLUMNS, PERPLEXITY,
-                                     BuiltTable, Cell)
+from exoformer.report.tables import (
+    AVERAGE,
+    MARK,
+    NOT_REPORTED,
+    NOT_RUN,
+    OTHER_METRIC,
+    PERCENT_COLUMNS,
+    PERPLEXITY,
+    BuiltTable,
+    Cell,
+)
 
 Z = 2.0
 PPL_RELATIVE_TOLERANCE = 0.015
@@ -299,8 +308,8 @@ def render_diff(result: TableDiff) -> str:
     lines = [f"diff {t.id}: {t.title} [{t.paper_ref}]", f"preset {built.preset}; runs root {built.runs_root}"]
     n_not = sum(1 for s in result.sections for c in s.cells if c.status == RANK_ONLY)
     if n_not:
-        lines.append(f"{n_not} cells are NOT comparable with the paper's recipe ({MARK}; what differs: the {MARK} lines "
-                     "below); only the rank agreement of the rows is judged for them.")
+        lines.append(f"{n_not} cells are NOT comparable with the paper's recipe ({MARK}; what differs: the {MARK} "
+                     "lines below); only the rank agreement of the rows is judged for them.")
     lines.append(f"tolerance: {Z:g} x sqrt(lm-eval stderr^2 + seed std^2) for accuracies (%); "
                  f"{PPL_RELATIVE_TOLERANCE:.1%} of the reference value (or {Z:g} x seed std) for val_ppl")
     shown = [s for s in result.sections if s.has_data] or [result.ours]

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from exoformer.eval.stage import evaluate_stage, validate_stage
-from exoformer.stage import StageContext
 from exoformer.harness.registry import Registry
 from exoformer.report.collect import collect
+from exoformer.stage import StageContext
 from exoformer.train.loop import train
 
 TINY = ["train.steps=3", "train.batch_tokens=1024", "train.micro_batch_seqs=4", "train.seq_len=256",

@@ -188,9 +188,9 @@ def test_bad_input_is_one_line_exit_2(env, capsys, case, needle):
 
 
 def test_raw_model1_anchors_stand_for_a_qk_norm_row_but_not_for_another_model(env):
+    from exoformer.errors import UserError
     from exoformer.harness.checkpoint_run import resolve_checkpoint_spec
     from exoformer.harness.registry import Registry
-    from exoformer.errors import UserError
 
     cfg = variant_config("e-nuresformer-qknorm", "smoke", n_layer=2, anchor_norm_paths=())
     path = env / "oqkrn.pt"

@@ -18,8 +18,8 @@ from exoformer.errors import UserError
 from exoformer.harness.registry import DEFAULT_REGISTRY, Registry
 from exoformer.harness.reported import DEFAULT_REPORTED
 from exoformer.harness.spec import parse_override
-from exoformer.yaml_lines import load_yaml_text
 from exoformer.model.variants import variant_config
+from exoformer.yaml_lines import load_yaml_text
 
 REPO = Path(__file__).resolve().parents[2]
 MEMORY_CAP = 2 << 30  # 2 GiB of address space for the CLI under test

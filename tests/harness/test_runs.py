@@ -14,8 +14,8 @@ from exoformer.cli import main
 from exoformer.errors import UserError
 from exoformer.harness import locking, runs
 from exoformer.harness.plan import decide
-from exoformer.rundir import RunDir
 from exoformer.harness.registry import Registry
+from exoformer.rundir import RunDir
 
 TINY = ["--preset", "smoke", "--set", "train.steps=2"]
 

@@ -15,7 +15,8 @@ from synthetic import make_run, registry, uniform  # noqa: E402
 from exoformer.cli import main  # noqa: E402
 from exoformer.errors import UserError  # noqa: E402
 from exoformer.report import figures  # noqa: E402
-from exoformer.report.claims import build_claims, render_markdown as render_claims  # noqa: E402
+from exoformer.report.claims import build_claims  # noqa: E402
+from exoformer.report.claims import render_markdown as render_claims
 from exoformer.report.collect import collect  # noqa: E402
 from exoformer.report.diff import OUTSIDE, RANK_ONLY, WITHIN, diff_table, exit_code, render_diff  # noqa: E402
 from exoformer.report.recipe import differences  # noqa: E402
@@ -67,7 +68,7 @@ def test_shrunk_spec_cells_are_marked_in_the_table_and_not_called_stale(tmp_path
     assert built.cells[("resformer", "val_ppl")].comparable  # the paper's recipe and seed: comparable
     assert main(["table", "table1", "--runs-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert f"138.65{MARK} / 14.64" in out and f"| 14.40 / 14.32 |" in out
+    assert f"138.65{MARK} / 14.64" in out and "| 14.40 / 14.32 |" in out
     assert f"{MARK} gated (ours): not comparable: eval.limit=20," in out
     assert "stale" not in out  # deliberate variants (the recorded command has --set), not stale runs
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
-
-import shutil
 
 import pytest
 

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_backend_slurm import cli, specs_of, tiny
 
 from exoformer.harness import locking, runs
 from exoformer.harness.backends import Item, SlurmBackend
 from exoformer.harness.profiles import load_profile
 from exoformer.rundir import RunDir
 from exoformer.train.checkpoint import latest_checkpoint, load_checkpoint
-from test_backend_slurm import cli, specs_of, tiny
 
 TWO_TASKS = ["--backend", "slurm", "--profile", "testcluster-2tasks"]
 ONE_TASK = ["--backend", "slurm", "--profile", "testcluster"]

@@ -2,11 +2,11 @@ import warnings
 
 import pytest
 import torch
+from train_tiny import tiny_model, tiny_train
 
 from exoformer.errors import UserError
 from exoformer.train.checkpoint import latest_checkpoint, load_checkpoint, load_model_from_run, save_checkpoint
 from exoformer.train.loop import final_validation, train
-from train_tiny import tiny_model, tiny_train
 
 
 def test_save_names_checksums_and_keeps_newest(tmp_path):

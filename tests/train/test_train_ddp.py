@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_tiny import tiny_model, tiny_train
 
 from exoformer.train.checkpoint import latest_checkpoint, load_checkpoint
 from exoformer.train.loop import train
-from train_tiny import tiny_model, tiny_train
 
 RUNNER = Path(__file__).parent / "train_run_tiny.py"
 

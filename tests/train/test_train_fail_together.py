@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from exoformer.train.loop import train
 from test_train_ddp import free_port, losses
 from train_tiny import tiny_model, tiny_train
+
+from exoformer.train.loop import train
 
 RUNNER = Path(__file__).parent / "train_run_failing_rank.py"
 

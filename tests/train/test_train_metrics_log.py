@@ -3,11 +3,11 @@
 import json
 
 import pytest
+from train_tiny import tiny_model, tiny_train
 
 from exoformer.train.checkpoint import checkpoint_name
 from exoformer.train.loop import train
 from exoformer.train.state import MetricsLog
-from train_tiny import tiny_model, tiny_train
 
 
 def test_damaged_lines_are_reported_with_file_and_line_and_dropped(tmp_path):

@@ -3,11 +3,11 @@ import math
 import pytest
 import torch
 from torch import nn
+from train_tiny import tiny_model
 
 from exoformer.model import ExoTransformer
 from exoformer.train.config import TrainConfig
 from exoformer.train.optim import Muon, build_optimizers, param_groups, polar_express
-from train_tiny import tiny_model
 
 
 @pytest.mark.parametrize("shape", [(96, 32), (32, 80)])

@@ -1,10 +1,10 @@
 import math
 
 import torch
+from train_tiny import tiny_model, tiny_train
 
 from exoformer.train.checkpoint import latest_checkpoint, load_checkpoint
 from exoformer.train.loop import resolve_precision, train
-from train_tiny import tiny_model, tiny_train
 
 
 def test_auto_precision_is_fp32_on_cpu_and_bf16_autocast_on_cuda():

@@ -7,10 +7,10 @@ import pytest
 
 from exoformer.data import resolve_data
 from exoformer.data.shards import find_shards, read_shard
+from exoformer.harness.smoke_recipe import smoke_train_fields
 from exoformer.model import variant_config
 from exoformer.train.config import TrainConfig
 from exoformer.train.loop import train
-from exoformer.harness.smoke_recipe import smoke_train_fields
 
 
 def unigram_entropy_nats(data_dir) -> float:

@@ -5,12 +5,12 @@ import os
 
 import pytest
 import torch
+from train_tiny import tiny_model, tiny_train
 
 from exoformer.errors import UserError
 from exoformer.train import checkpoint as ckpt
 from exoformer.train.checkpoint import latest_checkpoint, load_verified, save_checkpoint
 from exoformer.train.loop import train
-from train_tiny import tiny_model, tiny_train
 
 
 def torch_save_fails_midway(state, f):
