@@ -291,6 +291,31 @@ def compiled_against_eager(ctx: Context, variant: str) -> Row:
                    f"compiled {compiled_loss:.5f}; tolerance {tol:g}")
 
 
+def model_flex_against_sdpa(ctx: Context) -> Row:
+    """Our model with `model.attention: flex` against `sdpa`, same weights and document mask (no grad on CPU,
+    where FlexAttention cannot train)."""
+    from dataclasses import replace
+
+    from exoformer.train.loss import lm_loss
+
+    cfg = config("dynamic-e-exoformer", ctx.scale.family_shape)
+    sdpa = build_model(replace(cfg, attention="sdpa"), ctx.device)
+    with torch.no_grad():
+        for p in sdpa.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    flex = build_model(replace(cfg, attention="flex"), ctx.device)
+    flex.load_state_dict(sdpa.state_dict())
+    x, y, starts = batch_for(cfg, ctx.scale.family_batch, cfg.seq_len, ctx.device)
+    with torch.no_grad(), autocast(ctx), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = float(lm_loss(sdpa(x, starts), y, 1e-5)[0])
+        b = float(lm_loss(flex(x, starts), y, 1e-5)[0])
+    diff = abs(a - b) / abs(a)
+    tol = 1e-5 if ctx.scale.precision == "fp32" else 1e-2
+    return ctx.row(diff, "rel", diff <= tol, f"dynamic-e-exoformer, {ctx.scale.precision}, document mask; "
+                   f"sdpa {a:.5f}, flex {b:.5f}; tolerance {tol:g}")
+
+
 # ----------------------------------------------------------------------------- training steps
 
 class Trainer:
@@ -561,7 +586,8 @@ def checks() -> list[tuple[str, Callable[[Context], Row]]]:
                      "eval peak memory, batched", "eval peak memory, batch 1", "eval peak memory lean / full logits"),
                     eval_rows(), strict=True))
     out.append(("process group init + all-reduce (NCCL; gloo with --cpu)", row_process_group))
-    out += [("flex doc mask vs dense SDPA, bf16: max |diff|", row_flex_diff), ("flex / dense SDPA time", row_flex_time)]
+    out += [("flex doc mask vs dense SDPA, bf16: max |diff|", row_flex_diff), ("flex / dense SDPA time", row_flex_time),
+            ("model loss, attention flex vs sdpa", model_flex_against_sdpa)]
     out += [("30 bf16 steps eager vs compiled: max |loss diff|", row_steps_loss),
             ("30 bf16 steps: compiled speed-up", row_steps_speed)]
     out += [(f"compiled vs eager loss: {v}", lambda ctx, v=v: compiled_against_eager(ctx, v))
