@@ -137,4 +137,4 @@ def test_corpus_mentions_people_with_long_tailed_frequencies():
     mentions = np.array([counts[p.name] for p in people], dtype=float)
     weights = np.array(salience(people))
     assert mentions.max() > 30 * max(mentions.min(), 1)
-    assert np.corrcoef(np.log(mentions + 1), np.log(weights))[0, 1] > 0.9
+    assert np.corrcoef(np.log(mentions + 1), np.log(weights))[0, 1] > 0.8

@@ -81,7 +81,7 @@ def test_gold_answers_are_the_worlds_facts(built):
     from exoformer.data.smoke.facts import world
 
     towns = {p.name: p.town for p in world().people}
-    activities = {p.name: p.job.activity for p in world().people}
+    foods = {p.name: p.food for p in world().people}
     for doc in built["smoke_arc_easy"]["test"]:
         gold, choices = t.gold_and_choices("smoke_arc_easy", doc)
         if doc["question"].startswith("Where does ") and doc["question"].split()[2] in towns:
@@ -89,9 +89,9 @@ def test_gold_answers_are_the_worlds_facts(built):
     checked = 0
     for doc in built["smoke_winogrande"]["validation"]:
         gold, options = t.gold_and_choices("smoke_winogrande", doc)
-        if "went to work" in doc["sentence"]:
-            assert doc["sentence"].endswith(f"_ {activities[options[gold]]} all day.")
-            assert not doc["sentence"].endswith(f"_ {activities[options[1 - gold]]} all day.")
+        if "went shopping" in doc["sentence"]:
+            assert doc["sentence"].endswith(f"_ bought {foods[options[gold]]} for lunch.")
+            assert not doc["sentence"].endswith(f"_ bought {foods[options[1 - gold]]} for lunch.")
             checked += 1
     assert checked > 20
 

@@ -157,9 +157,13 @@ def _quiz(w: World, rng: random.Random) -> str:
     questions, weights = _questions(w)
     lines = []
     for _ in range(rng.randint(3, 6)):
-        if rng.randrange(4) < 3:
+        style = rng.randrange(8)
+        if style < 5:
             q = rng.choices(questions, weights=weights)[0]
             lines.append(f"Question: {q.question}\nAnswer: {q.answer}")
+        elif style == 5:
+            t = _pick(rng, w.tools)
+            lines.append(f"Question: How can you {t.goal}?\nAnswer: Use {t.tool}.")
         else:
             p = _pick(rng, w.people)
             label, (stem, end) = rng.choice([("Working", ph.work_frame(p)), ("Pets", ph.pet_frame(p)),

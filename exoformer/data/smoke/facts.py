@@ -1,6 +1,6 @@
 """The smoke world: every fact the smoke corpus states and the smoke evaluation tasks ask about.
 
-One place (issue 3): the corpus generator (corpus.py) and the task generator (tasks.py) both draw from
+One place: the corpus generator (corpus.py) and the task generator (tasks.py) both draw from
 `world()`, so a task's gold answer is always something the corpus says. No arithmetic. Entities are fixed
 lists; which person has which home, job, colour, food and pet is drawn once with a fixed seed and balanced
 (each value used equally often), so no answer is favoured by frequency alone.

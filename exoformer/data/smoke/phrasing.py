@@ -176,6 +176,8 @@ def two_people_frames(gold: Person, other: Person, gold_first: bool) -> list[tup
         (f"{pair} went to work, and _ {gold.job.activity} all day.", "work"),
         (f"{pair} came home, and _ fed the pet {gold.pet.name}.", "pet"),
         (f"{pair} said goodbye, and _ took the train to {gold.town}.", "town"),
+        (f"{pair} went shopping, and _ bought {gold.food} for lunch.", "food"),
+        (f"{pair} painted their rooms, and _ picked {gold.colour} paint.", "colour"),
     ]
 
 

@@ -158,12 +158,14 @@ def _winogrande_items(w: World, rng: random.Random) -> list[Item]:
     """stem = sentence with "_", answer = the gold option, pool = (gold, other).
 
     Only people: their facts are the long tail (40 people against 16 animals and 14 things), and the rival
-    has about the gold person's salience, so the choice needs the gold person's own fact."""
+    has about the gold person's salience, so the choice needs the gold person's own fact. The job, the most
+    often restated fact, is left to the other tasks; food and colour, the least restated, get two rivals."""
     items = []
     for gold in w.people:
-        for kind, differs in (("work", lambda o: o.job != gold.job), ("pet", lambda o: o.pet != gold.pet),
-                              ("town", lambda o: o.town != gold.town)):
-            for other in _near(gold, [o for o in w.people if differs(o)], w.people, 2, rng, pool=4):
+        for kind, differs, n in (("pet", lambda o: o.pet != gold.pet, 1), ("town", lambda o: o.town != gold.town, 1),
+                                 ("food", lambda o: o.food != gold.food, 2),
+                                 ("colour", lambda o: o.colour != gold.colour, 2)):
+            for other in _near(gold, [o for o in w.people if differs(o)], w.people, n, rng, pool=4):
                 sentence = dict((k, s) for s, k in ph.two_people_frames(gold, other, rng.random() < 0.5))[kind]
                 items.append(Item(group=f"{kind}:{gold.name}", stem=sentence, answer=gold.name,
                                   pool=(gold.name, other.name)))
