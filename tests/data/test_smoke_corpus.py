@@ -1,5 +1,6 @@
 """The smoke corpus: deterministic bytes, documents each start with EOT, compact vocabulary, entropy, cache."""
 
+import collections
 import random
 
 import numpy as np
@@ -111,3 +112,29 @@ def test_gpt2_and_compact_agree_on_text(small_corpus):
     text = "Question: Where does Anna live?\nAnswer: Paris"
     assert compact.from_gpt2(gpt2().encode(text)) == compact.encode(text)
     assert compact.decode(compact.encode(text)) == text
+
+
+def test_salience_is_a_seeded_zipf_over_a_shuffled_order():
+    from exoformer.data.smoke.facts import SALIENCE_EXPONENT, salience, world
+
+    people = world().people
+    weights = salience(people)
+    assert salience(people) == weights and len(weights) == len(people)
+    expected = sorted(1 / rank**SALIENCE_EXPONENT for rank in range(1, len(people) + 1))
+    assert sorted(weights) == pytest.approx(expected)
+    assert list(weights) != sorted(weights, reverse=True)  # the list order is not the fame order
+
+
+def test_corpus_mentions_people_with_long_tailed_frequencies():
+    """The most famous person is mentioned far more often than the least, and mention counts follow salience."""
+    import re
+
+    from exoformer.data.smoke.facts import salience, world
+
+    people = world().people
+    text = " ".join(corpus.documents(random.Random("train-0"), 1500))
+    counts = collections.Counter(re.findall(r"[A-Z][a-z]+", text))
+    mentions = np.array([counts[p.name] for p in people], dtype=float)
+    weights = np.array(salience(people))
+    assert mentions.max() > 30 * max(mentions.min(), 1)
+    assert np.corrcoef(np.log(mentions + 1), np.log(weights))[0, 1] > 0.8

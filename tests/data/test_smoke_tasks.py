@@ -81,15 +81,19 @@ def test_gold_answers_are_the_worlds_facts(built):
     from exoformer.data.smoke.facts import world
 
     towns = {p.name: p.town for p in world().people}
-    sounds = {a.name: a.sound for a in world().animals}
+    foods = {p.name: p.food for p in world().people}
     for doc in built["smoke_arc_easy"]["test"]:
         gold, choices = t.gold_and_choices("smoke_arc_easy", doc)
         if doc["question"].startswith("Where does ") and doc["question"].split()[2] in towns:
             assert choices[gold].endswith(f" lives in {towns[doc['question'].split()[2]]}.")
+    checked = 0
     for doc in built["smoke_winogrande"]["validation"]:
         gold, options = t.gold_and_choices("smoke_winogrande", doc)
-        if "were outside" in doc["sentence"]:
-            assert doc["sentence"].endswith(f"_ {sounds[options[gold]]} loudly.")
+        if "went shopping" in doc["sentence"]:
+            assert doc["sentence"].endswith(f"_ bought {foods[options[gold]]} for lunch.")
+            assert not doc["sentence"].endswith(f"_ bought {foods[options[1 - gold]]} for lunch.")
+            checked += 1
+    assert checked > 20
 
 
 def test_no_question_in_two_splits(built):
@@ -107,7 +111,7 @@ def test_hellaswag_docs_read_through_lm_eval_process_docs(built):
     for doc, out in zip(docs, processed):
         assert out["gold"] == int(doc["label"]) and out["choices"] == doc["endings"]
         assert [f"{out['query']} {c}" for c in out["choices"]] == t.prompt_texts("smoke_hellaswag", doc)
-        assert any(name in out["query"] for name in ("Working", "Pets", "Accidents", "Nature"))
+        assert any(name in out["query"] for name in ("Working", "Pets", "Lunch", "Accidents", "Nature"))
 
 
 def test_winogrande_docs_read_through_lm_eval_partial_scoring(built):
@@ -118,3 +122,23 @@ def test_winogrande_docs_read_through_lm_eval_partial_scoring(built):
         target = wg.doc_to_target(doc)
         assert [f"{c} {target}" for c in contexts] == t.prompt_texts("smoke_winogrande", doc)
         assert wg.doc_to_text(doc) == int(doc["answer"]) - 1
+
+
+def test_two_choice_rivals_are_about_as_famous_as_the_gold(built):
+    """WinoGrande and PIQA pit the gold against a near neighbour in salience rank, so ruling out a famous
+    rival does not give the answer."""
+    from exoformer.data.smoke.facts import salience, world
+
+    w = world()
+    rank = {p.name: r for r, p in enumerate(sorted(w.people, key=dict(zip(w.people, salience(w.people))).get,
+                                                   reverse=True))}
+    gaps = []
+    for docs in built["smoke_winogrande"].values():
+        for doc in docs:
+            gaps.append(abs(rank[doc["option1"]] - rank[doc["option2"]]))
+    assert max(gaps) <= 8 and sum(gaps) / len(gaps) < 3 and len(gaps) == sum(t.SPLITS["smoke_winogrande"].values())
+    tool_rank = {f"Use {tool.tool}.": r for r, tool in enumerate(
+        sorted(w.tools, key=dict(zip(w.tools, salience(w.tools))).get, reverse=True))}
+    tool_gaps = [abs(tool_rank[doc["sol1"]] - tool_rank[doc["sol2"]]) for doc in built["smoke_piqa"]["validation"]
+                 if doc["sol1"] in tool_rank]
+    assert tool_gaps and max(tool_gaps) <= 7

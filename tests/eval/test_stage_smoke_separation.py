@@ -1,8 +1,9 @@
-"""The smoke suite separates trained from untrained (issue 6): a smoke model trained through the stages scores
+"""The smoke suite separates trained from untrained: a smoke model trained through the stages scores
 clearly above the chance average; the same model freshly initialised is within noise of chance.
 
-One model per session: the smoke preset's recipe shortened to SEPARATION_STEPS updates (the full schedule,
-warm-up and decay included, just shorter), evaluated on the first LIMIT documents of each smoke task.
+One model per session: the smoke preset's recipe in full (SEPARATION_STEPS updates, its own warm-ups and
+decay), evaluated on the first LIMIT documents of each smoke task. The smoke corpus states most facts rarely
+(long-tailed salience, exoformer/data/smoke/facts.py), so a few dozen updates are not enough to separate.
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ from exoformer.train.loop import train
 
 pytestmark = pytest.mark.slow
 
-SEPARATION_STEPS = 60
+SEPARATION_STEPS = 150  # the smoke preset's own step count
 LIMIT = 40
-OVERRIDES = [f"train.steps={SEPARATION_STEPS}", "train.warmup_steps=6", "train.muon_momentum_steps=6",
-             f"train.checkpoint_every={SEPARATION_STEPS}", "train.val_every=30", "train.final_val_tokens=8192",
-             f"eval.limit={LIMIT}"]
+OVERRIDES = [f"train.steps={SEPARATION_STEPS}", f"train.checkpoint_every={SEPARATION_STEPS}", "train.val_every=75",
+             "train.final_val_tokens=8192", f"eval.limit={LIMIT}"]
 
 
 def n_choices(task: str, doc: dict) -> int:

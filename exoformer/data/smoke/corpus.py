@@ -26,12 +26,12 @@ import numpy as np
 from exoformer.data.shards import find_shards, read_shard, write_shard
 from exoformer.data.smoke import phrasing as ph
 from exoformer.data.smoke import tasks as smoke_tasks
-from exoformer.data.smoke.facts import World, world
+from exoformer.data.smoke.facts import World, salience, world
 from exoformer.data.tokenizer import CompactTokenizer, gpt2
 from exoformer.errors import UserError
 from exoformer.io import atomic_write_json
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 MAX_VOCAB = 2048
 META_FILE = "smoke.json"
 
@@ -45,6 +45,22 @@ class SmokeCorpusConfig:
 
 
 # --- genres: each takes (world, rng) and returns one document's text (without the EOT) ---------------------
+# Every entity is drawn by its salience (facts.salience), so facts are stated with long-tailed frequencies.
+
+
+def _pick(rng: random.Random, items: tuple):
+    return rng.choices(items, weights=salience(items))[0]
+
+
+def _sample(rng: random.Random, items: tuple, k: int) -> list:
+    """k distinct items, each draw weighted by salience among those not drawn yet."""
+    weights = dict(zip(range(len(items)), salience(items)))
+    chosen = []
+    for _ in range(k):
+        index = rng.choices(list(weights), weights=list(weights.values()))[0]
+        chosen.append(items[index])
+        del weights[index]
+    return chosen
 
 
 def _fact_list(w: World, rng: random.Random) -> str:
@@ -52,20 +68,20 @@ def _fact_list(w: World, rng: random.Random) -> str:
     for _ in range(rng.randint(5, 10)):
         source = rng.randrange(4)
         if source == 0:
-            p = rng.choice(w.people)
+            p = _pick(rng, w.people)
             sentences.append(rng.choice(ph.person_statements(p) + ph.person_paraphrases(p)))
         elif source == 1:
-            sentences.append(rng.choice(ph.animal_statements(rng.choice(w.animals))))
+            sentences.append(rng.choice(ph.animal_statements(_pick(rng, w.animals))))
         elif source == 2:
-            sentences.append(rng.choice(ph.thing_statements(rng.choice(w.things), w)))
+            sentences.append(rng.choice(ph.thing_statements(_pick(rng, w.things), w)))
         else:
-            e = rng.choice(w.effects)
+            e = _pick(rng, w.effects)
             sentences.append(f"When {e.subject} {e.cause}, it {e.effect}.")
     return " ".join(sentences)
 
 
 def _profile(w: World, rng: random.Random) -> str:
-    p = rng.choice(w.people)
+    p = _pick(rng, w.people)
     facts = ph.person_statements(p)
     rng.shuffle(facts)
     extra = rng.sample(ph.person_paraphrases(p), rng.randint(2, 5))
@@ -75,11 +91,11 @@ def _profile(w: World, rng: random.Random) -> str:
 
 def _nature(w: World, rng: random.Random) -> str:
     sentences = []
-    for a in rng.sample(w.animals, rng.randint(2, 4)):
+    for a in _sample(rng, w.animals, rng.randint(2, 4)):
         sentences += rng.sample(ph.animal_statements(a), 2)
-    for t in rng.sample(w.things, rng.randint(1, 3)):
+    for t in _sample(rng, w.things, rng.randint(1, 3)):
         sentences += rng.sample(ph.thing_statements(t, w), 3)
-    a, b = rng.sample(w.animals, 2)
+    a, b = _sample(rng, w.animals, 2)
     if a.size != b.size:
         big, small = (a, b) if a.size > b.size else (b, a)
         sentences.append(f"The {big.name} is bigger than the {small.name}.")
@@ -88,14 +104,14 @@ def _nature(w: World, rng: random.Random) -> str:
 
 def _causes_and_tools(w: World, rng: random.Random) -> str:
     sentences = []
-    for e in rng.sample(w.effects, rng.randint(2, 5)):
+    for e in _sample(rng, w.effects, rng.randint(2, 5)):
         sentences.append(rng.choice([f"When {e.subject} {e.cause}, it {e.effect}.",
                                      f"{e.subject[0].upper()}{e.subject[1:]} {e.effect} when it {e.cause}."]))
-    for t in rng.sample(w.tools, rng.randint(2, 5)):
+    for t in _sample(rng, w.tools, rng.randint(1, 2)):
         sentences.append(rng.choice([f"To {t.goal}, you should use {t.tool}.",
                                      f"How can you {t.goal}? Use {t.tool}.",
                                      f"If you want to {t.goal}, use {t.tool}."]))
-    for t in rng.sample(w.things, rng.randint(0, 2)):
+    for t in _sample(rng, w.things, rng.randint(0, 1)):
         sentences.append(f"What can you do with a {t.name}? Use it for {t.use}.")
     rng.shuffle(sentences)
     return " ".join(sentences)
@@ -103,12 +119,13 @@ def _causes_and_tools(w: World, rng: random.Random) -> str:
 
 def _story(w: World, rng: random.Random) -> str:
     """A short story chaining facts: each hop and its conclusion are stated (so two-hop answers are learnable)."""
-    p, q = rng.sample(w.people, 2)
-    t, u = rng.sample(w.things, 2)
+    p, q = _sample(rng, w.people, 2)
+    t, u = _sample(rng, w.things, 2)
     events = [
         " ".join(ph.work_frame(p)),
         f"{p.name} is {ph.article(p.job.name)} in {p.town}.",
         " ".join(ph.pet_frame(p)),
+        " ".join(ph.lunch_frame(p)),
         f"{p.name} has a pet {p.pet.name}, and {p.name}'s pet {p.pet.sound}.",
         " ".join(ph.drop_frame(p.name, t, w)),
         f"The {t.name} is made of {t.material}, and anything made of {t.material} "
@@ -116,7 +133,7 @@ def _story(w: World, rng: random.Random) -> str:
     ]
     for sentence, _kind in ph.two_people_frames(p, q, rng.random() < 0.5):
         events.append(sentence.replace("_", p.name))
-    a, b = rng.sample(w.animals, 2)
+    a, b = _sample(rng, w.animals, 2)
     events.append(ph.two_animals_frame(a, b, rng.random() < 0.5).replace("_", a.name))
     if w.material(t.material).dropped != w.material(u.material).dropped:
         events.append(ph.two_things_frame(p.name, t, u, rng.random() < 0.5, w).replace("_", t.name))
@@ -125,25 +142,32 @@ def _story(w: World, rng: random.Random) -> str:
 
 
 @functools.cache
-def _questions(w: World) -> tuple[ph.Question, ...]:
-    return (*ph.easy_questions(w), *ph.challenge_questions(w))
+def _questions(w: World) -> tuple[tuple[ph.Question, ...], tuple[float, ...]]:
+    """Every quiz question with its weight: the salience of what it asks about."""
+    weights = {}
+    for items, names in ((w.people, [p.name for p in w.people]), (w.animals, [a.name for a in w.animals]),
+                         (w.things, [t.name for t in w.things]), (w.tools, [t.goal for t in w.tools])):
+        weights.update(zip(names, salience(items)))
+    questions = (*ph.easy_questions(w), *ph.challenge_questions(w))
+    return questions, tuple(weights[q.about] for q in questions)
 
 
 def _quiz(w: World, rng: random.Random) -> str:
     """Question/answer pairs in the evaluation prompts' scaffolding, separated like few-shot examples."""
-    questions = _questions(w)
+    questions, weights = _questions(w)
     lines = []
     for _ in range(rng.randint(3, 6)):
-        style = rng.randrange(4)
-        if style < 2:
-            q = rng.choice(questions)
+        style = rng.randrange(8)
+        if style < 5:
+            q = rng.choices(questions, weights=weights)[0]
             lines.append(f"Question: {q.question}\nAnswer: {q.answer}")
-        elif style == 2:
-            t = rng.choice(w.tools)
+        elif style == 5:
+            t = _pick(rng, w.tools)
             lines.append(f"Question: How can you {t.goal}?\nAnswer: Use {t.tool}.")
         else:
-            p = rng.choice(w.people)
-            label, (stem, end) = rng.choice([("Working", ph.work_frame(p)), ("Pets", ph.pet_frame(p))])
+            p = _pick(rng, w.people)
+            label, (stem, end) = rng.choice([("Working", ph.work_frame(p)), ("Pets", ph.pet_frame(p)),
+                                             ("Lunch", ph.lunch_frame(p))])
             lines.append(f"{label}: {stem} {end}")
     return "\n\n".join(lines)
 

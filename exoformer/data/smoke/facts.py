@@ -1,9 +1,15 @@
 """The smoke world: every fact the smoke corpus states and the smoke evaluation tasks ask about.
 
-One place (issue 3): the corpus generator (corpus.py) and the task generator (tasks.py) both draw from
+One place: the corpus generator (corpus.py) and the task generator (tasks.py) both draw from
 `world()`, so a task's gold answer is always something the corpus says. No arithmetic. Entities are fixed
 lists; which person has which home, job, colour, food and pet is drawn once with a fixed seed and balanced
 (each value used equally often), so no answer is favoured by frequency alone.
+
+Entities are not equally famous: `salience` gives each one a Zipf weight (a seeded rank, so list order means
+nothing), and the corpus mentions an entity in proportion to it. A few facts are stated thousands of times,
+most a few dozen, the rarest a handful, so a short smoke run learns only part of the world and a model that
+learns faster learns more of it: the task scores land between chance and the ceiling and differ between
+variants. Gold answers stay balanced over values, so the frequency of a value never gives the answer away.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import random
 from dataclasses import dataclass
 
 WORLD_SEED = 20240520
+SALIENCE_EXPONENT = 1.5  # Zipf exponent of how often the corpus mentions each entity (0: all equally often)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -211,3 +218,11 @@ def world() -> World:
     )
     return World(people=people, towns=TOWNS, jobs=JOBS, colours=COLOURS, foods=FOODS, animals=ANIMALS,
                  materials=MATERIALS, things=THINGS, effects=EFFECTS, tools=TOOLS)
+
+
+@functools.cache
+def salience(items: tuple) -> tuple[float, ...]:
+    """Zipf weights 1 / rank**SALIENCE_EXPONENT for `items`, aligned with them; the ranks are a seeded shuffle."""
+    ranks = list(range(1, len(items) + 1))
+    random.Random(f"salience-{WORLD_SEED}-{items!r}").shuffle(ranks)
+    return tuple(1.0 / rank**SALIENCE_EXPONENT for rank in ranks)

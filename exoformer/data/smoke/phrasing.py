@@ -26,6 +26,7 @@ class Question:
     """A multiple-choice question: `answer` is gold; distractors come from `options` minus `answer`."""
 
     kind: str
+    about: str  # the entity asked about (a person's, animal's or thing's name, a tool's goal): its salience
     question: str
     answer: str
     options: tuple[str, ...]
@@ -95,29 +96,29 @@ def easy_questions(world: World) -> Iterator[Question]:
     uses = tuple(t.use for t in world.things)
     for p in world.people:
         n = p.name
-        yield Question(kind="town", question=f"Where does {n} live?", answer=f"{n} lives in {p.town}.",
+        yield Question(kind="town", about=n, question=f"Where does {n} live?", answer=f"{n} lives in {p.town}.",
                        options=tuple(f"{n} lives in {v}." for v in towns))
-        yield Question(kind="job", question=f"What is {n}'s job?", answer=f"{n} is {article(p.job.name)}.",
+        yield Question(kind="job", about=n, question=f"What is {n}'s job?", answer=f"{n} is {article(p.job.name)}.",
                        options=tuple(f"{n} is {article(v)}." for v in jobs))
-        yield Question(kind="colour", question=f"What is {n}'s favourite colour?",
+        yield Question(kind="colour", about=n, question=f"What is {n}'s favourite colour?",
                        answer=f"{n}'s favourite colour is {p.colour}.",
                        options=tuple(f"{n}'s favourite colour is {v}." for v in world.colours))
-        yield Question(kind="food", question=f"What does {n} like to eat?", answer=f"{n} likes to eat {p.food}.",
+        yield Question(kind="food", about=n, question=f"What does {n} like to eat?", answer=f"{n} likes to eat {p.food}.",
                        options=tuple(f"{n} likes to eat {v}." for v in world.foods))
-        yield Question(kind="pet", question=f"What pet does {n} have?", answer=f"{n} has a pet {p.pet.name}.",
+        yield Question(kind="pet", about=n, question=f"What pet does {n} have?", answer=f"{n} has a pet {p.pet.name}.",
                        options=tuple(f"{n} has a pet {v}." for v in pets))
     for a in world.animals:
-        yield Question(kind="sound", question=f"How does {article(a.name)} sound?",
+        yield Question(kind="sound", about=a.name, question=f"How does {article(a.name)} sound?",
                        answer=f"{Article(a.name)} {a.sound}.",
                        options=tuple(f"{Article(a.name)} {b.sound}." for b in world.animals))
-        yield Question(kind="habitat", question=f"Where does {article(a.name)} live?",
+        yield Question(kind="habitat", about=a.name, question=f"Where does {article(a.name)} live?",
                        answer=f"The {a.name} lives in the {a.habitat}.",
                        options=tuple(f"The {a.name} lives in the {v}." for v in habitats))
     for t in world.things:
-        yield Question(kind="material", question=f"What is a {t.name} made of?",
+        yield Question(kind="material", about=t.name, question=f"What is a {t.name} made of?",
                        answer=f"A {t.name} is made of {t.material}.",
                        options=tuple(f"A {t.name} is made of {v}." for v in materials))
-        yield Question(kind="use", question=f"What is a {t.name} used for?",
+        yield Question(kind="use", about=t.name, question=f"What is a {t.name} used for?",
                        answer=f"People use a {t.name} for {t.use}.",
                        options=tuple(f"People use a {t.name} for {v}." for v in uses))
 
@@ -130,21 +131,21 @@ def challenge_questions(world: World) -> Iterator[Question]:
     in_fire = tuple(sorted({f"It {m.in_fire}." for m in world.materials}))
     tools = tuple(t.tool for t in world.tools)
     for p in world.people:
-        yield Question(kind="pet_sound", question=f"What sound does {p.name}'s pet make?",
+        yield Question(kind="pet_sound", about=p.name, question=f"What sound does {p.name}'s pet make?",
                        answer=f"It {p.pet.sound}.", options=sounds)
-        yield Question(kind="work", question=f"What does {p.name} do at work?",
+        yield Question(kind="work", about=p.name, question=f"What does {p.name} do at work?",
                        answer=f"{p.name} {p.job.activity}.",
                        options=tuple(f"{p.name} {j.activity}." for j in world.jobs))
     for t in world.things:
         m = world.material(t.material)
-        yield Question(kind="drop", question=f"What happens when you drop a {t.name}?", answer=f"It {m.dropped}.",
+        yield Question(kind="drop", about=t.name, question=f"What happens when you drop a {t.name}?", answer=f"It {m.dropped}.",
                        options=dropped)
-        yield Question(kind="water", question=f"What happens when you put a {t.name} in water?",
+        yield Question(kind="water", about=t.name, question=f"What happens when you put a {t.name} in water?",
                        answer=f"It {m.in_water}.", options=in_water)
-        yield Question(kind="fire", question=f"What happens when you put a {t.name} in a fire?",
+        yield Question(kind="fire", about=t.name, question=f"What happens when you put a {t.name} in a fire?",
                        answer=f"It {m.in_fire}.", options=in_fire)
     for tool in world.tools:
-        yield Question(kind="tool", question=f"What do you need to {tool.goal}?", answer=tool.tool, options=tools)
+        yield Question(kind="tool", about=tool.goal, question=f"What do you need to {tool.goal}?", answer=tool.tool, options=tools)
 
 
 # Sentence frames used by the HellaSwag-, OpenBookQA-, PIQA- and WinoGrande-style tasks. Each frame is a
@@ -156,7 +157,12 @@ def work_frame(p: Person) -> tuple[str, str]:
 
 
 def pet_frame(p: Person) -> tuple[str, str]:
-    return f"{p.name} comes home and the {p.pet.name} runs to the door. The {p.pet.name}", f"{p.pet.sound} happily."
+    """The pet is not named: the ending needs the person's pet and its sound (or the rarer direct statement)."""
+    return f"{p.name} comes home and the pet runs to the door. The pet", f"{p.pet.sound} happily."
+
+
+def lunch_frame(p: Person) -> tuple[str, str]:
+    return f"It is noon and {p.name} sits down to eat. For lunch {p.name} eats", f"{p.food}."
 
 
 def drop_frame(name: str, t: Thing, world: World) -> tuple[str, str]:
@@ -170,6 +176,8 @@ def two_people_frames(gold: Person, other: Person, gold_first: bool) -> list[tup
         (f"{pair} went to work, and _ {gold.job.activity} all day.", "work"),
         (f"{pair} came home, and _ fed the pet {gold.pet.name}.", "pet"),
         (f"{pair} said goodbye, and _ took the train to {gold.town}.", "town"),
+        (f"{pair} went shopping, and _ bought {gold.food} for lunch.", "food"),
+        (f"{pair} painted their rooms, and _ picked {gold.colour} paint.", "colour"),
     ]
 
 

@@ -4,7 +4,9 @@ Each task copies the schema of the dataset it stands in for, so lm-eval 0.4.13's
 (doc_to_text / doc_to_choice / doc_to_target, HellaSwag's process_docs, WinoGrande's partial scoring) runs
 unchanged (docs/feasibility.md section 2b). Every gold answer is a fact the smoke corpus states; distractors are
 answers of the same kind to other questions, so form and length do not give the answer away, and gold
-positions are balanced within every split. Questions about one fact stay in one split (no few-shot leak).
+positions are balanced within every split. The corpus states facts with long-tailed frequencies
+(facts.salience); two-choice tasks pair each gold entity with a rival of about the same salience.
+tests/data/test_smoke_shortcuts.py checks that no text-only shortcut and no untrained model beats chance. Questions about one fact stay in one split (no few-shot leak).
 
 The files are committed under exoformer/eval/smoke_data/<task>/<split>.jsonl with SHA256SUMS;
 `python -m exoformer.data.smoke.tasks --check` regenerates them in memory and compares (`--write` rewrites).
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exoformer.data.smoke import phrasing as ph
-from exoformer.data.smoke.facts import World, world
+from exoformer.data.smoke.facts import World, salience, world
 from exoformer.errors import UserError
 from exoformer.io import atomic_write_bytes, atomic_write_text
 
@@ -68,6 +70,18 @@ def _layout(item: Item, n_choices: int, gold: int, rng: random.Random) -> list[s
     return choices
 
 
+def _near(gold, others: list, items: tuple, k: int, rng: random.Random, pool: int | None = None) -> list:
+    """k of the `pool` (default k) entities of `others` nearest to `gold` in salience rank (facts.salience).
+
+    Two-choice tasks pit the gold entity against a rival about as famous, so knowing only the more famous
+    one's fact (and ruling it out) does not settle the choice.
+    """
+    weights = dict(zip(items, salience(items)))
+    rank = {item: r for r, item in enumerate(sorted(items, key=lambda i: -weights[i]))}
+    nearest = sorted(others, key=lambda o: (abs(rank[o] - rank[gold]), rank[o]))[: pool or k]
+    return rng.sample(nearest, k)
+
+
 def _question_items(questions: Iterable[ph.Question]) -> list[Item]:
     return [Item(group=q.question, stem=q.question, answer=q.answer, pool=q.options) for q in questions]
 
@@ -77,14 +91,17 @@ def _hellaswag_items(w: World, rng: random.Random) -> list[Item]:
     activities = tuple(f"{j.activity}." for j in w.jobs)
     dropped = tuple(f"{m.dropped}." for m in w.materials)
     effects = tuple(sorted({f"{e.effect}." for e in w.effects}))
+    foods = tuple(f"{f}." for f in w.foods)
     items = []
     for p in w.people:
         stem, end = ph.work_frame(p)
         items.append(Item(group=f"work:{p.name}", stem=stem, answer=end, pool=activities, label="Working"))
         stem, end = ph.pet_frame(p)
-        items.append(Item(group=f"pet:{p.pet.name}", stem=stem, answer=end, pool=sounds, label="Pets"))
+        items.append(Item(group=f"pet:{p.name}", stem=stem, answer=end, pool=sounds, label="Pets"))
+        stem, end = ph.lunch_frame(p)
+        items.append(Item(group=f"lunch:{p.name}", stem=stem, answer=end, pool=foods, label="Lunch"))
     for t in w.things:
-        for p in rng.sample(w.people, 8):
+        for p in rng.sample(w.people, 4):
             stem, end = ph.drop_frame(p.name, t, w)
             items.append(Item(group=f"drop:{t.name}", stem=stem, answer=end, pool=dropped, label="Accidents"))
     for e in w.effects:
@@ -123,42 +140,35 @@ def _openbookqa_items(w: World) -> list[Item]:
 
 
 def _piqa_items(w: World, rng: random.Random) -> list[Item]:
-    tools = tuple(f"Use {t.tool}." for t in w.tools)
-    uses = tuple(f"Use it for {t.use}." for t in w.things)
     items = []
     for t in w.tools:
-        item = Item(group=f"tool:{t.goal}", stem=f"How can you {t.goal}?", answer=f"Use {t.tool}.", pool=tools)
-        items += [Item(group=item.group, stem=item.stem, answer=item.answer, pool=(item.answer, wrong))
-                  for wrong in rng.sample(_distractors(item, len(tools) - 1, rng), 7)]
+        answer = f"Use {t.tool}."
+        items += [Item(group=f"tool:{t.goal}", stem=f"How can you {t.goal}?", answer=answer,
+                       pool=(answer, f"Use {other.tool}.")) for other in _near(t, [o for o in w.tools if o != t],
+                                                                              w.tools, 7, rng)]
     for t in w.things:
-        item = Item(group=f"use:{t.name}", stem=f"What can you do with a {t.name}?", answer=f"Use it for {t.use}.",
-                    pool=uses)
-        items += [Item(group=item.group, stem=item.stem, answer=item.answer, pool=(item.answer, wrong))
-                  for wrong in rng.sample(_distractors(item, len(uses) - 1, rng), 7)]
+        answer = f"Use it for {t.use}."
+        items += [Item(group=f"use:{t.name}", stem=f"What can you do with a {t.name}?", answer=answer,
+                       pool=(answer, f"Use it for {other.use}.")) for other in _near(t, [o for o in w.things if o != t],
+                                                                                    w.things, 7, rng)]
     return items
 
 
 def _winogrande_items(w: World, rng: random.Random) -> list[Item]:
-    """stem = sentence with "_", answer = the gold option, pool = (gold, other)."""
+    """stem = sentence with "_", answer = the gold option, pool = (gold, other).
+
+    Only people: their facts are the long tail (40 people against 16 animals and 14 things), and the rival
+    has about the gold person's salience, so the choice needs the gold person's own fact. The job, the most
+    often restated fact, is left to the other tasks; food and colour, the least restated, get two rivals."""
     items = []
     for gold in w.people:
-        for kind, differs in (("work", lambda o: o.job != gold.job), ("pet", lambda o: o.pet != gold.pet),
-                              ("town", lambda o: o.town != gold.town)):
-            for other in rng.sample([o for o in w.people if differs(o)], 2):
+        for kind, differs, n in (("pet", lambda o: o.pet != gold.pet, 1), ("town", lambda o: o.town != gold.town, 1),
+                                 ("food", lambda o: o.food != gold.food, 2),
+                                 ("colour", lambda o: o.colour != gold.colour, 2)):
+            for other in _near(gold, [o for o in w.people if differs(o)], w.people, n, rng, pool=4):
                 sentence = dict((k, s) for s, k in ph.two_people_frames(gold, other, rng.random() < 0.5))[kind]
                 items.append(Item(group=f"{kind}:{gold.name}", stem=sentence, answer=gold.name,
                                   pool=(gold.name, other.name)))
-    for gold in w.animals:
-        for other in rng.sample([a for a in w.animals if a.sound != gold.sound], 3):
-            items.append(Item(group=f"sound:{gold.name}", stem=ph.two_animals_frame(gold, other, rng.random() < 0.5),
-                              answer=gold.name, pool=(gold.name, other.name)))
-    for gold in w.things:
-        others = [t for t in w.things if w.material(t.material).dropped != w.material(gold.material).dropped]
-        for other in rng.sample(others, 3):
-            name = rng.choice(w.people).name
-            items.append(Item(group=f"drop:{gold.name}", stem=ph.two_things_frame(name, gold, other,
-                                                                                  rng.random() < 0.5, w),
-                              answer=gold.name, pool=(gold.name, other.name)))
     return items
 
 
@@ -269,12 +279,16 @@ def gold_and_choices(task: str, doc: dict) -> tuple[int, list[str]]:
     return int(doc["answer"]) - 1, [doc["option1"], doc["option2"]]
 
 
-def prompt_texts(task: str, doc: dict) -> list[str]:
-    """Every text lm-eval scores for a doc (context + " " + choice), as its built-in configs build them."""
+def requests(task: str, doc: dict) -> list[tuple[str, str]]:
+    """(context, continuation) per choice, as lm-eval's built-in configs build them; the continuation is scored.
+
+    WinoGrande's partial scoring puts each option in the context and scores the shared rest of the sentence.
+    """
     _, choices = gold_and_choices(task, doc)
     if task == "smoke_winogrande":
         cut = doc["sentence"].index("_")
-        return [doc["sentence"][:cut] + option + " " + doc["sentence"][cut + 1 :].strip() for option in choices]
+        rest = " " + doc["sentence"][cut + 1 :].strip()
+        return [(doc["sentence"][:cut] + option, rest) for option in choices]
     if task in ("smoke_arc_easy", "smoke_arc_challenge"):
         context = f"Question: {doc['question']}\nAnswer:"
     elif task == "smoke_piqa":
@@ -283,7 +297,12 @@ def prompt_texts(task: str, doc: dict) -> list[str]:
         context = doc["question_stem"]
     else:
         context = f"{doc['activity_label']}: {doc['ctx_a']} {doc['ctx_b'].capitalize()}".strip()
-    return [f"{context} {choice}" for choice in choices]
+    return [(context, " " + choice) for choice in choices]
+
+
+def prompt_texts(task: str, doc: dict) -> list[str]:
+    """Every text lm-eval scores for a doc (context + " " + choice), as its built-in configs build them."""
+    return [context + continuation for context, continuation in requests(task, doc)]
 
 
 def render_jsonl(docs: list[dict]) -> bytes:
