@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -23,7 +24,9 @@ from pathlib import Path
 from exoformer.errors import UserError, did_you_mean
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-NAMED_DATA = ("smoke", "fineweb-edu-10b")
+SMOKE_DATA = "smoke"
+"""The bundled, generated smoke world (its corpus, and its tasks as the `smoke` eval suite)."""
+NAMED_DATA = (SMOKE_DATA, "fineweb-edu-10b")
 
 __all__ = ["resolve_data", "smoke_data_dir", "cache_dir", "validate_data_dir", "NAMED_DATA"]
 
@@ -43,8 +46,10 @@ def validate_data_dir(directory: str | os.PathLike) -> Path:
     return directory
 
 
-def _smoke_key() -> str:
-    """Changes whenever the generator's version, parameters or source code change."""
+@functools.lru_cache(maxsize=1)
+def smoke_key() -> str:
+    """Identity of the bundled smoke world (corpus and tasks): changes whenever the generator's version,
+    parameters or source code change. Part of a smoke spec's hash, so runs on older smoke data are never reused."""
     from exoformer.data.smoke import corpus
 
     digest = hashlib.sha256()
@@ -62,7 +67,7 @@ def smoke_data_dir() -> Path:
     so this costs milliseconds); a cache that fails the check, or predates the check, is rebuilt with a
     warning rather than trained on. The generator is deterministic, so the rebuilt files are the same.
     """
-    target = cache_dir() / f"smoke-{_smoke_key()}"
+    target = cache_dir() / f"smoke-{smoke_key()}"
     problem = _smoke_cache_problem(target)
     if problem is None:
         return target

@@ -13,6 +13,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from exoformer.data import SMOKE_DATA, smoke_key
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.suites import SUITES
 from exoformer.harness.hashing import hash12, semantic_hash
@@ -123,9 +124,13 @@ class Spec:
     """file:line of the declaration (not hashed)."""
 
     def semantic(self) -> dict:
-        """The fields that decide the result; exactly these are hashed."""
-        return {"model": self.model.to_dict(), "train": self.train.to_dict(),
-                "eval": _plain(asdict(self.eval)), "analysis": _plain(asdict(self.analysis))}
+        """The fields that decide the result; exactly these are hashed. A spec on the bundled smoke world also
+        hashes that world's identity (exoformer.data.smoke_key), since its corpus and tasks are code."""
+        out = {"model": self.model.to_dict(), "train": self.train.to_dict(),
+               "eval": _plain(asdict(self.eval)), "analysis": _plain(asdict(self.analysis))}
+        if self.train.data == SMOKE_DATA or self.eval.suite == SMOKE_DATA:
+            out["smoke_world"] = smoke_key()
+        return out
 
     @property
     def hash(self) -> str:

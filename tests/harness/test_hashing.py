@@ -115,3 +115,16 @@ def test_hashes_are_stable_across_processes_and_match_the_golden_file():
     golden = json.loads(GOLDEN.read_text())
     for name, expected in golden.items():
         assert hashes[name] == expected, f"{name}: hash changed; if the schema change is intended, update {GOLDEN.name}"
+
+
+def test_smoke_specs_hash_the_smoke_worlds_code(monkeypatch):
+    """Runs on an older smoke corpus or older smoke tasks are never reused: the world's identity is hashed."""
+    import exoformer.data as data
+
+    reg = Registry()
+    smoke, paper = reg.resolve("base-s42", preset="smoke"), reg.resolve("base-s42")
+    assert smoke.semantic()["smoke_world"] == data.smoke_key() and "smoke_world" not in paper.semantic()
+    monkeypatch.setattr(data, "smoke_key", lambda: "v999-changed")
+    monkeypatch.setattr("exoformer.harness.spec.smoke_key", data.smoke_key)
+    assert reg.resolve("base-s42", preset="smoke").hash != smoke.hash
+    assert reg.resolve("base-s42").hash == paper.hash
