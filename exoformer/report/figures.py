@@ -185,9 +185,10 @@ def plot_curves(registry: Registry, figure: Figure, refs: list[RunRef], out_dir:
         _legend_outside(ax, fontsize=7)
     lines = []
     for ref, by_model in ratios.items():
-        parts = [f"{m} {r:.2f}x" for m, r in by_model.items() if r is not None and m != ref]
+        parts = [f"{labels.get(m, m)} {r:.2f}x" for m, r in by_model.items() if r is not None and m != ref]
         if parts:
-            lines += textwrap.wrap(f"data efficiency vs {ref} (its tokens / a model's tokens to reach its final "
+            lines += textwrap.wrap(f"data efficiency vs {labels.get(ref, ref)} (its tokens / a model's tokens to "
+                                   f"reach its final "
                                    f"val loss): " + ", ".join(parts), width=120)
     if lines:
         fig.text(0.01, -0.03, "\n".join(lines), fontsize=6, va="top")

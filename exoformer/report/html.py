@@ -4,8 +4,9 @@ Built only from what the other report verbs read: collect's long table (tables.b
 rendered by `cell_html` and coloured by diff's per-cell verdict), figures.draw (PNG shown, PDF linked,
 written into DIR/figures/) and each run's status record. DIR is self-contained: it holds index.html, the
 figures, each table as CSV (DIR/tables/ID.csv, the numbers the page shows) and, per run, copies of its
-small text files (spec.yaml, provenance.json, STATUS and the logs, of which at most LOG_TAIL_BYTES from the
-end) under DIR/runs/SPEC/HASH/, linked relatively; checkpoints and evaluation outputs are never copied.
+small text files (RunDir's spec file, provenance, status record and logs, of which at most LOG_TAIL_BYTES
+from the end) under DIR/runs/SPEC/HASH/, linked relatively; model weights and evaluation outputs are never
+copied.
 No server, no network, no external JS or CSS: the page's only script (PAGE_SCRIPT, inline) marks each
 image with data-loaded once the browser has decoded it, which the browser test reads back. Torch-free.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 import html
 import math
 import os
-import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,13 +26,13 @@ from exoformer.harness.registry import Registry
 from exoformer.harness.run_index import RunInfo, find_runs
 from exoformer.report import NOT_REPORTED, NOT_RUN
 from exoformer.report.diff import OUTSIDE, WITHIN, CellDiff, TableDiff, diff_table
-from exoformer.report.tables import BuiltTable, Cell, build_table, convention_line, fmt_reported, fmt_value, to_frame
+from exoformer.report.tables import PERCENT_COLUMNS, BuiltTable, Cell, build_table, convention_line, fmt_reported, fmt_value, to_frame
 
 INDEX = "index.html"
 LOG_TAIL_BYTES = 200_000
 """Copied from the end of each log file; the rest is left out (the copy says so and names the original)."""
 
-STATUS_CLASS = {WITHIN: "within", OUTSIDE: "outside", "rank only": "rank-only", NOT_RUN: "not-run",
+VERDICT_CLASS = {WITHIN: "within", OUTSIDE: "outside", "rank only": "rank-only", NOT_RUN: "not-run",
                 NOT_REPORTED: "not-reported", "no tolerance": "no-tolerance"}
 """diff's per-cell verdict -> CSS class (its colour: PAGE_STYLE)."""
 
@@ -135,7 +135,7 @@ def cell_html(cell: Cell, verdict: CellDiff | None = None) -> str:
     and `why` of a cell with getattr, so cells without them render as ours and comparable.
     """
     status = verdict.status if verdict is not None else ""
-    classes = ["cell", STATUS_CLASS.get(status, "")]
+    classes = ["cell", VERDICT_CLASS.get(status, "")]
     source = getattr(cell, "source", None) or ("ours" if cell.value is not None else "")
     comparable = bool(getattr(cell, "comparable", True))
     why = str(getattr(cell, "why", "") or "")
@@ -172,11 +172,12 @@ def table_html(result: TableDiff, csv_href: str) -> str:
     built: BuiltTable = result.built
     t = built.table
     verdicts = {(c.row, c.column): c for c in result.cells}
+    convention = convention_line(t) if any(c in PERCENT_COLUMNS for c in t.columns) else ""
     out = [f'<section class="table" id="table-{html.escape(t.id)}" data-table="{html.escape(t.id)}">',
            f"<h3>{html.escape(t.id)}: {html.escape(t.title)} <span class=\"note\">[{html.escape(t.paper_ref)}]"
            f"</span></h3>",
            f'<p class="note">preset {html.escape(built.preset)}; each cell: ours (source) / paper, ours = mean '
-           f"over seeds with results (± seed std when there are several). {html.escape(convention_line(t))} "
+           f"over seeds with results (± seed std when there are several). {html.escape(convention)} "
            f'<a href="{html.escape(csv_href)}">CSV</a></p>']
     if built.smoke:
         out.append('<p class="note"><span class="mark">≁</span> smoke preset: CPU-scale models on the synthetic '
@@ -247,18 +248,16 @@ def figure_html(item: DrawnFigure, out_dir: Path) -> str:
 
 def copy_small(src: Path, dest: Path) -> Path | None:
     """Copy one text file of a run into the report; a log longer than LOG_TAIL_BYTES keeps only its end."""
+    from exoformer.io import atomic_write_bytes
+
     if not src.is_file():
         return None
-    dest.parent.mkdir(parents=True, exist_ok=True)
     size = src.stat().st_size
     if size <= LOG_TAIL_BYTES:
-        shutil.copyfile(src, dest)
-        return dest
+        return atomic_write_bytes(dest, src.read_bytes())
     with src.open("rb") as handle:
         handle.seek(size - LOG_TAIL_BYTES)
         tail = handle.read()
-    from exoformer.io import atomic_write_bytes
-
     head = f"[report: the first {size - LOG_TAIL_BYTES} bytes are left out; the whole file: {src}]\n".encode()
     return atomic_write_bytes(dest, head + tail)
 
@@ -333,7 +332,7 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
         f'<h2 id="tables">Tables ({len(chosen.tables)})</h2>', LEGEND, *sections,
         f'<h2 id="figures">Figures ({len(drawn)})</h2>', *(figure_html(item, out) for item in drawn),
         f'<h2 id="runs">Runs ({len(shown_runs)})</h2>',
-        '<p class="note">state as each run&#39;s STATUS file records it (reproduce.py status reconciles it with '
+        '<p class="note">state as each run&#39;s status record says (reproduce.py status reconciles it with '
         "the scheduler); files: copies of the run&#39;s spec, provenance, status and logs.</p>",
         run_rows_html(shown_runs, out), "</body></html>", ""]
     return atomic_write_text(out / INDEX, "\n".join(page))

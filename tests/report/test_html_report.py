@@ -274,14 +274,19 @@ def chromium() -> str | None:
     return None
 
 
+NEEDS_CHROMIUM = pytest.mark.skipif(
+    chromium() is None,
+    reason=os.environ.get("EXOFORMER_NO_CHROMIUM") or "chromium is not on PATH (.ci/run installs Debian's chromium "
+    "with apt-get; outside CI: apt-get install chromium)")
+
+
 def _headless(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                            "--no-first-run", f"--user-data-dir={profile}", *args],
                           capture_output=True, text=True, timeout=180)
 
 
-@pytest.mark.skipif(chromium() is None, reason="chromium is not installed (.ci/run installs Debian's chromium "
-                    "with apt-get; it could not be installed on this machine)")
+@NEEDS_CHROMIUM
 def test_the_report_renders_in_headless_chromium(built_report, tmp_path):
     _, index = built_report
     binary = chromium()
@@ -300,8 +305,7 @@ def test_the_report_renders_in_headless_chromium(built_report, tmp_path):
     assert shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 20_000
 
 
-@pytest.mark.skipif(chromium() is None, reason="chromium is not installed (.ci/run installs Debian's chromium "
-                    "with apt-get; it could not be installed on this machine)")
+@NEEDS_CHROMIUM
 def test_the_page_script_marks_an_image_that_did_not_load(built_report, tmp_path):
     _, index = built_report
     good = next(index.parent.glob("figures/*.png"))
