@@ -146,6 +146,15 @@ def paper_efficiency_claims(registry: Registry) -> list[tuple[str, str, float, b
     return out
 
 
+def figure_claims(registry: Registry, figure: Figure) -> list[tuple[str, str, float, bool]]:
+    """The claims about this figure's runs: the claimed row's specs are among the figure's (Table 1's 450M
+    runs carry the paper's 1.84x / ~1.5x; the 1B curves, other specs, carry none)."""
+    drawn = set(registry.figure_specs(figure))
+    rows = {row.id: set(row.specs) for row in registry.tables[CLAIMS_TABLE].rows} if CLAIMS_TABLE in registry.tables \
+        else {}
+    return [c for c in paper_efficiency_claims(registry) if rows.get(c[1], set()) & drawn]
+
+
 def efficiency_title_lines(claims: list[tuple[str, str, float, bool]], ratios: dict[str, dict[str, float | None]],
                            label: Callable[[str], str]) -> list[str]:
     """One line per claim: the paper's ratio and ours side by side (ours: "not run" without both curves)."""
@@ -177,7 +186,7 @@ def plot_curves(registry: Registry, figure: Figure, refs: list[RunRef], out_dir:
             ax.plot(tokens, losses, label=labels[rid], linewidth=1.4, color=style.colour_of(rid))
     ax.set_xlabel("training tokens")
     ax.set_ylabel("validation loss")
-    claims = efficiency_title_lines(paper_efficiency_claims(registry), ratios,
+    claims = efficiency_title_lines(figure_claims(registry, figure), ratios,
                                     lambda rid: labels.get(rid) or style.label_of(rid))
     ax.set_title("\n".join([figure.title, *claims]), fontsize=9, loc="left")
     ax.grid(alpha=0.3)

@@ -19,14 +19,14 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import Registry
 from exoformer.harness.run_index import RunInfo, find_runs
 from exoformer.report import NOT_REPORTED, NOT_RUN
 from exoformer.report.diff import OUTSIDE, WITHIN, CellDiff, TableDiff, diff_table
-from exoformer.report.tables import PERCENT_COLUMNS, BuiltTable, Cell, build_table, convention_line, fmt_reported, fmt_value, to_frame
+from exoformer.report.tables import (PERCENT_COLUMNS, BuiltTable, Cell, build_table, convention_line, fmt_reported,
+                                     fmt_value, to_frame)
 
 INDEX = "index.html"
 LOG_TAIL_BYTES = 200_000

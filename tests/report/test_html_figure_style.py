@@ -54,6 +54,8 @@ def test_the_papers_efficiency_claims_and_ours_share_the_title():
     assert lines[0].startswith("Dynamic E-ExoFormer vs Base Transformer: paper 1.84x, ours 1.25x")
     assert lines[1].startswith("Dynamic E-ExoFormer vs Gated Attention: paper ~1.5x, ours not run")
     assert "1.84" not in registry().figures["val-loss-table1"].title  # the claim is data, not title text
+    assert sorted(figures.figure_claims(registry(), registry().figures["val-loss-table1"])) == sorted(claims)
+    assert figures.figure_claims(registry(), registry().figures["val-loss-1b"]) == []  # claimed of the 450M runs
 
 
 def _captured(monkeypatch, module, name):
@@ -94,4 +96,5 @@ def test_legends_sit_outside_the_data(tmp_path, monkeypatch):
     from matplotlib.colors import to_hex
 
     colours = [to_hex(h.get_color()) for h in fig.legends[0].legend_handles]
-    assert colours[0] == style.colour_of("base").lower() and colours[-1] == style.colour_of("dynamic-e-exoformer").lower()
+    assert colours[0] == style.colour_of("base").lower()
+    assert colours[-1] == style.colour_of("dynamic-e-exoformer").lower()
