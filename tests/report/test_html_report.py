@@ -314,3 +314,20 @@ def test_the_page_script_marks_an_image_that_did_not_load(built_report, tmp_path
     dom = _headless(chromium(), tmp_path / "profile", "--allow-file-access-from-files", "--virtual-time-budget=5000",
                     "--dump-dom", page_file.as_uri())
     assert [i.get("data-loaded") for i in Page(dom.stdout).images] == ["yes", "no"]
+
+
+@NEEDS_CHROMIUM
+@pytest.mark.skipif(not os.environ.get("EXOFORMER_REPORT_RUNS"),
+                    reason="set EXOFORMER_REPORT_RUNS to a runs root of trained smoke runs (reproduce.py run table1 "
+                    "--preset smoke) to check their report in the browser too")
+def test_the_report_of_trained_smoke_runs_renders_in_headless_chromium(tmp_path):
+    out = tmp_path / "out"
+    index = report_html.build_report(registry(), [], runs_root=Path(os.environ["EXOFORMER_REPORT_RUNS"]),
+                                     out_dir=out, preset="smoke")
+    dom = _headless(chromium(), tmp_path / "profile", "--virtual-time-budget=10000", "--dump-dom",
+                    index.resolve().as_uri())
+    page = Page(dom.stdout)
+    assert page.images and [i["src"] for i in page.images if i.get("data-loaded") != "yes"] == []
+    assert "table1" in page.tables
+    assert check_numbers_equal_csv(page, out) == sum(len(registry().tables[t].rows) * len(registry().tables[t].columns)
+                                                     for t in page.tables)
