@@ -65,9 +65,9 @@ def figure_runs(registry: Registry, figure: Figure, runs_root: str | os.PathLike
                 preset: str | None = None) -> list[RunRef]:
     """(spec, label, run_dir) of the figure's specs that have a run directory, in declaration order.
 
-    Every spec is labelled with its model's label (exoformer/report/style.py; a row label of a `table:ID`
-    for models that list has not), the same for all seeds of a model, so the analysis plots draw a model's
-    seeds as one line. Its run is run_index.pick_run's among the runs of that spec and preset.
+    Every spec is labelled with its model's label (exoformer/report/style.py; a model it does not list keeps
+    its `table:ID` row label), the same for all seeds of a model, so the analysis plots draw a model's seeds
+    as one line. Its run is run_index.pick_run's among the runs of that spec and preset.
     """
     labels = {}
     for item in figure.specs:

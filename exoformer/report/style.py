@@ -4,7 +4,7 @@ A model is named by its table row id or by a spec name without its seed suffix (
 `e-exoformer`): Table 1's row ids are the spec stems, so the same model gets the same label and colour in
 the loss curves, the accuracy bars, the per-layer probes, the similarity matrices and the heatmaps. Models
 not listed get a stable colour from their name (never one that depends on which other models are drawn).
-Colours are from the colour-blind-safe Okabe-Ito set plus greys.
+Colours are from the colour-blind-safe Okabe-Ito set plus a grey and lighter blues and pinks.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class ModelStyle:
 
 
 MODELS: dict[str, ModelStyle] = {
-    "base": ModelStyle(label="Base Transformer", colour="#000000"),
+    "base": ModelStyle(label="Base Transformer", colour="#666666"),  # not black: error bars and paper dashes are
     "gated": ModelStyle(label="Gated Attention", colour="#E69F00"),
     "resformer": ModelStyle(label="ResFormer", colour="#56B4E9"),
     "gated-resformer": ModelStyle(label="Gating + ResFormer", colour="#009E73"),
