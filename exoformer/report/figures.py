@@ -164,8 +164,8 @@ def efficiency_title_lines(claims: list[tuple[str, str, float, bool]], ratios: d
     for ref, row, paper, approximate in claims:
         ours = ratios.get(ref, {}).get(row)
         ours_text = NOT_RUN if ours is None else f"{ours:.2f}x"
-        lines.append(f"{label(row)} vs {label(ref)}: paper {'~' if approximate else ''}{paper:g}x, "
-                     f"ours {ours_text} fewer tokens to reach {label(ref)}'s final loss")
+        lines.append(f"{label(row)} reaches {label(ref)}'s final loss with fewer tokens: "
+                     f"paper {'~' if approximate else ''}{paper:g}x, ours {ours_text}")
     return lines
 
 
