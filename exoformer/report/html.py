@@ -29,6 +29,8 @@ from exoformer.report.tables import (PERCENT_COLUMNS, BuiltTable, Cell, build_ta
                                      fmt_value, to_frame)
 
 INDEX = "index.html"
+NO_VALUE = "no value"
+"""A cell whose run has the metric but no number for it (NaN: e.g. a spike score of a run too short to score)."""
 LOG_TAIL_BYTES = 200_000
 """Copied from the end of each log file; the rest is left out (the copy says so and names the original)."""
 
@@ -155,8 +157,10 @@ def cell_html(cell: Cell, verdict: CellDiff | None = None) -> str:
                                                                       else cell.reported.value),
              "data-status": status, "data-source": source, "data-comparable": "yes" if comparable else "no",
              "title": "; ".join(tip)}
-    body = f'<span class="ours">{html.escape(fmt_value(cell))}</span>'
-    if cell.value is not None and source:
+    has_value = cell.value is not None and not math.isnan(cell.value)
+    shown = fmt_value(cell) if has_value or cell.value is None else NO_VALUE
+    body = f'<span class="ours">{html.escape(shown)}</span>'
+    if has_value and source:
         body += f'<span class="source">({html.escape(source)})</span>'
     body += f' / <span class="paper">{html.escape(fmt_reported(cell))}</span>'
     if not comparable:

@@ -149,7 +149,7 @@ def check_numbers_equal_csv(page: Page, out: Path) -> int:
         for line in frame.itertuples():
             cell = by_key[(line.row, line.column)]
             if pd.isna(line.reproduced):
-                assert cell["data-ours"] == "" and cell["text"].startswith("not run")
+                assert cell["data-ours"] == "" and cell["text"].startswith(("not run", report_html.NO_VALUE))
             else:
                 assert float(cell["data-ours"]) == pytest.approx(line.reproduced, rel=1e-12)
                 assert cell["text"].startswith(f"{line.reproduced:.2f}")
@@ -213,6 +213,8 @@ def test_cell_html_colours_by_the_diff_verdict_and_shows_ours_and_paper():
     missing = report_html.cell_html(_cell(None), CellDiff(row="base", label="B", column="piqa", reproduced=None,
                                                            reported=None, status="not run"))
     assert 'class="cell not-run"' in missing and "not run" in missing and "(ours)" not in missing
+    nan = report_html.cell_html(_cell(float("nan"), 0.05))
+    assert "no value" in nan and "nan" not in nan.lower().replace("no value", "") and 'data-ours=""' in nan
 
 
 def test_cell_html_reads_source_and_comparability_of_cells_that_have_them():
