@@ -1,4 +1,4 @@
-"""Verbs that read runs: table, diff, figure, claims. Torch-free."""
+"""Verbs that read runs: table, diff, figure, claims, report. Torch-free."""
 
 from __future__ import annotations
 
@@ -109,6 +109,22 @@ def claims_verb(args: argparse.Namespace) -> int:
     return 0
 
 
+def report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("targets", nargs="*", metavar="TARGET",
+                        help="table or figure ids (default: every table and figure that has a run)")
+    parser.add_argument("--out", default="report", metavar="DIR", help="output directory (default report/)")
+    options.add_reading(parser)
+
+
+def report_verb(args: argparse.Namespace) -> int:
+    from exoformer.report.html import build_report
+
+    index = build_report(options.registry(args), list(args.targets), runs_root=options.runs_root(args),
+                         out_dir=args.out, preset=args.preset)
+    print(f"wrote {index}")
+    return 0
+
+
 VERBS = [
     options.Verb("table", "rebuild a table of the paper from the runs, beside the reported values",
                  table_arguments, table_verb),
@@ -117,4 +133,6 @@ VERBS = [
     options.Verb("figure", "draw a figure of the paper from the runs (PNG and PDF)", figure_arguments, figure_verb),
     options.Verb("claims", "the paper's mechanistic claims (attention sink, over-smoothing, appendix C) beside our "
                  "measurements", claims_arguments, claims_verb),
+    options.Verb("report", "a static HTML report (tables, figures, run status) of the runs, for a browser",
+                 report_arguments, report_verb),
 ]

@@ -26,7 +26,7 @@ from typing import Any
 
 from exoformer.errors import UserError
 from exoformer.io import atomic_write_bytes, atomic_write_text
-from exoformer.report import NOT_REPORTED, NOT_RUN
+from exoformer.report import NOT_REPORTED, NOT_RUN, style
 from exoformer.rundir import RunDir
 
 RunRef = tuple[str, str, "str | os.PathLike | None"]
@@ -140,6 +140,8 @@ class Line:
     """One model's line in a panel: x positions, the mean over its seeds, and the seeds' min and max."""
 
     label: str
+    model: str
+    """A spec name of the model (its colour: exoformer/report/style.py)."""
     x: list[float]
     mean: list[float]
     low: list[float]
@@ -182,7 +184,7 @@ def per_layer_panels(figure: Any, runs: Sequence[RunRef]) -> list[PanelData]:
                     notes.append(f"{label}: {reason}")
                     continue
                 columns = list(zip(*series))
-                lines.append(Line(label=label, seeds=len(series),
+                lines.append(Line(label=label, seeds=len(series), model=items[0][0],
                                   x=_x_positions(len(columns), items[0][1]["n_layer"], layout.by_block, relative),
                                   mean=[statistics.fmean(c) for c in columns],
                                   low=[min(c) for c in columns], high=[max(c) for c in columns]))
@@ -193,7 +195,11 @@ def per_layer_panels(figure: Any, runs: Sequence[RunRef]) -> list[PanelData]:
 
 
 def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLike) -> list[Path]:
-    """One line per model (mean over seeds, min-max band) in each panel; notes for models without a line."""
+    """One line per model (mean over seeds, min-max band) in each panel; notes for models without a line.
+
+    One legend for the whole figure, below the panels, and the notes of panels that have lines below it:
+    neither is drawn over data. A panel with no line at all shows its notes in its middle.
+    """
     panels = per_layer_panels(figure, runs)
     plt = _pyplot()
     from matplotlib.ticker import MaxNLocator
@@ -201,15 +207,16 @@ def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLi
     columns = min(3, len(panels))
     rows = math.ceil(len(panels) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.9 * rows + 0.6), squeeze=False)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colour_of: dict[str, str] = {}
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
+    legend: dict[str, Any] = {}
+    footer: list[str] = []
     for ax, data in zip(axes.flat, panels):
         for line in data.lines:
-            colour = colour_of.setdefault(line.label, colours[len(colour_of) % len(colours)])
-            suffix = f" ({line.seeds} seeds)" if line.seeds > 1 else ""
-            ax.plot(line.x, line.mean, marker="o", markersize=3, color=colour, label=line.label + suffix)
+            colour = style.colour_of(line.model)
+            suffix = f" (mean of {line.seeds} seeds, band: min-max)" if line.seeds > 1 else ""
+            (handle,) = ax.plot(line.x, line.mean, marker="o", markersize=3, color=colour)
+            legend.setdefault(line.label + suffix, handle)
             if line.seeds > 1:
                 ax.fill_between(line.x, line.low, line.high, color=colour, alpha=0.15, linewidth=0)
         ax.set_title(data.title, fontsize=10)
@@ -220,13 +227,20 @@ def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLi
         if data.lines:
             if data.log:
                 ax.set_yscale("log")
-            ax.legend(fontsize=7)
             ax.grid(alpha=0.3)
-        if data.notes:
-            ax.text(0.02, 0.02 if data.lines else 0.5, "\n".join(data.notes), transform=ax.transAxes, fontsize=7,
-                    va="bottom" if data.lines else "center", color="0.35")
+            footer += [f"{data.title}: {note}" for note in data.notes]
+        elif data.notes:
+            ax.text(0.5, 0.5, "\n".join(data.notes), transform=ax.transAxes, fontsize=7, ha="center", va="center",
+                    color="0.35")
     fig.suptitle(str(_field(figure, "title") or _figure_id(figure)), fontsize=11)
     fig.tight_layout()
+    below = 0.0
+    if legend:
+        fig.legend(list(legend.values()), list(legend), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=min(4, len(legend)), fontsize=8, frameon=False)
+        below = 0.04 * math.ceil(len(legend) / min(4, len(legend))) / rows
+    if footer:
+        fig.text(0.01, -below - 0.02, "\n".join(footer), fontsize=7, color="0.35", va="top")
     return _save(fig, out_dir, _figure_id(figure))
 
 
@@ -308,7 +322,7 @@ def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os
     low = similarity_colour_floor([m for _, _, m in panels if isinstance(m, list)])
     image = None
     for ax, (label, spec, matrix) in zip(axes.flat, panels):
-        ax.set_title(label if label == spec else f"{label}\n{spec}", fontsize=9)
+        ax.set_title(label, fontsize=9)
         if isinstance(matrix, str):
             ax.text(0.5, 0.5, matrix, ha="center", va="center", transform=ax.transAxes, color="0.35")
             ax.set_xticks([])

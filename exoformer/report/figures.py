@@ -25,7 +25,7 @@ from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import Registry
 from exoformer.harness.run_index import CHECKPOINT, OURS, find_runs, pick_run, runs_by_spec
 from exoformer.harness.tables import Figure
-from exoformer.report import analysis_plots
+from exoformer.report import analysis_plots, style
 from exoformer.report.recipe import run_differences
 from exoformer.rundir import RunDir
 
@@ -125,22 +125,24 @@ def figure_runs(registry: Registry, figure: Figure, runs_root: str | os.PathLike
                 preset: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> list[RunRef]:
     """(spec, label, run_dir) of the figure's specs that have a run directory, in declaration order.
 
-    A spec listed through `table:ID` is labelled with its row label; its run is run_index.pick_run's among
-    our runs of that spec and preset (with `overrides`, exactly the run of that variant's hash).
+    Every spec is labelled with its model's label (exoformer/report/style.py; a model it does not list keeps
+    its `table:ID` row label), the same for all seeds of a model, so the analysis plots draw a model's seeds
+    as one line. Its run is run_index.pick_run's among our runs of that spec and preset (with `overrides`,
+    exactly the run of that variant's hash).
     """
     labels = {}
     for item in figure.specs:
         if item.startswith("table:") and item[6:] in registry.tables:
             for row in registry.tables[item[6:]].rows:
-                for i, name in enumerate(row.specs):
-                    labels.setdefault(name, row.label if i == 0 else f"{row.label} (seed {name.rsplit('-s', 1)[-1]})")
+                for name in row.specs:
+                    labels.setdefault(name, style.label_of(row.id, row.label))
     by_spec = runs_by_spec([r for r in find_runs(runs_root, preset=preset) if r.source == OURS])
     out = []
     for name in registry.figure_specs(figure):
         spec = registry.resolve(name, preset=preset, overrides=overrides)
         chosen = pick_run(by_spec.get((name, spec.preset), []), current_hash12=spec.hash12, exact=bool(overrides))
         if chosen is not None:
-            out.append((name, labels.get(name, name), chosen.path))
+            out.append((name, labels.get(name) or style.label_of(name), chosen.path))
     return out
 
 
@@ -189,6 +191,50 @@ def efficiency_ratios(curves: dict[str, tuple[list[float], list[float]]],
     return out
 
 
+CLAIMS_TABLE = "claims"
+"""The reported.yaml table whose `tokens_to_<reference>_loss_ratio` cells hold the paper's data-efficiency claims."""
+
+
+def paper_efficiency_claims(registry: Registry) -> list[tuple[str, str, float, bool]]:
+    """(reference row, claimed row, paper's ratio, approximate?) for each data-efficiency claim of the paper."""
+    from exoformer.harness.reported import load_reported
+
+    out = []
+    for (table, row, column), cell in load_reported(registry).items():
+        for ref in REFERENCE_ROWS:
+            if cell is not None and table == CLAIMS_TABLE and column == f"tokens_to_{ref}_loss_ratio":
+                out.append((ref, row, float(cell.value), "approx" in (getattr(cell, "note", "") or "")))
+    return out
+
+
+def figure_claims(registry: Registry, figure: Figure) -> list[tuple[str, str, float, bool]]:
+    """The claims about this figure's runs: the claimed row's specs are among the figure's (Table 1's 450M
+    runs carry the paper's 1.84x / ~1.5x; the 1B curves, other specs, carry none)."""
+    drawn = set(registry.figure_specs(figure))
+    rows = {row.id: set(row.specs) for row in registry.tables[CLAIMS_TABLE].rows} if CLAIMS_TABLE in registry.tables \
+        else {}
+    return [c for c in paper_efficiency_claims(registry) if rows.get(c[1], set()) & drawn]
+
+
+def efficiency_title_lines(claims: list[tuple[str, str, float, bool]], ratios: dict[str, dict[str, float | None]],
+                           label: Callable[[str], str]) -> list[str]:
+    """One line per claim: the paper's ratio and ours side by side (ours: "not run" without both curves)."""
+    from exoformer.report import NOT_RUN
+
+    lines = []
+    for ref, row, paper, approximate in claims:
+        ours = ratios.get(ref, {}).get(row)
+        ours_text = NOT_RUN if ours is None else f"{ours:.2f}x"
+        lines.append(f"{label(row)} reaches {label(ref)}'s final loss with fewer tokens: "
+                     f"paper {'~' if approximate else ''}{paper:g}x, ours {ours_text}")
+    return lines
+
+
+def _legend_outside(ax: Any, **kwargs: Any) -> None:
+    """The legend to the right of the axes, never over the data."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False, **kwargs)
+
+
 def plot_curves(registry: Registry, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike) -> list[Path]:
     plt = _pyplot()
     rows = first_per_row(registry, figure, refs)
@@ -198,18 +244,21 @@ def plot_curves(registry: Registry, figure: Figure, refs: list[RunRef], out_dir:
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for rid, (tokens, losses) in curves.items():
         if tokens:
-            ax.plot(tokens, losses, label=labels[rid], linewidth=1.4)
+            ax.plot(tokens, losses, label=labels[rid], linewidth=1.4, color=style.colour_of(rid))
     ax.set_xlabel("training tokens")
     ax.set_ylabel("validation loss")
-    ax.set_title(figure.title, fontsize=9)
+    claims = efficiency_title_lines(figure_claims(registry, figure), ratios,
+                                    lambda rid: labels.get(rid) or style.label_of(rid))
+    ax.set_title("\n".join([figure.title, *claims]), fontsize=9, loc="left")
     ax.grid(alpha=0.3)
     if any(tokens for tokens, _ in curves.values()):
-        ax.legend(fontsize=7)
+        _legend_outside(ax, fontsize=7)
     lines = []
     for ref, by_model in ratios.items():
-        parts = [f"{m} {r:.2f}x" for m, r in by_model.items() if r is not None and m != ref]
+        parts = [f"{labels.get(m, m)} {r:.2f}x" for m, r in by_model.items() if r is not None and m != ref]
         if parts:
-            lines += textwrap.wrap(f"data efficiency vs {ref} (its tokens / a model's tokens to reach its final "
+            lines += textwrap.wrap(f"data efficiency vs {labels.get(ref, ref)} (its tokens / a model's tokens to "
+                                   f"reach its final "
                                    f"val loss): " + ", ".join(parts), width=120)
     if lines:
         fig.text(0.01, -0.03, "\n".join(lines), fontsize=6, va="top")
@@ -241,6 +290,7 @@ def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], o
     rows = built.table.rows
     fig, ax = plt.subplots(figsize=(min(16.0, max(7.0, 0.22 * len(columns) * max(1, len(rows)))), 4.5))
     width = 0.8 / max(1, len(rows))
+    paper_marked = False
     for i, row in enumerate(rows):
         xs, ys, errs, reported = [], [], [], []
         for j, column in enumerate(columns):
@@ -252,21 +302,26 @@ def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], o
             errs.append(cell.seed_sd if cell.seed_sd is not None else (cell.stderr or 0.0))
             reported.append(None if cell.reported is None else cell.reported.value)
         if xs:
-            ax.bar(xs, ys, width=width, yerr=errs, capsize=2, label=row.label)
+            look = style.style_of(row.id, row.label)
+            ax.bar(xs, ys, width=width, yerr=errs, capsize=2, label=look.label, color=look.colour)
             marks = [(x, r) for x, r in zip(xs, reported) if r is not None]
             if marks:
                 ax.scatter([m[0] for m in marks], [m[1] for m in marks], marker="_", s=120,
-                           color="black", linewidths=1.5, zorder=3)
+                           color="black", linewidths=1.5, zorder=3,
+                           label=None if paper_marked else "paper's value")
+                paper_marked = True
     ckpt_marks = [(j + (i - (len(rows) - 1) / 2) * width, cell.value) for i, row in enumerate(rows)
-                   for j, column in enumerate(columns) if (cell := built.cell(row, column, CHECKPOINT)).value is not None]
+                  for j, column in enumerate(columns)
+                  if (cell := built.cell(row, column, CHECKPOINT)).value is not None]
     if ckpt_marks:
         ax.scatter([c[0] for c in ckpt_marks], [c[1] for c in ckpt_marks], marker="x", s=30, color="black",
-                   linewidths=1.0, zorder=4)
+                   linewidths=1.0, zorder=4, label="checkpoint evaluated as the row")
     ax.set_xticks(range(len(columns)), columns, rotation=20, fontsize=8)
     ax.set_ylabel("accuracy (%)")
     sources = "dashes: paper; crosses: checkpoint evaluated as the row" if ckpt_marks else "dashes: paper"
     ax.set_title(f"{figure.title}\n(error bars: seed std, else lm-eval stderr; {sources})", fontsize=8)
-    ax.legend(fontsize=6, ncol=2)
+    if ax.get_legend_handles_labels()[0]:
+        _legend_outside(ax, fontsize=7)
     ax.grid(axis="y", alpha=0.3)
     return save(fig, out_dir, figure.id)
 
@@ -320,6 +375,21 @@ def colour_limits(values: Any) -> tuple[float, float] | None:
     return (float(lo), float(hi)) if hi > lo else (float(lo) - 0.5, float(hi) + 0.5)
 
 
+def ratio_norm(limits: tuple[float, float] | None) -> Any:
+    """A colour norm that puts style.NEUTRAL_RATIO at the centre of the diverging map, whatever the data's range.
+
+    The range is the 1-99th percentile widened to include the neutral ratio; the two halves are stretched
+    separately (TwoSlopeNorm), so white always means anchor and self weigh the same.
+    """
+    from matplotlib.colors import TwoSlopeNorm
+
+    centre = style.NEUTRAL_RATIO
+    lo, hi = limits if limits else (centre - 0.5, centre + 0.5)
+    span = max(hi - lo, 1e-6)
+    lo, hi = min(lo, centre - 0.05 * span), max(hi, centre + 0.05 * span)
+    return TwoSlopeNorm(vcenter=centre, vmin=lo, vmax=hi)
+
+
 def plot_lambda_run(name: str, label: str, record: dict[str, Any], out_dir: str | os.PathLike, stem: str,
                     title: str, *, where: str) -> list[Path]:
     ratios = lambda_ratios(record, where=where)
@@ -336,16 +406,17 @@ def plot_lambda_run(name: str, label: str, record: dict[str, Any], out_dir: str 
             ax.set_xticks([])
             ax.set_yticks([])
             continue
-        limits = colour_limits(grid)
-        image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="coolwarm",
-                          vmin=limits[0] if limits else None, vmax=limits[1] if limits else None)
+        cmap = plt.get_cmap(style.DIVERGING_MAP).with_extremes(bad="0.8")  # NaN: a layer that does not mix
+        image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=cmap,
+                          norm=ratio_norm(colour_limits(grid)))
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel("layer", fontsize=8)
         ax.set_yticks(range(grid.shape[0]))
         fig.colorbar(image, ax=ax, fraction=0.046)
     dynamic = " (static coefficients; per-token scales not included)" if record.get("dynamic") else ""
     who = name if label == name else f"{label} [{name}]"
-    fig.suptitle(f"{title}\n{who}{dynamic}; colour: 1-99th percentile; blank: non-mixing layer",
+    fig.suptitle(f"{title}\n{who}{dynamic}; white: ratio {style.NEUTRAL_RATIO:g} (equal weights), range: "
+                 "1-99th percentile; grey: non-mixing layer",
                  fontsize=9)
     fig.tight_layout()
     return save(fig, out_dir, stem)

@@ -1,0 +1,343 @@
+"""`report [TARGET...] --out DIR`: one static HTML page of tables, figures and run status, for a browser.
+
+Built only from what the other report verbs read: collect's long table (tables.build_table, each cell
+rendered by `cell_html` and coloured by diff's per-cell verdict), figures.draw (PNG shown, PDF linked,
+written into DIR/figures/) and each run's status record. DIR is self-contained: it holds index.html, the
+figures, each table as CSV (DIR/tables/ID.csv, the numbers the page shows) and, per run, copies of its
+small text files (RunDir's spec file, provenance, status record and logs, of which at most LOG_TAIL_BYTES
+from the end) under DIR/runs/SPEC/HASH/, linked relatively; model weights and evaluation outputs are never
+copied.
+No server, no network, no external JS or CSS: the page's only script (PAGE_SCRIPT, inline) marks each
+image with data-loaded once the browser has decoded it, which the browser test reads back. Torch-free.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from exoformer.errors import UserError, did_you_mean
+from exoformer.harness.registry import Registry
+from exoformer.harness.run_index import RunInfo, find_runs
+from exoformer.report import NOT_REPORTED, NOT_RUN
+from exoformer.report.diff import OUTSIDE, WITHIN, CellDiff, TableDiff, diff_table
+from exoformer.report.tables import (PERCENT_COLUMNS, BuiltTable, Cell, build_table, convention_line, fmt_reported,
+                                     fmt_value, to_frame)
+
+INDEX = "index.html"
+NO_VALUE = "no value"
+"""A cell whose run has the metric but no number for it (NaN: e.g. a spike score of a run too short to score)."""
+LOG_TAIL_BYTES = 200_000
+"""Copied from the end of each log file; the rest is left out (the copy says so and names the original)."""
+
+VERDICT_CLASS = {WITHIN: "within", OUTSIDE: "outside", "rank only": "rank-only", NOT_RUN: "not-run",
+                NOT_REPORTED: "not-reported", "no tolerance": "no-tolerance"}
+"""diff's per-cell verdict -> CSS class (its colour: PAGE_STYLE)."""
+
+PAGE_SCRIPT = """
+window.addEventListener("load", function () {
+  var images = document.querySelectorAll("img");
+  images.forEach(function (img) {
+    img.setAttribute("data-loaded", img.complete && img.naturalWidth > 0 ? "yes" : "no");
+  });
+  document.body.setAttribute("data-images-checked", String(images.length));
+});
+"""
+
+PAGE_STYLE = """
+body { font-family: sans-serif; margin: 1.5em; color: #222; max-width: 1400px; }
+h1 { font-size: 1.5em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; } h3 { font-size: 1.05em; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; vertical-align: top; }
+th { background: #f0f0f0; } td.label, th.label { text-align: left; }
+td.within { background: #d9f2d9; } td.outside { background: #f8d0d0; } td.rank-only { background: #eef0f6; }
+td.not-run { color: #999; } td.not-reported { background: #fafafa; } td.no-tolerance { background: #fff4cc; }
+td.not-comparable { background-image: repeating-linear-gradient(45deg, transparent 0 6px, #0000000d 6px 9px); }
+.paper { color: #555; } .source { font-size: 0.75em; color: #666; margin-left: 2px; }
+.mark { color: #a33; font-weight: bold; margin-left: 2px; cursor: help; }
+.note { color: #555; font-size: 0.85em; } .legend span { padding: 1px 6px; margin-right: 6px; border: 1px solid #ccc; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+.state-SUCCEEDED { color: #1a7f37; } .state-FAILED, .state-DAMAGED { color: #b00; font-weight: bold; }
+.state-RUNNING, .state-PENDING { color: #9a6700; }
+nav a { margin-right: 1em; }
+"""
+
+
+@dataclass(kw_only=True, slots=True)
+class Selection:
+    """What the report shows: table ids, figure ids, and the specs whose runs are listed."""
+
+    tables: list[str] = field(default_factory=list)
+    figures: list[str] = field(default_factory=list)
+    specs: set[str] = field(default_factory=set)
+
+
+@dataclass(kw_only=True, slots=True)
+class DrawnFigure:
+    figure_id: str
+    title: str
+    files: list[Path] = field(default_factory=list)
+    error: str | None = None
+
+
+# ------------------------------------------------------------------------------------------ checks
+
+def check_out_dir(out_dir: str | os.PathLike) -> Path:
+    """The output directory, created; a path that is a file (or under one) is a one-line UserError."""
+    out = Path(out_dir)
+    for path in (out, *out.parents):
+        if path.exists() and not path.is_dir():
+            raise UserError(f"the output path {path} is a file, not a directory", where="--out",
+                            fix="name a directory for the report (it is created), or move the file away")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def select(registry: Registry, targets: list[str], runs: list[RunInfo]) -> Selection:
+    """Tables and figures to show. TARGETs are table or figure ids; none: every one that has a run."""
+    have = {r.spec for r in runs}
+    choices = [*registry.tables, *registry.figures]
+    chosen = Selection()
+    for target in dict.fromkeys(targets or choices):
+        found = []  # an id may name both a table and a figure (spike-scores): show both
+        if target in registry.tables:
+            found.append(("table", set(registry.tables[target].spec_names())))
+        if target in registry.figures:
+            found.append(("figure", set(registry.figure_specs(registry.figures[target]))))
+        if not found:
+            raise UserError(f"unknown report target {target!r} (not a table or figure id)", where="TARGET",
+                            fix=did_you_mean(target, choices))
+        for kind, specs in found:
+            if not specs & have:
+                if not targets:
+                    continue
+                raise UserError(f"no runs for {kind} {target!r} under the runs root", where="TARGET",
+                                fix=f"run them first (reproduce.py run {target}), or pass --runs-dir / --preset")
+            target_list = chosen.tables if kind == "table" else chosen.figures
+            if target not in target_list:
+                target_list.append(target)
+            chosen.specs |= specs & have
+    return chosen
+
+
+# ------------------------------------------------------------------------------------------ cells and tables
+
+def _number(value: float | None) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else repr(float(value))
+
+
+def cell_html(cell: Cell, verdict: CellDiff | None = None) -> str:
+    """One table cell: our value (and where it comes from) / the paper's, coloured by diff's verdict.
+
+    The one place a cell is turned into HTML. Reads the optional `source` (ours / checkpoint), `comparable`
+    and `why` of a cell with getattr, so cells without them render as ours and comparable.
+    """
+    status = verdict.status if verdict is not None else ""
+    classes = ["cell", VERDICT_CLASS.get(status, "")]
+    source = getattr(cell, "source", None) or ("ours" if cell.value is not None else "")
+    comparable = bool(getattr(cell, "comparable", True))
+    why = str(getattr(cell, "why", "") or "")
+    if not comparable:
+        classes.append("not-comparable")
+    tip = [f"status: {status}"] if status else []
+    if verdict is not None and verdict.delta is not None:
+        tip.append(f"delta {verdict.delta:+.2f}")
+    if verdict is not None and verdict.tolerance is not None:
+        tip.append(f"tolerance {verdict.tolerance:.2f}")
+    if verdict is not None and verdict.hint:
+        tip.append(verdict.hint)
+    if cell.reported is not None:
+        tip.append(f"paper: {cell.reported.source} {cell.reported.version}")
+    attrs = {"class": " ".join(c for c in classes if c), "data-row": cell.row, "data-column": cell.column,
+             "data-ours": _number(cell.value), "data-paper": _number(None if cell.reported is None
+                                                                      else cell.reported.value),
+             "data-status": status, "data-source": source, "data-comparable": "yes" if comparable else "no",
+             "title": "; ".join(tip)}
+    has_value = cell.value is not None and not math.isnan(cell.value)
+    shown = fmt_value(cell) if has_value or cell.value is None else NO_VALUE
+    body = f'<span class="ours">{html.escape(shown)}</span>'
+    if has_value and source:
+        body += f'<span class="source">({html.escape(source)})</span>'
+    body += f' / <span class="paper">{html.escape(fmt_reported(cell))}</span>'
+    if not comparable:
+        body += f'<span class="mark" title="{html.escape(why or "not comparable", quote=True)}">≁</span>'
+    return f"<td {_attrs(attrs)}>{body}</td>"
+
+
+def _attrs(attrs: dict[str, str]) -> str:
+    return " ".join(f'{k}="{html.escape(str(v), quote=True)}"' for k, v in attrs.items())
+
+
+def table_html(result: TableDiff, csv_href: str) -> str:
+    built: BuiltTable = result.built
+    t = built.table
+    verdicts = {(c.row, c.column): c for c in result.cells}
+    convention = convention_line(t) if any(c in PERCENT_COLUMNS for c in t.columns) else ""
+    out = [f'<section class="table" id="table-{html.escape(t.id)}" data-table="{html.escape(t.id)}">',
+           f"<h3>{html.escape(t.id)}: {html.escape(t.title)} <span class=\"note\">[{html.escape(t.paper_ref)}]"
+           f"</span></h3>",
+           f'<p class="note">preset {html.escape(built.preset)}; each cell: ours (source) / paper, ours = mean '
+           f"over seeds with results (± seed std when there are several). {html.escape(convention)} "
+           f'<a href="{html.escape(csv_href)}">CSV</a></p>']
+    if built.smoke:
+        out.append('<p class="note"><span class="mark">≁</span> smoke preset: CPU-scale models on the synthetic '
+                   "smoke corpus and tasks; absolute values are not comparable with the paper's, only the rank "
+                   "agreement is.</p>")
+    out.append("<table>")
+    out.append('<tr><th class="label">Model</th>' + "".join(f"<th>{html.escape(c)}</th>" for c in t.columns)
+               + "</tr>")
+    for row in t.rows:
+        cells = "".join(cell_html(built.cell(row, c), verdicts.get((row.id, c))) for c in t.columns)
+        out.append(f'<tr data-row="{html.escape(row.id)}"><td class="label">{html.escape(row.label)}</td>{cells}</tr>')
+    taus = []
+    for column in t.columns:
+        tau, n = result.taus.get(column, (None, 0))
+        taus.append(f"<td>{'n/a' if tau is None else f'{tau:+.2f}'} ({n})</td>")
+    out.append('<tr class="tau"><td class="label">rank agreement, Kendall τ-b (rows)</td>' + "".join(taus) + "</tr>")
+    out.append("</table>")
+    out += [f'<p class="note">note: {html.escape(n)}</p>' for n in built.notes]
+    out.append("</section>")
+    return "\n".join(out)
+
+
+LEGEND = ('<p class="legend note">colours (diff verdict per cell): <span class="within"'
+          ' style="background:#d9f2d9">within tolerance</span><span style="background:#f8d0d0">outside '
+          'tolerance</span><span style="background:#eef0f6">rank only (smoke)</span><span style="background:'
+          '#fff4cc">no tolerance known</span><span>not run / not reported</span> <span class="mark">≁</span> not '
+          "comparable (hover for why)</p>")
+
+
+# ------------------------------------------------------------------------------------------ figures
+
+def draw_figures(registry: Registry, figure_ids: list[str], *, runs_root: Path, out_dir: Path,
+                 preset: str | None) -> list[DrawnFigure]:
+    """Each figure drawn into out_dir/figures; one that cannot be drawn yet keeps its one-line reason."""
+    from exoformer.report.figures import draw
+
+    drawn = []
+    for fid in figure_ids:
+        item = DrawnFigure(figure_id=fid, title=registry.figures[fid].title)
+        try:
+            item.files = draw(registry, fid, runs_root=runs_root, out_dir=out_dir / "figures", preset=preset)
+        except UserError as err:
+            item.error = str(err)
+        drawn.append(item)
+    return drawn
+
+
+def figure_html(item: DrawnFigure, out_dir: Path) -> str:
+    fid = html.escape(item.figure_id)
+    out = [f'<section class="figure" id="figure-{fid}" data-figure="{fid}">',
+           f"<h3>{fid}: {html.escape(item.title)}</h3>"]
+    if item.error:
+        out.append(f'<p class="note">not drawn: {html.escape(item.error)}</p>')
+    for path in item.files:
+        href = html.escape(path.relative_to(out_dir).as_posix())
+        if path.suffix == ".png":
+            pdf = path.with_suffix(".pdf")
+            link = f' <a href="{html.escape(pdf.relative_to(out_dir).as_posix())}">PDF</a>' if pdf in item.files else ""
+            out.append(f'<figure><img src="{href}" alt="{fid}: {html.escape(path.stem)}">'
+                       f'<figcaption class="note">{html.escape(path.name)}{link}</figcaption></figure>')
+        elif path.suffix != ".pdf":
+            out.append(f'<p class="note"><a href="{href}">{html.escape(path.name)}</a></p>')
+    out.append("</section>")
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------ runs
+
+def copy_small(src: Path, dest: Path) -> Path | None:
+    """Copy one text file of a run into the report; a log longer than LOG_TAIL_BYTES keeps only its end."""
+    from exoformer.io import atomic_write_bytes
+
+    if not src.is_file():
+        return None
+    size = src.stat().st_size
+    if size <= LOG_TAIL_BYTES:
+        return atomic_write_bytes(dest, src.read_bytes())
+    with src.open("rb") as handle:
+        handle.seek(size - LOG_TAIL_BYTES)
+        tail = handle.read()
+    head = f"[report: the first {size - LOG_TAIL_BYTES} bytes are left out; the whole file: {src}]\n".encode()
+    return atomic_write_bytes(dest, head + tail)
+
+
+def run_rows_html(runs: list[RunInfo], out_dir: Path) -> str:
+    """One row per run directory: identity, recorded state, progress, links to copies of its text files."""
+    from exoformer.harness.status import row_for
+
+    out = ['<table class="runs"><tr><th class="label">spec</th><th>hash</th><th>preset</th><th>state</th>'
+           '<th>stage</th><th>progress</th><th class="label">reason</th><th class="label">files</th></tr>']
+    for run in runs:
+        rd = run.run
+        row = row_for(rd.path, rd.read_status(), run.spec)
+        dest = out_dir / "runs" / run.spec / run.hash12
+        files = [rd.spec_file, rd.provenance_file, rd.status_file]
+        if rd.logs.is_dir():
+            files += sorted(p for p in rd.logs.rglob("*") if p.is_file())
+        links = []
+        for src in files:
+            copied = copy_small(src, dest / src.relative_to(rd.path))
+            if copied is not None:
+                href = copied.relative_to(out_dir).as_posix()
+                links.append(f'<a href="{html.escape(href)}">{html.escape(src.relative_to(rd.path).as_posix())}</a>')
+        state = str(row["state"])
+        progress = f"{row['step'] or 0}/{row['total_steps'] or '?'}"
+        out.append(f'<tr data-spec="{html.escape(run.spec)}" data-hash="{html.escape(run.hash12)}">'
+                   f'<td class="label">{html.escape(run.spec)}</td><td>{html.escape(run.hash12)}</td>'
+                   f"<td>{html.escape(run.preset)}</td><td class=\"state-{html.escape(state)}\">{html.escape(state)}"
+                   f"</td><td>{html.escape(str(row['stage'] or ''))}</td><td>{html.escape(progress)}</td>"
+                   f"<td class=\"label\">{html.escape(str(row['reason'] or ''))}</td>"
+                   f'<td class="label">{" ".join(links) or "-"}</td></tr>')
+    out.append("</table>")
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------ page
+
+def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.PathLike,
+                 out_dir: str | os.PathLike, preset: str | None = None) -> Path:
+    """Write DIR/index.html (and its figures, CSVs and run files) for TARGETs; returns the index path."""
+    from exoformer.io import atomic_write_text
+    from exoformer.report.collect import collect
+
+    root = Path(runs_root)
+    out = check_out_dir(out_dir)
+    runs = find_runs(root, preset=preset) if root.is_dir() else []
+    if not runs:
+        of_preset = f" of preset {preset}" if preset else ""
+        raise UserError(f"no runs{of_preset} under {root}", where="--runs-dir",
+                        fix="run something first (reproduce.py run TARGET), or point --runs-dir at a runs root")
+    chosen = select(registry, targets, runs)
+    frame = collect(root, preset=preset)
+    sections = []
+    for tid in chosen.tables:
+        built = build_table(registry, tid, frame, preset=preset, runs_root=root)
+        csv_path = atomic_write_text(out / "tables" / f"{tid}.csv", to_frame(built).to_csv(index=False))
+        sections.append(table_html(diff_table(built), csv_path.relative_to(out).as_posix()))
+    drawn = draw_figures(registry, chosen.figures, runs_root=root, out_dir=out, preset=preset)
+    shown_runs = [r for r in runs if r.spec in chosen.specs]
+    nav = "".join(f'<a href="#{anchor}">{name}</a>' for anchor, name in
+                  (("tables", "Tables"), ("figures", "Figures"), ("runs", "Runs")))
+    shown_preset = html.escape(preset) if preset else "each spec&#39;s own"
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    page = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<title>ExoFormer reproduction report</title>", f"<style>{PAGE_STYLE}</style>",
+        f"<script>{PAGE_SCRIPT}</script></head><body>",
+        "<h1>ExoFormer reproduction report</h1>",
+        f'<p class="note">runs root {html.escape(str(root))}; preset {shown_preset}; '
+        f"{len(shown_runs)} run directories; built {when}. Static page: no server, no network.</p>",
+        f"<nav>{nav}</nav>",
+        f'<h2 id="tables">Tables ({len(chosen.tables)})</h2>', LEGEND, *sections,
+        f'<h2 id="figures">Figures ({len(drawn)})</h2>', *(figure_html(item, out) for item in drawn),
+        f'<h2 id="runs">Runs ({len(shown_runs)})</h2>',
+        '<p class="note">state as each run&#39;s status record says (reproduce.py status reconciles it with '
+        "the scheduler); files: copies of the run&#39;s spec, provenance, status and logs.</p>",
+        run_rows_html(shown_runs, out), "</body></html>", ""]
+    return atomic_write_text(out / INDEX, "\n".join(page))
+

@@ -1,0 +1,102 @@
+"""Figures fit for the report and a paper: one label and colour per model, λ maps centred at ratio 1, legends
+outside the data, the paper's data-efficiency claim beside ours in the title."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from synthetic import make_run, registry, uniform  # noqa: E402
+from test_html_report import smoke_runs  # noqa: E402
+
+from exoformer.report import analysis_plots, figures, style  # noqa: E402
+
+
+def test_one_label_and_colour_per_model_whatever_the_seed():
+    assert style.style_of("e-exoformer-s42") == style.style_of("e-exoformer-s1337") == style.style_of("e-exoformer")
+    assert style.label_of("gated-s42") == "Gated Attention"
+    colours = [m.colour for m in style.MODELS.values()]
+    assert len(set(colours)) == len(colours)
+    assert style.colour_of("some-new-model-s42") == style.colour_of("some-new-model-s7")  # stable, by name
+    assert style.label_of("some-new-model", "Its row label") == "Its row label"
+
+
+@pytest.mark.parametrize("limits", [(0.6, 1.9), (1.2, 3.0), (0.1, 0.4), (-2.0, 0.5), None])
+def test_lambda_colour_map_is_centred_at_ratio_one(limits):
+    norm = figures.ratio_norm(limits)
+    assert float(norm(style.NEUTRAL_RATIO)) == pytest.approx(0.5)
+    if limits:
+        assert norm.vmin <= limits[0] and norm.vmax >= limits[1]
+
+
+def test_figures_label_specs_by_model_not_by_spec_id(tmp_path):
+    runs = tmp_path / "runs"
+    for spec in ("gated-s42", "e-exoformer-s42", "base-s42", "base-s1337"):
+        make_run(runs, spec, preset="smoke", accuracies=uniform(0.3))
+    reg = registry()
+    gate = {spec: label for spec, label, _ in figures.figure_runs(reg, reg.figures["gate-sparsity"], runs,
+                                                                   preset="smoke")}
+    assert gate == {"gated-s42": "Gated Attention", "e-exoformer-s42": "E-ExoFormer"}
+    sink = {spec: label for spec, label, _ in figures.figure_runs(reg, reg.figures["attention-sink"], runs,
+                                                                   preset="smoke")}
+    assert sink["base-s42"] == sink["base-s1337"] == "Base Transformer"  # seeds of one model: one line
+
+
+def test_the_papers_efficiency_claims_and_ours_share_the_title():
+    claims = figures.paper_efficiency_claims(registry())
+    assert sorted(claims) == [("base", "dynamic-e-exoformer", 1.84, False), ("gated", "dynamic-e-exoformer", 1.5, True)]
+    ratios = {"base": {"dynamic-e-exoformer": 1.25}, "gated": {}}
+    lines = figures.efficiency_title_lines(sorted(claims), ratios, style.label_of)
+    assert lines == ["Dynamic E-ExoFormer reaches Base Transformer's final loss with fewer tokens: paper 1.84x, "
+                     "ours 1.25x",
+                     "Dynamic E-ExoFormer reaches Gated Attention's final loss with fewer tokens: paper ~1.5x, "
+                     "ours not run"]
+    assert "1.84" not in registry().figures["val-loss-table1"].title  # the claim is data, not title text
+    assert sorted(figures.figure_claims(registry(), registry().figures["val-loss-table1"])) == sorted(claims)
+    assert figures.figure_claims(registry(), registry().figures["val-loss-1b"]) == []  # claimed of the 450M runs
+
+
+def _captured(monkeypatch, module, name):
+    """Run a plot with its save function replaced, returning the matplotlib figure it would have written."""
+    seen = []
+
+    def keep(fig, out_dir, stem):
+        fig.canvas.draw()
+        seen.append(fig)
+        return []
+
+    monkeypatch.setattr(module, name, keep)
+    return seen
+
+
+def _outside(legend_box, ax_box) -> bool:
+    return legend_box.x0 >= ax_box.x1 - 1 or legend_box.y1 <= ax_box.y0 + 1
+
+
+def test_legends_sit_outside_the_data(tmp_path, monkeypatch):
+    runs = smoke_runs(tmp_path / "runs")
+    reg = registry()
+    seen = _captured(monkeypatch, figures, "save")
+    for fid in ("accuracy-bars-table1", "val-loss-table1"):
+        figures.draw(reg, fid, runs_root=runs, out_dir=tmp_path / "f", preset="smoke")
+    analysis = _captured(monkeypatch, analysis_plots, "_save")
+    figures.draw(reg, "pca-components", runs_root=runs, out_dir=tmp_path / "f", preset="smoke")
+    for fig in seen:
+        ax = fig.axes[0]
+        assert ax.get_legend() is not None
+        assert _outside(ax.get_legend().get_window_extent(), ax.get_window_extent())
+    (fig,) = analysis
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    legend = fig.legends[0].get_window_extent()
+    assert all(_outside(legend, ax.get_window_extent()) for ax in fig.axes if ax.get_visible())
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[0] == "Base Transformer" and len(labels) == len(set(labels)) == 7
+    from matplotlib.colors import to_hex
+
+    colours = [to_hex(h.get_color()) for h in fig.legends[0].legend_handles]
+    assert colours[0] == style.colour_of("base").lower()
+    assert colours[-1] == style.colour_of("dynamic-e-exoformer").lower()

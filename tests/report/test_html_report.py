@@ -1,0 +1,335 @@
+"""`report`: the static HTML page from synthetic smoke runs; cells, links, bad input, and a real headless browser.
+
+The browser test renders the page in Debian's chromium (.ci/run installs it) with --dump-dom after the page's
+own script ran, and checks the DOM: every table, every image decoded, every number equal to the table CSV.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from synthetic import make_run, registry, uniform  # noqa: E402
+
+from exoformer.cli import main  # noqa: E402
+from exoformer.harness.reported import Reported  # noqa: E402
+from exoformer.report import html as report_html  # noqa: E402
+from exoformer.report.diff import CellDiff  # noqa: E402
+from exoformer.report.tables import Cell  # noqa: E402
+from exoformer.rundir import RunDir  # noqa: E402
+
+ROWS = ("base", "gated", "resformer", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer")
+GATED = {"gated", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer"}
+MIXING = {"resformer", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer"}
+TARGETS = ["table1", "val-loss-table1", "accuracy-bars-table1", "lambda-heatmaps", "pca-components",
+           "attention-sink", "gate-sparsity", "layer-similarity", "spike-scores"]
+CELLS = sum(len(registry().tables[t].rows) * len(registry().tables[t].columns) for t in ("table1", "spike-scores"))
+
+
+# ------------------------------------------------------------------------------------------ synthetic runs
+
+def _probes(n_layer: int, i: int, gated: bool, mixing: bool) -> dict:
+    blocks = [0.1 * (k + 1) + 0.03 * i for k in range(n_layer)]
+    hidden = [0.2 + 0.15 * k + 0.02 * i for k in range(n_layer + 1)]
+    na_gate, na_mix = "not applicable: the model has no attention gate", "not applicable: no mixing"
+    base = {"first_token_attention": blocks, "attention_entropy": blocks, "token_similarity_mean": hidden,
+            "token_similarity_std": hidden, "similarity_to_embeddings": hidden[::-1],
+            "massive_activation": [10 ** (1 + 0.3 * k) for k in range(n_layer + 1)],
+            "pca_components": [8 + 2 * k + i for k in range(n_layer + 1)], "pca_fraction": hidden,
+            "layer_similarity": [[1.0 - 0.12 * abs(a - b) - 0.01 * i for b in range(n_layer + 1)]
+                                 for a in range(n_layer + 1)],
+            "gate_mean": blocks if gated else na_gate, "gate_sparsity": blocks[::-1] if gated else na_gate,
+            "coefficients": {} if mixing else na_mix}
+    ablations = {"none": base}
+    for name, shift in (("anchor", 3), ("self", 6)):
+        ablations[name] = {**base, "pca_components": [shift + 8 + k for k in range(n_layer + 1)]} if mixing else na_mix
+    return {"input": {"batch": 2, "seq_len": 16, "doc_masking": False}, "n_layer": n_layer, "d_model": 16,
+            "gated": gated, "mixing": mixing, "ablations": ablations}
+
+
+def _coefficients(n_layer: int = 4, n_head: int = 2, d_model: int = 8) -> dict:
+    """Ratios from 0.6 to 1.6 across channels and layers, so the map's centre (1.0) is inside the data."""
+    per_path = {p: [{"anchor": [0.3 + 0.05 * c + 0.1 * layer for c in range(d_model)], "self": [0.5] * d_model}
+                    for layer in range(n_layer)] for p in "qkvg"}
+    return {"n_layer": n_layer, "n_head": n_head, "d_model": d_model, "mix_paths": list("qkvg"),
+            "granularity": "elementwise", "dynamic": False, "anchor": "h0", "coefficients": per_path}
+
+
+def smoke_runs(root: Path) -> Path:
+    """Table 1 in the smoke preset: results, val curves and every analysis record, no training."""
+    for i, row in enumerate(ROWS):
+        curve = [(t, 3 + 4 / (1 + t * (1 + 0.1 * i) / 1000)) for t in range(0, 20001, 2000)]
+        path = make_run(root, f"{row}-s42", preset="smoke", accuracies=uniform(0.30 + 0.02 * i), curve=curve,
+                        ppl=40.0 - i, task_prefix="smoke_")
+        run = RunDir(path)
+        run.analysis_dir.mkdir(parents=True, exist_ok=True)
+        run.probes.write_text(json.dumps(_probes(4, i, row in GATED, row in MIXING)))
+        series = {"score_pct": 0.01 * (i + 1), "spikes": i, "values": 2000, "scored": 1000, "dropped": 0}
+        run.spikes.write_text(json.dumps({"window": 1000, "n_sigma": 7.0, "grad_norm": series, "loss": series}))
+        if row in ("e-exoformer", "dynamic-e-exoformer"):
+            run.coefficients.write_text(json.dumps(_coefficients()))
+        run.provenance_file.write_text(json.dumps({"git": "abc", "host": "test"}))
+        run.logs.mkdir(exist_ok=True)
+        (run.logs / "local-1.log").write_text(f"training {row}\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def built_report(tmp_path_factory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("report")
+    runs = smoke_runs(base / "runs")
+    index = report_html.build_report(registry(), TARGETS, runs_root=runs, out_dir=base / "out", preset="smoke")
+    return runs, index
+
+
+# ------------------------------------------------------------------------------------------ reading the page
+
+class Page(HTMLParser):
+    """The parts of a page the tests check: tables with their cells, images, links, sections, body attrs."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.tables: dict[str, list[dict]] = {}
+        self.images: list[dict] = []
+        self.links: list[str] = []
+        self.figures: list[str] = []
+        self.body: dict = {}
+        self.run_rows: list[dict] = []
+        self._table: str | None = None
+        self._cell: dict | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "body":
+            self.body = a
+        if tag == "section" and "data-table" in a:
+            self._table = a["data-table"]
+            self.tables[self._table] = []
+        if tag == "section" and "data-figure" in a:
+            self.figures.append(a["data-figure"])
+        if tag == "td" and "data-column" in a and self._table:
+            self._cell = dict(a, text="")
+            self.tables[self._table].append(self._cell)
+        if tag == "tr" and "data-hash" in a:
+            self.run_rows.append(a)
+        if tag == "img":
+            self.images.append(a)
+        if tag == "a" and "href" in a:
+            self.links.append(a["href"])
+
+    def handle_endtag(self, tag):
+        if tag == "td":
+            self._cell = None
+        if tag == "section":
+            self._table = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell["text"] += data
+
+
+def check_numbers_equal_csv(page: Page, out: Path) -> int:
+    """Every cell of every table equals its line of the table's CSV (value, shown text and paper value)."""
+    checked = 0
+    for tid, cells in page.tables.items():
+        frame = pd.read_csv(out / "tables" / f"{tid}.csv")
+        assert len(cells) == len(frame)
+        by_key = {(c["data-row"], c["data-column"]): c for c in cells}
+        for line in frame.itertuples():
+            cell = by_key[(line.row, line.column)]
+            if pd.isna(line.reproduced):
+                assert cell["data-ours"] == "" and cell["text"].startswith(("not run", report_html.NO_VALUE))
+            else:
+                assert float(cell["data-ours"]) == pytest.approx(line.reproduced, rel=1e-12)
+                assert cell["text"].startswith(f"{line.reproduced:.2f}")
+            if pd.isna(line.reported):
+                assert cell["data-paper"] == "" and "not reported" in cell["text"]
+            else:
+                assert float(cell["data-paper"]) == pytest.approx(line.reported)
+                assert f"/ {line.reported:.2f}" in cell["text"]
+            checked += 1
+    return checked
+
+
+# ------------------------------------------------------------------------------------------ page content
+
+def test_report_has_every_table_figure_and_run_with_working_links(built_report):
+    runs, index = built_report
+    out = index.parent
+    page = Page(index.read_text())
+    assert list(page.tables) == ["table1", "spike-scores"]  # spike-scores: a table and a figure
+    assert page.figures == TARGETS[1:]
+    assert check_numbers_equal_csv(page, out) == CELLS
+    pngs = {Path(i["src"]).name for i in page.images}
+    assert {"val-loss-table1.png", "accuracy-bars-table1.png", "lambda-heatmaps-e-exoformer-s42.png",
+            "lambda-heatmaps-dynamic-e-exoformer-s42.png", "pca-components.png", "spike-scores.png"} <= pngs
+    for img in page.images:
+        assert (out / img["src"]).read_bytes()[:4] == b"\x89PNG"
+    assert {r["data-spec"] for r in page.run_rows} == {f"{row}-s42" for row in ROWS}
+    for href in page.links:
+        assert not href.startswith(("http:", "https:", "/")), href  # self-contained, relative
+        assert (out / href.split("#")[0]).is_file() or href.startswith("#"), href
+    base_files = {h for h in page.links if h.startswith("runs/base-s42/")}
+    assert {Path(h).name for h in base_files} == {"spec.yaml", "provenance.json", "STATUS", "local-1.log"}
+    log = next(h for h in base_files if h.endswith("local-1.log"))
+    assert (out / log).read_text() == "training base\n"
+    assert "<script src" not in index.read_text() and "<link" not in index.read_text()
+
+
+def test_smoke_cells_are_rank_only_and_marked_not_comparable_by_the_table_note(built_report):
+    _, index = built_report
+    page = Page(index.read_text())
+    statuses = {c["data-status"] for c in page.tables["table1"]}
+    assert statuses <= {"rank only", "not reported"} and "rank only" in statuses
+    assert "absolute values are not comparable" in index.read_text()
+
+
+def _cell(value, reported=None) -> Cell:
+    return Cell(row="base", column="piqa", value=value, stderr=0.5,
+                reported=None if reported is None else Reported(value=reported, source="T1", version="v4"))
+
+
+def test_cell_html_colours_by_the_diff_verdict_and_shows_ours_and_paper():
+    within = report_html.cell_html(_cell(61.234, 61.0), CellDiff(row="base", label="B", column="piqa",
+                                                                  reproduced=61.234, reported=61.0, delta=0.234,
+                                                                  tolerance=1.0, status="within"))
+    assert 'class="cell within"' in within and "61.23" in within and "/ <span class=\"paper\">61.00" in within
+    assert 'data-ours="61.234"' in within and "delta +0.23" in within and "(ours)" in within
+    outside = report_html.cell_html(_cell(50.0, 61.0), CellDiff(row="base", label="B", column="piqa",
+                                                                 reproduced=50.0, reported=61.0, delta=-11.0,
+                                                                 tolerance=1.0, status="OUTSIDE"))
+    assert 'class="cell outside"' in outside
+    missing = report_html.cell_html(_cell(None), CellDiff(row="base", label="B", column="piqa", reproduced=None,
+                                                           reported=None, status="not run"))
+    assert 'class="cell not-run"' in missing and "not run" in missing and "(ours)" not in missing
+    nan = report_html.cell_html(_cell(float("nan"), 0.05))
+    assert "no value" in nan and "nan" not in nan.lower().replace("no value", "") and 'data-ours=""' in nan
+
+
+def test_cell_html_reads_source_and_comparability_of_cells_that_have_them():
+    class CheckpointCell:
+        """A cell as the table may carry it: where the number comes from and whether it is comparable."""
+
+        row, column, value, stderr, seed_sd, reported = "base", "piqa", 60.0, None, None, None
+        source, comparable, why = "checkpoint", False, "evaluated on a different suite"
+
+    text = report_html.cell_html(CheckpointCell())
+    assert "(checkpoint)" in text and 'data-comparable="no"' in text and "not-comparable" in text
+    assert 'title="evaluated on a different suite"' in text
+
+
+def test_long_logs_are_copied_as_their_tail(tmp_path, monkeypatch):
+    monkeypatch.setattr(report_html, "LOG_TAIL_BYTES", 10)
+    src = tmp_path / "long.log"
+    src.write_text("0123456789" * 3 + "END")
+    copied = report_html.copy_small(src, tmp_path / "out" / "long.log")
+    text = copied.read_text()
+    assert text.endswith("3456789END") and "the first 23 bytes are left out" in text and str(src) in text
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    make_run(runs, "base-s42", preset="smoke", accuracies=uniform(0.3))
+    cases = [(["tabel1"], tmp_path / "o1", "unknown report target 'tabel1'", "did you mean"),
+             (["scale-1b"], tmp_path / "o2", "no runs for table 'scale-1b'", "reproduce.py run scale-1b"),
+             (["table1"], tmp_path / "afile", "is a file, not a directory", "name a directory")]
+    (tmp_path / "afile").write_text("x")
+    for targets, out, what, fix in cases:
+        assert main(["report", *targets, "--runs-dir", str(runs), "--out", str(out), "--preset", "smoke"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and what in err and fix in err and "\n" not in err, err
+    assert main(["report", "--runs-dir", str(tmp_path / "empty"), "--out", str(tmp_path / "o3")]) == 2
+    assert "no runs under" in capsys.readouterr().err
+
+
+def test_report_verb_without_targets_shows_what_has_runs(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    make_run(runs, "base-s42", preset="smoke", accuracies=uniform(0.3), curve=[(0, 5.0), (100, 4.0)])
+    assert main(["report", "--runs-dir", str(runs), "--out", str(tmp_path / "out"), "--preset", "smoke"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    page = Page((tmp_path / "out" / "index.html").read_text())
+    assert "table1" in page.tables and "scale-1b" not in page.tables
+    assert "val-loss-table1" in page.figures
+    assert "not drawn:" in (tmp_path / "out" / "index.html").read_text()  # analysis figures of an unanalysed run
+
+
+# ------------------------------------------------------------------------------------------ real browser
+
+def chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+NEEDS_CHROMIUM = pytest.mark.skipif(
+    chromium() is None,
+    reason=os.environ.get("EXOFORMER_NO_CHROMIUM") or "chromium is not on PATH (.ci/run installs Debian's chromium "
+    "with apt-get; outside CI: apt-get install chromium)")
+
+
+def _headless(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                           "--no-first-run", f"--user-data-dir={profile}", *args],
+                          capture_output=True, text=True, timeout=180)
+
+
+@NEEDS_CHROMIUM
+def test_the_report_renders_in_headless_chromium(built_report, tmp_path):
+    _, index = built_report
+    binary = chromium()
+    url = index.resolve().as_uri()
+    dom = _headless(binary, tmp_path / "profile", "--virtual-time-budget=10000", "--dump-dom", url)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    page = Page(dom.stdout)
+    assert page.body.get("data-images-checked") == str(len(page.images)) == "9"  # 8 figures, 2 heatmap runs
+    assert [i["src"] for i in page.images if i.get("data-loaded") != "yes"] == []
+    assert list(page.tables) == ["table1", "spike-scores"] and page.figures == TARGETS[1:]
+    assert check_numbers_equal_csv(page, index.parent) == CELLS
+    shot = Path(os.environ.get("EXOFORMER_REPORT_SCREENSHOT", tmp_path / "report.png"))
+    taken = _headless(binary, tmp_path / "profile2", "--hide-scrollbars", "--window-size=1280,2200",
+                      f"--screenshot={shot}", url)
+    assert taken.returncode == 0, taken.stderr[-2000:]
+    assert shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 20_000
+
+
+@NEEDS_CHROMIUM
+def test_the_page_script_marks_an_image_that_did_not_load(built_report, tmp_path):
+    _, index = built_report
+    good = next(index.parent.glob("figures/*.png"))
+    page_file = tmp_path / "page.html"
+    page_file.write_text(f"<html><head><script>{report_html.PAGE_SCRIPT}</script></head><body>"
+                         f'<img src="{good.as_uri()}"><img src="missing.png"></body></html>')
+    dom = _headless(chromium(), tmp_path / "profile", "--allow-file-access-from-files", "--virtual-time-budget=5000",
+                    "--dump-dom", page_file.as_uri())
+    assert [i.get("data-loaded") for i in Page(dom.stdout).images] == ["yes", "no"]
+
+
+@NEEDS_CHROMIUM
+@pytest.mark.skipif(not os.environ.get("EXOFORMER_REPORT_RUNS"),
+                    reason="set EXOFORMER_REPORT_RUNS to a runs root of trained smoke runs (reproduce.py run table1 "
+                    "--preset smoke) to check their report in the browser too")
+def test_the_report_of_trained_smoke_runs_renders_in_headless_chromium(tmp_path):
+    out = tmp_path / "out"
+    index = report_html.build_report(registry(), [], runs_root=Path(os.environ["EXOFORMER_REPORT_RUNS"]),
+                                     out_dir=out, preset="smoke")
+    dom = _headless(chromium(), tmp_path / "profile", "--virtual-time-budget=10000", "--dump-dom",
+                    index.resolve().as_uri())
+    page = Page(dom.stdout)
+    assert page.images and [i["src"] for i in page.images if i.get("data-loaded") != "yes"] == []
+    assert "table1" in page.tables
+    assert check_numbers_equal_csv(page, out) == sum(len(registry().tables[t].rows) * len(registry().tables[t].columns)
+                                                     for t in page.tables)
