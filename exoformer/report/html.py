@@ -22,11 +22,20 @@ from pathlib import Path
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import Registry
-from exoformer.harness.run_index import RunInfo, find_runs
+from exoformer.harness.run_index import CHECKPOINT, RunInfo, find_runs
 from exoformer.report import NOT_REPORTED, NOT_RUN
 from exoformer.report.diff import OUTSIDE, WITHIN, CellDiff, TableDiff, diff_table
-from exoformer.report.tables import (PERCENT_COLUMNS, BuiltTable, Cell, build_table, convention_line, fmt_reported,
-                                     fmt_value, to_frame)
+from exoformer.report.tables import (
+    PERCENT_COLUMNS,
+    BuiltTable,
+    Cell,
+    build_table,
+    comparability_notes,
+    convention_line,
+    fmt_reported,
+    fmt_value,
+    to_frame,
+)
 
 INDEX = "index.html"
 NO_VALUE = "no value"
@@ -130,17 +139,14 @@ def _number(value: float | None) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else repr(float(value))
 
 
-def cell_html(cell: Cell, verdict: CellDiff | None = None) -> str:
-    """One table cell: our value (and where it comes from) / the paper's, coloured by diff's verdict.
-
-    The one place a cell is turned into HTML. Reads the optional `source` (ours / checkpoint), `comparable`
-    and `why` of a cell with getattr, so cells without them render as ours and comparable.
-    """
+def cell_html(cell: Cell, verdict: CellDiff | None = None, checkpoint: Cell | None = None) -> str:
+    """One table cell: ours / the checkpoint evaluated as the row (when the table has one) / the paper's,
+    coloured by diff's verdict of ours against the paper, marked when not comparable. The one place a cell is
+    turned into HTML."""
     status = verdict.status if verdict is not None else ""
     classes = ["cell", VERDICT_CLASS.get(status, "")]
-    source = getattr(cell, "source", None) or ("ours" if cell.value is not None else "")
-    comparable = bool(getattr(cell, "comparable", True))
-    why = str(getattr(cell, "why", "") or "")
+    comparable = cell.comparable and (checkpoint is None or checkpoint.comparable)
+    why = "; ".join(w for w in (cell.why, checkpoint.why if checkpoint is not None else "") if w)
     if not comparable:
         classes.append("not-comparable")
     tip = [f"status: {status}"] if status else []
@@ -155,17 +161,21 @@ def cell_html(cell: Cell, verdict: CellDiff | None = None) -> str:
     attrs = {"class": " ".join(c for c in classes if c), "data-row": cell.row, "data-column": cell.column,
              "data-ours": _number(cell.value), "data-paper": _number(None if cell.reported is None
                                                                       else cell.reported.value),
-             "data-status": status, "data-source": source, "data-comparable": "yes" if comparable else "no",
-             "title": "; ".join(tip)}
-    has_value = cell.value is not None and not math.isnan(cell.value)
-    shown = fmt_value(cell) if has_value or cell.value is None else NO_VALUE
-    body = f'<span class="ours">{html.escape(shown)}</span>'
-    if has_value and source:
-        body += f'<span class="source">({html.escape(source)})</span>'
+             "data-status": status, "data-comparable": "yes" if comparable else "no", "title": "; ".join(tip)}
+    if checkpoint is not None:
+        attrs["data-checkpoint"] = _number(checkpoint.value)
+    body = f'<span class="ours">{html.escape(_shown(cell))}</span>'
+    if checkpoint is not None:
+        body += f' / <span class="checkpoint">{html.escape(_shown(checkpoint))}</span>'
     body += f' / <span class="paper">{html.escape(fmt_reported(cell))}</span>'
     if not comparable:
         body += f'<span class="mark" title="{html.escape(why or "not comparable", quote=True)}">≁</span>'
     return f"<td {_attrs(attrs)}>{body}</td>"
+
+
+def _shown(cell: Cell) -> str:
+    has_value = cell.value is not None and not math.isnan(cell.value)
+    return fmt_value(cell) if has_value or cell.value is None else NO_VALUE
 
 
 def _attrs(attrs: dict[str, str]) -> str:
@@ -180,18 +190,18 @@ def table_html(result: TableDiff, csv_href: str) -> str:
     out = [f'<section class="table" id="table-{html.escape(t.id)}" data-table="{html.escape(t.id)}">',
            f"<h3>{html.escape(t.id)}: {html.escape(t.title)} <span class=\"note\">[{html.escape(t.paper_ref)}]"
            f"</span></h3>",
-           f'<p class="note">preset {html.escape(built.preset)}; each cell: ours (source) / paper, ours = mean '
+           f'<p class="note">preset {html.escape(built.preset)}; each cell: ours'
+           f'{" / ckpt (a checkpoint evaluated as the row)" if built.has_checkpoint else ""} / paper, ours = mean '
            f"over seeds with results (± seed std when there are several). {html.escape(convention)} "
            f'<a href="{html.escape(csv_href)}">CSV</a></p>']
-    if built.smoke:
-        out.append('<p class="note"><span class="mark">≁</span> smoke preset: CPU-scale models on the synthetic '
-                   "smoke corpus and tasks; absolute values are not comparable with the paper's, only the rank "
-                   "agreement is.</p>")
+    out += [f'<p class="note not-comparable-note">{html.escape(n)}</p>' for n in comparability_notes(built)]
     out.append("<table>")
     out.append('<tr><th class="label">Model</th>' + "".join(f"<th>{html.escape(c)}</th>" for c in t.columns)
                + "</tr>")
     for row in t.rows:
-        cells = "".join(cell_html(built.cell(row, c), verdicts.get((row.id, c))) for c in t.columns)
+        cells = "".join(cell_html(built.cell(row, c), verdicts.get((row.id, c)),
+                                  built.cell(row, c, CHECKPOINT) if built.has_checkpoint else None)
+                        for c in t.columns)
         out.append(f'<tr data-row="{html.escape(row.id)}"><td class="label">{html.escape(row.label)}</td>{cells}</tr>')
     taus = []
     for column in t.columns:
@@ -206,7 +216,7 @@ def table_html(result: TableDiff, csv_href: str) -> str:
 
 LEGEND = ('<p class="legend note">colours (diff verdict per cell): <span class="within"'
           ' style="background:#d9f2d9">within tolerance</span><span style="background:#f8d0d0">outside '
-          'tolerance</span><span style="background:#eef0f6">rank only (smoke)</span><span style="background:'
+          'tolerance</span><span style="background:#eef0f6">rank only (not comparable)</span><span style="background:'
           '#fff4cc">no tolerance known</span><span>not run / not reported</span> <span class="mark">≁</span> not '
           "comparable (hover for why)</p>")
 

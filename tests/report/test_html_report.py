@@ -192,7 +192,8 @@ def test_smoke_cells_are_rank_only_and_marked_not_comparable_by_the_table_note(b
     page = Page(index.read_text())
     statuses = {c["data-status"] for c in page.tables["table1"]}
     assert statuses <= {"rank only", "not reported"} and "rank only" in statuses
-    assert "absolute values are not comparable" in index.read_text()
+    assert "not comparable: preset smoke (paper 450m)" in index.read_text()
+    assert all(c["data-comparable"] == "no" for c in page.tables["table1"] if c["data-ours"])
 
 
 def _cell(value, reported=None) -> Cell:
@@ -205,27 +206,26 @@ def test_cell_html_colours_by_the_diff_verdict_and_shows_ours_and_paper():
                                                                   reproduced=61.234, reported=61.0, delta=0.234,
                                                                   tolerance=1.0, status="within"))
     assert 'class="cell within"' in within and "61.23" in within and "/ <span class=\"paper\">61.00" in within
-    assert 'data-ours="61.234"' in within and "delta +0.23" in within and "(ours)" in within
+    assert 'data-ours="61.234"' in within and "delta +0.23" in within and 'class="checkpoint"' not in within
     outside = report_html.cell_html(_cell(50.0, 61.0), CellDiff(row="base", label="B", column="piqa",
                                                                  reproduced=50.0, reported=61.0, delta=-11.0,
                                                                  tolerance=1.0, status="OUTSIDE"))
     assert 'class="cell outside"' in outside
     missing = report_html.cell_html(_cell(None), CellDiff(row="base", label="B", column="piqa", reproduced=None,
                                                            reported=None, status="not run"))
-    assert 'class="cell not-run"' in missing and "not run" in missing and "(ours)" not in missing
+    assert 'class="cell not-run"' in missing and "not run" in missing
     nan = report_html.cell_html(_cell(float("nan"), 0.05))
     assert "no value" in nan and "nan" not in nan.lower().replace("no value", "") and 'data-ours=""' in nan
 
 
-def test_cell_html_reads_source_and_comparability_of_cells_that_have_them():
-    class CheckpointCell:
-        """A cell as the table may carry it: where the number comes from and whether it is comparable."""
-
-        row, column, value, stderr, seed_sd, reported = "base", "piqa", 60.0, None, None, None
-        source, comparable, why = "checkpoint", False, "evaluated on a different suite"
-
-    text = report_html.cell_html(CheckpointCell())
-    assert "(checkpoint)" in text and 'data-comparable="no"' in text and "not-comparable" in text
+def test_cell_html_shows_ours_checkpoint_and_paper_and_marks_what_is_not_comparable():
+    ours = _cell(None, 61.0)
+    ckpt = Cell(row="base", column="piqa", value=60.0, source="checkpoint", comparable=False,
+                why="evaluated on a different suite")
+    text = report_html.cell_html(ours, None, ckpt)
+    assert '<span class="ours">not run</span> / <span class="checkpoint">60.00†</span> / <span class="paper">61.00' \
+        in text
+    assert 'data-checkpoint="60.0"' in text and 'data-comparable="no"' in text and "not-comparable" in text
     assert 'title="evaluated on a different suite"' in text
 
 
