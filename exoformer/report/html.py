@@ -38,7 +38,6 @@ from exoformer.report.tables import (
 )
 
 INDEX = "index.html"
-NO_VALUE = "no value"
 """A cell whose run has the metric but no number for it (NaN: e.g. a spike score of a run too short to score)."""
 LOG_TAIL_BYTES = 200_000
 """Copied from the end of each log file; the rest is left out (the copy says so and names the original)."""
@@ -174,8 +173,7 @@ def cell_html(cell: Cell, verdict: CellDiff | None = None, checkpoint: Cell | No
 
 
 def _shown(cell: Cell) -> str:
-    has_value = cell.value is not None and not math.isnan(cell.value)
-    return fmt_value(cell) if has_value or cell.value is None else NO_VALUE
+    return fmt_value(cell)
 
 
 def _attrs(attrs: dict[str, str]) -> str:

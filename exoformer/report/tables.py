@@ -29,7 +29,7 @@ from exoformer.harness.registry import Registry
 from exoformer.harness.reported import Reported, load_reported
 from exoformer.harness.run_index import CHECKPOINT, OURS, pick_run
 from exoformer.harness.tables import TASKS, Table, TableRow
-from exoformer.report import NOT_REPORTED, NOT_RUN
+from exoformer.report import NO_VALUE, NOT_REPORTED, NOT_RUN
 from exoformer.report.recipe import is_deliberate_variant, run_differences, shorten
 
 AVERAGE = "avg6"
@@ -302,6 +302,8 @@ def _decimals(column: str) -> int:
 def fmt_value(cell: Cell) -> str:
     if cell.value is None:
         return NOT_RUN
+    if math.isnan(cell.value):
+        return NO_VALUE
     text = f"{cell.value:.{_decimals(cell.column)}f}"
     if cell.seed_sd is not None:
         text += f" ± {cell.seed_sd:.{_decimals(cell.column)}f}"

@@ -23,6 +23,7 @@ from synthetic import make_run, registry, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
 from exoformer.harness.reported import Reported  # noqa: E402
+from exoformer.report import NO_VALUE  # noqa: E402
 from exoformer.report import html as report_html  # noqa: E402
 from exoformer.report.diff import CellDiff  # noqa: E402
 from exoformer.report.tables import Cell  # noqa: E402
@@ -149,7 +150,7 @@ def check_numbers_equal_csv(page: Page, out: Path) -> int:
         for line in frame.itertuples():
             cell = by_key[(line.row, line.column)]
             if pd.isna(line.reproduced):
-                assert cell["data-ours"] == "" and cell["text"].startswith(("not run", report_html.NO_VALUE))
+                assert cell["data-ours"] == "" and cell["text"].startswith(("not run", NO_VALUE))
             else:
                 assert float(cell["data-ours"]) == pytest.approx(line.reproduced, rel=1e-12)
                 assert cell["text"].startswith(f"{line.reproduced:.2f}")
