@@ -22,6 +22,7 @@ from typing import Any
 
 from exoformer.errors import UserError
 from exoformer.io import atomic_write_json, atomic_write_text
+from exoformer.model.config import PATHS
 from exoformer.rundir import RunDir
 from exoformer.stage import StageContext
 
@@ -215,7 +216,7 @@ def mixing_coefficients(state: dict, model_config: dict) -> dict:
     facts the lambda heatmaps need; a layer that does not mix has null. JSON-ready."""
     from exoformer.analysis.probes import _COEF_NAME  # the naming rule of docs/architecture.md
 
-    n_layer, paths = int(model_config["n_layer"]), [p for p in "qkvg" if p in model_config.get("mix_paths", ())]
+    n_layer, paths = int(model_config["n_layer"]), [p for p in PATHS if p in model_config.get("mix_paths", ())]
     found: dict[str, list] = {path: [None] * n_layer for path in paths}
     pairs: dict[tuple[int, str], dict[str, list[float]]] = {}
     for name, tensor in state.items():
@@ -228,7 +229,7 @@ def mixing_coefficients(state: dict, model_config: dict) -> dict:
     return {"format": COEFFICIENTS_FORMAT, "n_layer": n_layer, "n_head": int(model_config["n_head"]),
             "d_model": int(model_config["d_model"]), "granularity": model_config.get("granularity", "elementwise"),
             "dynamic": bool(model_config.get("dynamic", False)), "anchor": model_config.get("anchor"),
-            "mix_paths": paths, "coefficients": found}
+            "paths": list(PATHS), "mix_paths": paths, "coefficients": found}
 
 
 def write_coefficients(run_dir: Path, checkpoint_name: str, spec_name: str) -> str:

@@ -17,13 +17,13 @@ from typing import Any
 import pandas as pd
 
 from exoformer.errors import UserError, did_you_mean
+from exoformer.eval.suites import SMOKE_PREFIX
 from exoformer.harness.registry import Registry
 from exoformer.harness.run_index import CHECKPOINT, RunInfo, find_runs
 from exoformer.rundir import SUCCEEDED
 
 COLUMNS = ("spec", "seed", "preset", "task", "metric", "value", "stderr", "n")
 EXTRA_COLUMNS = ("suite", "hash12", "run_dir", "source")
-SMOKE_PREFIX = "smoke_"
 
 
 def check_outputs(run: RunInfo) -> None:

@@ -33,7 +33,6 @@ DEFAULT_OUT = "figures"
 REFERENCE_ROWS = ("base", "gated")
 """Rows whose final validation loss the data-efficiency ratios are measured against (paper: 1.84x vs the
 base model, ~1.5x vs gated attention; v1/v2 abstracts)."""
-PATHS = ("q", "k", "v", "g")
 PATH_NAMES = {"q": "Query", "k": "Key", "v": "Value", "g": "Gate"}
 
 RunRef = tuple[str, str, Path]
@@ -340,12 +339,12 @@ def lambda_ratios(record: dict[str, Any], *, where: str = "coefficients") -> dic
     try:
         n_layer, granularity = int(record["n_layer"]), str(record["granularity"])
         width = {"elementwise": int(record["d_model"]), "headwise": int(record["n_head"]), "scalar": 1}[granularity]
-        mixed, per_path = set(record["mix_paths"]), record["coefficients"]
+        paths, mixed, per_path = list(record["paths"]), set(record["mix_paths"]), record["coefficients"]
     except (KeyError, TypeError, ValueError):
         raise UserError("not a coefficients record of the analyse stage", where=where,
                         fix="re-run its analysis: reproduce.py run TARGET --force") from None
     out: dict[str, Any] = {}
-    for path in PATHS:
+    for path in paths:
         if path not in mixed:
             out[path] = None
             continue

@@ -62,7 +62,7 @@ def _coefficients(n_layer: int = 4, n_head: int = 2, d_model: int = 8) -> dict:
     """Ratios from 0.6 to 1.6 across channels and layers, so the map's centre (1.0) is inside the data."""
     per_path = {p: [{"anchor": [0.3 + 0.05 * c + 0.1 * layer for c in range(d_model)], "self": [0.5] * d_model}
                     for layer in range(n_layer)] for p in "qkvg"}
-    return {"n_layer": n_layer, "n_head": n_head, "d_model": d_model, "mix_paths": list("qkvg"),
+    return {"n_layer": n_layer, "n_head": n_head, "d_model": d_model, "paths": list("qkvg"), "mix_paths": list("qkvg"),
             "granularity": "elementwise", "dynamic": False, "anchor": "h0", "coefficients": per_path}
 
 

@@ -69,7 +69,8 @@ def _lambda_run(root: Path, spec: str, *, mix_paths, granularity="elementwise", 
     first = 1 if anchor == "internal" else 0
     per_path = {path: [None if layer < first else {"anchor": [0.5 * (layer + 1)] * width, "self": [0.5] * width}
                        for layer in range(n_layer)] for path in mix_paths}
-    record = {"n_layer": n_layer, "n_head": n_head, "d_model": d_model, "mix_paths": list(mix_paths),
+    record = {"n_layer": n_layer, "n_head": n_head, "d_model": d_model, "paths": list("qkvg"),
+              "mix_paths": list(mix_paths),
               "granularity": granularity, "dynamic": False, "anchor": anchor, "coefficients": per_path}
     run = RunDir(run_dir)
     run.analysis_dir.mkdir(parents=True, exist_ok=True)
