@@ -1,7 +1,7 @@
 """What a training run shows while it runs: step, loss, tokens/s and ETA (rank 0 only).
 
-On a terminal one line is rewritten in place; in a log file (a job's stdout) a plain line is written every ~2% of
-the run, so logs stay short and greppable. The ETA is the mean step time of this attempt times the steps left
+On a terminal (stderr) one line is rewritten in place; otherwise a plain line goes to stdout (a job's log) every
+~2% of the run, so logs stay short and greppable and stderr keeps only errors. The ETA is the mean step time of this attempt times the steps left
 (steps resumed from a checkpoint are not counted as fast ones).
 """
 
@@ -19,10 +19,11 @@ def duration(seconds: float) -> str:
 
 
 class Progress:
-    def __init__(self, total: int, enabled: bool, *, stream: TextIO | None = None, tty: bool | None = None,
-                 clock=time.perf_counter) -> None:
+    def __init__(self, total: int, enabled: bool, *, stream: TextIO | None = None, log: TextIO | None = None,
+                 tty: bool | None = None, clock=time.perf_counter) -> None:
         self.total, self.enabled = total, enabled
         self.stream = stream or sys.stderr
+        self.log = log
         self.tty = enabled and (self.stream.isatty() if tty is None else tty)
         self.every = max(1, total // 50)
         self.clock = clock
@@ -49,7 +50,7 @@ class Progress:
             self.stream.write(f"\r\033[K{text}" + ("\n" if step == self.total else ""))
             self.stream.flush()
         elif step % self.every == 0 or step == self.total:
-            print(text, file=self.stream, flush=True)
+            print(text, file=self.log or sys.stdout, flush=True)
 
     def note(self, text: str) -> None:
         if self.enabled:

@@ -21,7 +21,7 @@ class Clock:
 
 def test_line_has_step_loss_throughput_and_an_eta_from_this_attempts_steps():
     clock = Clock()
-    progress = Progress(100, True, stream=io.StringIO(), tty=False, clock=clock)
+    progress = Progress(100, True, log=io.StringIO(), tty=False, clock=clock)
     progress.line(41, loss=2.0, tokens_per_s=1000.0)  # resumed at step 40: the first step of this attempt
     clock.now += 30.0  # steps 41-43 of this attempt in 30 s -> 10 s/step, 57 steps left
     line = progress.line(43, loss=1.23456, tokens_per_s=12345.6, lr=3e-4)
@@ -33,7 +33,7 @@ def test_line_has_step_loss_throughput_and_an_eta_from_this_attempts_steps():
 def test_terminal_rewrites_one_line_and_logs_get_plain_lines_every_two_percent():
     tty, log = io.StringIO(), io.StringIO()
     on_tty = Progress(100, True, stream=tty, tty=True, clock=Clock())
-    in_log = Progress(100, True, stream=log, tty=False, clock=Clock())
+    in_log = Progress(100, True, log=log, tty=False, clock=Clock())
     for step in range(1, 101):
         on_tty.update(step, loss=1.0, tokens_per_s=10.0)
         in_log.update(step, loss=1.0, tokens_per_s=10.0)
