@@ -84,8 +84,7 @@ STAGE_FUNCTIONS: dict[str, Callable[[StageContext], dict[str, Any]]] = {
 def stage_function(spec: Spec, stage: str) -> Callable[[StageContext], dict[str, Any]]:
     """The function of `stage` for `spec`: a spec may bring its own (a checkpoint run imports instead of
     training, exoformer.harness.checkpoint_run), else STAGE_FUNCTIONS'."""
-    own = getattr(spec, "stage_functions", None)
-    return (own() if callable(own) else {}).get(stage) or STAGE_FUNCTIONS[stage]
+    return spec.stage_functions().get(stage) or STAGE_FUNCTIONS[stage]
 
 
 # --------------------------------------------------------------------------------------------- logging

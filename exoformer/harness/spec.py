@@ -136,6 +136,11 @@ class Spec:
     def hash(self) -> str:
         return semantic_hash(self.semantic())
 
+    def stage_functions(self) -> dict:
+        """Stages this kind of spec runs instead of the pipeline's own (none: a checkpoint spec imports instead of
+        training, exoformer/harness/checkpoint_run.py)."""
+        return {}
+
     @property
     def hash12(self) -> str:
         return hash12(self.hash)
