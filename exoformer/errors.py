@@ -14,7 +14,8 @@ class UserError(Exception):
     """Bad input from a user: a file, a field, a name, a flag.
 
     `where` is a file (optionally `file:line`) or a field path such as `model.n_head`;
-    `fix` is what to do about it. The message is always rendered on one line.
+    `fix` is what to do about it. The message is always rendered on one line, as
+    `WHERE: MESSAGE (fix: FIX)`; the CLI prefixes `error: `.
     """
 
     def __init__(self, problem: str, *, where: str | None = None, fix: str | None = None) -> None:
@@ -24,10 +25,12 @@ class UserError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        parts = [f"{self.where}: {self.problem}" if self.where else self.problem]
+        line = " ".join(self.problem.split())
+        if self.where:
+            line = f"{' '.join(self.where.split())}: {line}"
         if self.fix:
-            parts.append(self.fix)
-        return " ".join(" ".join(p.split()) for p in parts)
+            line = f"{line} (fix: {' '.join(self.fix.split())})"
+        return line
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
