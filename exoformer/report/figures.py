@@ -291,12 +291,11 @@ def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], o
     if ckpt_marks:
         ax.scatter([c[0] for c in ckpt_marks], [c[1] for c in ckpt_marks], marker="x", s=30, color="black",
                    linewidths=1.0, zorder=4, label="checkpoint evaluated as the row")
-    for j, column in enumerate(columns):
-        level = chance_level(column)
-        if level is not None:
-            ax.hlines(100 * level, j - 0.45, j + 0.45, colors="black", linestyles=":", linewidth=1.6,
-                      zorder=2.5, label="chance (uniform guess)" if j == 0 else None,
-                      path_effects=[patheffects.withStroke(linewidth=3.0, foreground="white")])
+    chance = [(j, 100 * level) for j, column in enumerate(columns) if (level := chance_level(column)) is not None]
+    if chance:
+        ax.hlines([c[1] for c in chance], [c[0] - 0.45 for c in chance], [c[0] + 0.45 for c in chance],
+                  colors="black", linestyles=":", linewidth=1.6, zorder=2.5, label="chance (uniform guess)",
+                  path_effects=[patheffects.withStroke(linewidth=3.0, foreground="white")])
     ax.set_xticks(range(len(columns)), columns, rotation=20, fontsize=8)
     ax.set_ylabel("accuracy (%)")
     sources = "dashes: paper; dotted: chance" + ("; crosses: checkpoint evaluated as the row" if ckpt_marks else "")
