@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -329,7 +330,8 @@ def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os
         panels.append((label, *chosen))
     columns = min(3, max(1, len(panels)))
     rows = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 4.2 * rows + 0.6), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 4.2 * rows + 0.6), squeeze=False,
+                             layout="constrained")
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     low = similarity_colour_floor([m for _, _, m in panels if isinstance(m, list)])
@@ -465,7 +467,7 @@ def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.Pat
     table.set_fontsize(8)
     table.auto_set_column_width(list(range(len(header))))
     ax.set_title(title, fontsize=11)
-    add_below(fig, note)
+    add_below(fig, "\n".join(textwrap.wrap(note, width=130)))
     return [*save(fig, out_dir, _figure_id(figure)), md_path]
 
 
