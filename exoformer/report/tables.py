@@ -278,7 +278,7 @@ def _fill(table: Table, row: TableRow, column: str, runs: list[_SpecRun], report
 
 def _swapped(table: Table, column: str) -> dict[str, str] | None:
     """The other metric convention for a task column (acc <-> acc_norm), or for avg6 (every task that has
-    both swapped; exoformer/eval/task_facts.py says which have acc only); None for other columns."""
+    both swapped; TASK_FACTS says which have acc only); None for other columns."""
     if column in TASKS:
         return {column: OTHER_METRIC[table.convention[column]]} if TASK_FACTS[column].normalised else None
     if column == AVERAGE:
