@@ -8,9 +8,8 @@ validates the header and returns only the tokens after it; nothing here ever yie
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -91,30 +90,6 @@ def write_shard(path: str | os.PathLike, tokens: Iterable[int] | np.ndarray) -> 
     return atomic_write_bytes(path, encode_shard(tokens))
 
 
-def shard_info(path: str | os.PathLike, *, full: bool = False) -> tuple[int, str]:
-    """(token count, checksum) of a validated shard.
-
-    By default the checksum is a cheap fingerprint ("fp-sha256:...", 1 MiB read at most whatever the shard
-    size): sha256 of the size, the header and 16 evenly spaced 64 KiB blocks. It tells shards apart for
-    provenance; `full=True` hashes every byte ("sha256:...") for a real integrity check.
-    """
-    count = read_header(path)
-    size = HEADER_BYTES + 2 * count
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        if full:
-            while block := f.read(1 << 22):
-                digest.update(block)
-            return count, "sha256:" + digest.hexdigest()
-        digest.update(str(size).encode())
-        block_size = 1 << 16
-        offsets = {0} | {(size - block_size) * i // 15 for i in range(16)} if size > block_size else {0}
-        for offset in sorted(max(0, o) for o in offsets):
-            f.seek(offset)
-            digest.update(f.read(block_size))
-    return count, "fp-sha256:" + digest.hexdigest()
-
-
 def find_shards(directory: str | os.PathLike, split: str) -> list[Path]:
     """The `*_{split}_*.bin` shards of a directory, sorted by name (the order the author's loader uses)."""
     directory = Path(directory)
@@ -125,13 +100,3 @@ def find_shards(directory: str | os.PathLike, split: str) -> list[Path]:
     if not shards:
         raise UserError(f"no '*_{split}_*.bin' token shards in this directory", where=str(directory), fix=fix)
     return shards
-
-
-def iter_tokens(paths: Iterable[str | os.PathLike], chunk_tokens: int = 1 << 20) -> Iterator[np.ndarray]:
-    """Stream the tokens of several shards in order, as in-memory uint16 chunks of at most `chunk_tokens`."""
-    if chunk_tokens <= 0:
-        raise UserError(f"chunk_tokens must be positive, got {chunk_tokens}")
-    for path in paths:
-        tokens = read_shard(path)
-        for start in range(0, tokens.size, chunk_tokens):
-            yield np.array(tokens[start : start + chunk_tokens])

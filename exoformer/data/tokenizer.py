@@ -26,7 +26,6 @@ from exoformer.errors import UserError
 from exoformer.io import atomic_write_json
 
 GPT2_EOT = 50256
-GPT2_N_VOCAB = 50257
 # tiktoken's expected sha256 of the two gpt2 files (tiktoken_ext/openai_public.py)
 VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
 ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"

@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from exoformer.data.checksums import read_sums, verify_files
+from exoformer.data.checksums import verify_files
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.task_facts import PAPER_TASKS, TASK_FACTS
 
@@ -112,11 +112,6 @@ def verify_checksums(root: Path, files: list[Path]) -> None:
     sums_path = root / CHECKSUM_FILE
     if sums_path.is_file():
         verify_files(root, files, sums_path=sums_path, fix=REFETCH)
-
-
-def read_checksums(path: Path) -> dict[str, str]:
-    """relative path -> digest of a SHA256SUMS file; a malformed line is a UserError at file:line."""
-    return read_sums(path, fix="regenerate it with `python reproduce.py prefetch`")
 
 
 def check_jsonl(path: Path) -> int:

@@ -95,7 +95,8 @@ def test_no_text_overlaps_a_legend_or_another_note(drawn):
     for fid, layouts in drawn.items():
         for layout in layouts:
             for i, (text, box, note) in enumerate(layout.texts):
-                problems += [f"{fid}: {text[:40]!r} over a legend" for legend in layout.legends if _overlap(box, legend)]
+                problems += [f"{fid}: {text[:40]!r} over a legend" for legend in layout.legends
+                             if _overlap(box, legend)]
                 if not note:
                     continue
                 problems += [f"{fid}: note {text[:40]!r} over {other[:40]!r}" for j, (other, other_box, _)
