@@ -14,6 +14,7 @@ smoke.json (generator version, parameters, token counts, unigram entropy).
 from __future__ import annotations
 
 import functools
+import json
 import os
 import random
 from collections.abc import Callable
@@ -260,3 +261,12 @@ def write_corpus(out_dir: str | os.PathLike, config: SmokeCorpusConfig = SmokeCo
     }
     atomic_write_json(out_dir / META_FILE, meta)
     return meta
+
+
+def read_meta(data_dir: str | os.PathLike) -> dict:
+    path = Path(data_dir) / META_FILE
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise UserError("smoke corpus metadata missing or unreadable", where=str(path),
+                        fix="delete the folder so it is regenerated") from None
