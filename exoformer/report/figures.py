@@ -422,7 +422,8 @@ def plot_lambda_run(name: str, label: str, record: dict[str, Any], out_dir: str 
         ax.set_ylabel("layer", fontsize=8)
         ax.set_yticks(range(grid.shape[0]))
         norm = image.norm
-        fig.colorbar(image, ax=ax, fraction=0.046, ticks=diverging_ticks(norm.vmin, norm.vcenter, norm.vmax))
+        fig.colorbar(image, ax=ax, fraction=0.046, ticks=diverging_ticks(norm.vmin, norm.vcenter, norm.vmax),
+                     format="%.3g")
     dynamic = " (static coefficients; per-token scales not included)" if record.get("dynamic") else ""
     who = name if label == name else f"{label} [{name}]"
     fig.suptitle(f"{title}\n{who}{dynamic}; white: ratio {style.NEUTRAL_RATIO:g} (equal weights), range: "
