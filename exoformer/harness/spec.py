@@ -333,8 +333,8 @@ def build_section(cls: type, layer: Layer, section: str, base: dict[str, Any], *
             problem, origin = f"{problem} ({err.where} comes from {origin})", fallback
         elif origin.split(":")[0] != fallback.split(":")[0]:  # set elsewhere (a preset): name the spec too
             problem = f"{problem} (while resolving the spec declared at {fallback})"
-        raise UserError(problem, where=origin if not err.where or origin.endswith(err.where) else f"{err.where} at {origin}",
-                        fix=err.fix) from None
+        where = origin if not err.where or origin.endswith(err.where) else f"{err.where} at {origin}"
+        raise UserError(problem, where=where, fix=err.fix) from None
     except TypeError as err:  # a wrong type the field table did not know about: still one line
         raise UserError(f"invalid {section} config ({err})", where=fallback, fix="check the field types") from None
 
