@@ -7,11 +7,13 @@ WHERE names the place once (it holds no ": " of its own, and the message does no
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from exoformer.cli import main
+from exoformer.harness.registry import REPO_ROOT
 
 LINE = re.compile(r"^error: (?P<where>(?:(?!: ).)+): (?P<message>.+?) \(fix: (?P<fix>.+)\)$")
 
@@ -26,6 +28,9 @@ def _cases(tmp: Path) -> dict[str, list[str]]:
     a_file.write_text("x\n")
     runs = tmp / "runs"
     runs.mkdir()
+    broken = tmp / "experiments"
+    shutil.copytree(REPO_ROOT / "experiments", broken)
+    (broken / "main.yaml").write_text((broken / "main.yaml").read_text() + "\n  bad: [\n")
     return {
         "unknown spec": ["show", "e-exoformr-s42"],
         "a NaN through --set": ["show", "e-exoformer-s42", "--set", "train.muon_lr=.nan"],
@@ -49,6 +54,9 @@ def _cases(tmp: Path) -> dict[str, list[str]]:
         "zero jobs": ["run", "e-exoformer-s42", "--jobs", "0", "--runs-dir", str(runs)],
         "an unknown table row": ["evaluate", str(a_file), "--as", "table1:nosuchrow", "--runs-dir", str(runs)],
         "an empty runs root": ["table", "table1", "--runs-dir", ""],
+        "zero threads": ["run", "e-exoformer-s42", "--threads", "0", "--runs-dir", str(runs)],
+        "an MFU above 1": ["plan", "e-exoformer-s42", "--set", "profile.gpu.mfu=2"],
+        "a registry file that is not YAML": ["validate", "--registry", str(broken)],
     }
 
 

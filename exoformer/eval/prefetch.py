@@ -40,7 +40,11 @@ def load_hub_split(path: str, name: str | None, split: str) -> Iterable[dict[str
     """One split of a hub dataset as rows (network). Tests replace this function."""
     import datasets
 
-    return datasets.load_dataset(path, name, split=split)
+    try:
+        return datasets.load_dataset(path, name, split=split)
+    except ConnectionError as error:
+        raise UserError(f"cannot fetch split {split!r} ({error})", where=path,
+                        fix="run prefetch on a machine with internet, then copy its --out folder") from None
 
 
 def download_hub_file(repo_id: str, filename: str, local_dir: Path) -> Path:
