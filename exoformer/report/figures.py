@@ -6,8 +6,10 @@ vs tokens with the data-efficiency ratios), `bars` (a table's accuracy cells wit
 (lambda ratio heatmaps of each run, from the coefficients its analyse stage wrote), and the analysis
 kinds `per-layer`, `matrix` and `table` drawn by exoformer.report.analysis_plots. Each run is the one
 exoformer.harness.run_index.pick_run picks. A figure drawn from runs that differ from the paper's recipe
-(report/recipe.py) carries a footnote "not comparable with the paper: <what differs>". matplotlib only (Agg);
-never imports torch.
+(report/recipe.py) carries a footnote "not comparable with the paper: <what differs>", and one that shows
+fewer models than its table holds says which (`shown_note`); every kind writes through
+exoformer.report.canvas.save, which places both under everything else. matplotlib only (Agg); never imports
+torch.
 """
 
 from __future__ import annotations
