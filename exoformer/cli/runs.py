@@ -225,7 +225,7 @@ def status_verb(args: argparse.Namespace) -> int:
     from exoformer.rundir import iter_run_dirs
 
     if args.interval <= 0:
-        raise UserError(f"--interval must be positive, got {args.interval}", where="--interval", fix="e.g. 5")
+        raise UserError(f"must be positive, got {args.interval}", where="--interval", fix="e.g. --interval 5")
     root = options.runs_root(args)
     if args.target is None:
         dirs = [(rd.path, None, None) for rd in iter_run_dirs(root)]

@@ -61,7 +61,8 @@ class ExoLM(TemplateLM):
                  device: str | torch.device = "cpu", full_logits: bool = False) -> None:
         super().__init__()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise UserError(f"batch size must be a positive integer, got {batch_size!r}", where="eval.batch_size")
+            raise UserError(f"batch size must be a positive integer, got {batch_size!r}", where="eval.batch_size",
+                            fix="set eval.batch_size to 1 or more")
         seq_len = getattr(getattr(model, "config", None), "seq_len", None)
         if not isinstance(seq_len, int) or seq_len < 1:
             raise TypeError("ExoLM needs a model with `config.seq_len` (an ExoTransformer)")

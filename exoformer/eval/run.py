@@ -52,7 +52,8 @@ def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathL
                             fix="run `python reproduce.py prefetch` on a machine with internet, then set "
                                 f"{TASK_DIR_ENV}=<prefetch dir>/tasks")
     if isinstance(num_fewshot, bool) or not isinstance(num_fewshot, int) or num_fewshot < 0:
-        raise UserError(f"num_fewshot must be a non-negative integer, got {num_fewshot!r}", where="eval.num_fewshot")
+        raise UserError(f"num_fewshot must be a non-negative integer, got {num_fewshot!r}", where="eval.num_fewshot",
+                        fix="use 0 or more (the paper uses 5)")
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     configs = task_configs(suite, data_dir)
     for cfg in configs:

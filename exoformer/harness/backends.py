@@ -72,11 +72,11 @@ class LocalBackend:
                  max_requeues: int = 3, threads_per_job: int | None = None, poll_s: float = 0.2,
                  profile: Profile | None = None) -> None:
         if concurrency is not None and concurrency < 1:
-            raise UserError(f"--jobs must be >= 1, got {concurrency}", where="--jobs", fix="use --jobs 2")
+            raise UserError(f"must be >= 1, got {concurrency}", where="--jobs", fix="use --jobs 2")
         if threads_per_job is not None and threads_per_job < 1:
-            raise UserError(f"--threads must be >= 1, got {threads_per_job}", where="--threads", fix="use --threads 1")
+            raise UserError(f"must be >= 1, got {threads_per_job}", where="--threads", fix="use --threads 1")
         if timeout_min <= 0:
-            raise UserError(f"--timeout-min must be positive, got {timeout_min}", where="--timeout-min",
+            raise UserError(f"must be positive, got {timeout_min}", where="--timeout-min",
                             fix="e.g. --timeout-min 60")
         self.concurrency = concurrency or default_concurrency()
         self.timeout_min = float(timeout_min)

@@ -114,7 +114,7 @@ def _check_precision(spec: Spec, device: DeviceInfo) -> None:
     if in_bf16 and not device.bf16:
         meaning = " (bf16 autocast on CUDA)" if precision == "auto" else ""
         raise UserError(f"precision {precision!r}{meaning} needs bf16, which {device.name} does not compute "
-                        "(compute capability < 8.0)", where=f"{spec.name}: train.precision",
+                        "(compute capability < 8.0)", where=f"train.precision of {spec.name}",
                         fix="--set train.precision=fp32, or a bf16 GPU (A100, H100, H200)")
 
 
@@ -132,4 +132,4 @@ def _check_batch(spec: Spec, ranks: int, profile: Profile | None) -> None:
            f"{cfg.seq_len * ranks}")
     raise UserError(f"batch_tokens={cfg.batch_tokens} is not a multiple of seq_len x micro_batch_seqs x ranks = "
                     f"{cfg.seq_len} x {cfg.micro_batch_seqs} x {ranks} = {per_step}{origin}",
-                    where=f"{spec.name}: train.batch_tokens", fix=fix)
+                    where=f"train.batch_tokens of {spec.name}", fix=fix)

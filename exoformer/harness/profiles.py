@@ -132,7 +132,8 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     slurm = _section(SlurmProfile, data.get("slurm") or _empty(), f"{file}:{data.line_of('slurm')}", "slurm",
                      sub("slurm"))
     if gpu is not None and not (gpu.peak_bf16_tflops > 0 and 0 < gpu.mfu <= 1):
-        raise UserError("gpu.peak_bf16_tflops must be > 0 and gpu.mfu in (0, 1]", where=file, fix="fix the values")
+        raise UserError(f"gpu.peak_bf16_tflops={gpu.peak_bf16_tflops:g} and gpu.mfu={gpu.mfu:g}: the peak must be > 0 and "
+                        "the MFU in (0, 1]", where=file, fix="set gpu.mfu to a fraction such as 0.4")
     if slurm.tasks_per_node is not None and slurm.tasks_per_node < 1:
         raise UserError(f"slurm.tasks_per_node must be >= 1, got {slurm.tasks_per_node}", where=file,
                         fix="remove it (one task per GPU) or set a positive count")

@@ -490,4 +490,4 @@ def _cross_check(model: ModelConfig, train: TrainConfig, analysis: AnalysisConfi
     try:
         train.accumulation_steps(1)
     except UserError as err:
-        raise UserError(err.problem, where=f"{origin('train.micro_batch_seqs')}: {err.where}", fix=err.fix) from None
+        raise UserError(err.problem, where=f"{err.where} at {origin('train.micro_batch_seqs')}", fix=err.fix) from None

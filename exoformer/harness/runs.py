@@ -49,7 +49,7 @@ def runs_root(cli_dir: str | None = None) -> Path:
     """--runs-dir, else $EXOFORMER_RUNS_DIR, else results/runs (README "Where things live"). A registry file
     or `--set` never chooses it: results go where the command line says."""
     if cli_dir is not None and not str(cli_dir).strip():
-        raise UserError("--runs-dir is empty", where="--runs-dir", fix="name a directory, or leave the option out")
+        raise UserError("the option is empty", where="--runs-dir", fix="name a directory, or leave the option out")
     chosen = cli_dir or os.environ.get(RUNS_ENV)
     return Path(chosen).expanduser().absolute() if chosen else DEFAULT_RUNS_ROOT
 

@@ -237,9 +237,9 @@ def set_flat(layer: Layer, key: str, value: Any, origin: str, *, allowed: tuple[
     valid = [k for k in FIELD_TYPES if allowed is None or k.split(".")[0] in allowed]
     if key not in FIELD_TYPES or key not in valid:
         raise UserError(f"unknown key {key!r}", where=origin, fix=did_you_mean(key, valid))
-    value = check_type(value, FIELD_TYPES[key], where=f"{origin}: {key}")
+    value = check_type(value, FIELD_TYPES[key], where=origin if origin.endswith(key) else f"{key} at {origin}")
     if key == "seed":
-        check_seed(value, where=f"{origin}: {key}")
+        check_seed(value, where=origin if origin.endswith(key) else f"{key} at {origin}")
     layer[key] = Entry(value, origin)
 
 
@@ -299,7 +299,7 @@ def _kind(value: Any) -> str:
 def parse_override(text: str) -> tuple[str, Any]:
     """`key=value` from the CLI: the value is read as a YAML scalar (or flow list), like a registry file."""
     if "=" not in text:
-        raise UserError(f"--set {text!r} has no '='", where="--set", fix="write --set key=value, e.g. train.steps=100")
+        raise UserError(f"{text!r} has no '='", where="--set", fix="write --set key=value, e.g. train.steps=100")
     key, _, raw = text.partition("=")
     key = key.strip()
     try:
@@ -333,7 +333,8 @@ def build_section(cls: type, layer: Layer, section: str, base: dict[str, Any], *
             problem, origin = f"{problem} ({err.where} comes from {origin})", fallback
         elif origin.split(":")[0] != fallback.split(":")[0]:  # set elsewhere (a preset): name the spec too
             problem = f"{problem} (while resolving the spec declared at {fallback})"
-        raise UserError(problem, where=f"{origin}: {err.where}" if err.where else origin, fix=err.fix) from None
+        where = origin if not err.where or origin.endswith(err.where) else f"{err.where} at {origin}"
+        raise UserError(problem, where=where, fix=err.fix) from None
     except TypeError as err:  # a wrong type the field table did not know about: still one line
         raise UserError(f"invalid {section} config ({err})", where=fallback, fix="check the field types") from None
 

@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
-from exoformer.eval.suites import PAPER_TASKS
+from exoformer.eval.task_facts import PAPER_TASKS, TASK_FACTS
 from exoformer.harness.sweeps import check_name
 
 TASKS = PAPER_TASKS
-DEFAULT_CONVENTION = {"arc_challenge": "acc_norm", "arc_easy": "acc_norm", "hellaswag": "acc_norm",
-                      "openbookqa": "acc_norm", "piqa": "acc_norm", "winogrande": "acc"}
-"""Default metric per task [inference: docs/paper.md 4.2; WinoGrande has only acc]; a table may override it."""
+DEFAULT_CONVENTION = {task: facts.convention for task, facts in TASK_FACTS.items()}
+"""Default metric per task (exoformer/eval/task_facts.py); a table may override it."""
 TASK_METRICS = ("acc", "acc_norm")
 FIGURE_KINDS = ("curves", "bars", "heatmap", "per-layer", "matrix", "table")
 """Parsed here; what each kind draws is exoformer/harness/figure_kinds.py."""

@@ -208,9 +208,6 @@ def _validate(cfg: ModelConfig) -> None:
             raise bad(name, f"must be > 0, got {getattr(cfg, name)!r}", "use a positive value (see the default)")
 
 
-MODEL_FIELDS = tuple(f.name for f in fields(ModelConfig))
-
-
 ABLATIONS = ("none", "anchor", "self")
 """Inference-time ablations of the mixing terms (paper appendix C): `inspect(ablate=...)` drops the anchor or the
 layer's own term in every mixing layer; "none" is the unablated pass. Ignored for non-mixing models."""

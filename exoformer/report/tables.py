@@ -28,6 +28,7 @@ from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import Registry
 from exoformer.harness.reported import Reported, load_reported
 from exoformer.harness.run_index import CHECKPOINT, OURS, pick_run
+from exoformer.eval.task_facts import TASK_FACTS
 from exoformer.harness.tables import TASKS, Table, TableRow
 from exoformer.report import NO_VALUE, NOT_REPORTED, NOT_RUN
 from exoformer.report.recipe import is_deliberate_variant, run_differences, shorten
@@ -277,18 +278,23 @@ def _fill(table: Table, row: TableRow, column: str, runs: list[_SpecRun], report
 
 def _swapped(table: Table, column: str) -> dict[str, str] | None:
     """The other metric convention for a task column (acc <-> acc_norm), or for avg6 (every task that has
-    both swapped; WinoGrande has acc only); None for other columns."""
+    both swapped; TASK_FACTS says which have acc only); None for other columns."""
     if column in TASKS:
-        return None if column == "winogrande" else {column: OTHER_METRIC[table.convention[column]]}
+        return {column: OTHER_METRIC[table.convention[column]]} if TASK_FACTS[column].normalised else None
     if column == AVERAGE:
-        return {task: m if task == "winogrande" else OTHER_METRIC[m] for task, m in table.convention.items()}
+        return swapped_convention(table.convention)
     return None
+
+
+def swapped_convention(convention: dict[str, str]) -> dict[str, str]:
+    """acc <-> acc_norm for every task that reports both (the others keep their only metric)."""
+    return {task: OTHER_METRIC[m] if TASK_FACTS[task].normalised else m for task, m in convention.items()}
 
 
 def _other(rows: pd.DataFrame, column: str, swapped: dict[str, str], spec: str, table: Table):
     try:
         return _per_seed(rows, column, swapped, spec, table)
-    except UserError:  # the other metric may not exist (WinoGrande has acc only)
+    except UserError:  # the other metric may not exist (a task with acc only)
         return None
 
 

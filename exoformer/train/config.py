@@ -152,5 +152,3 @@ def _in_range(cfg: TrainConfig, name: str, **bounds) -> None:
     """Finite and inside `bounds` (exoformer/limits.py check_range); the error names `train.<name>`."""
     check_range(getattr(cfg, name), where=f"train.{name}", **bounds)
 
-
-TRAIN_FIELDS = tuple(f.name for f in fields(TrainConfig))

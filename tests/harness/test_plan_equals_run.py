@@ -136,7 +136,7 @@ def test_runs_root_is_never_taken_from_the_registry(tmp_path, capsys, monkeypatc
     assert runs.runs_root(None) == tmp_path / "env"
     assert runs.runs_root(str(tmp_path / "cli")) == tmp_path / "cli"
     assert main(["run", "base-s42", "--runs-dir", " "]) == 2
-    assert "--runs-dir is empty" in capsys.readouterr().err
+    assert "--runs-dir: the option is empty" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -38,13 +38,25 @@ def test_one_muon_step_update(shape):
 
 
 def test_cautious_weight_decay_only_where_update_agrees():
-    weight = nn.Parameter(torch.tensor([[1.0, -1.0], [1.0, 1.0]]))
-    weight.grad = torch.zeros(2, 2)  # zero update: the sign test passes everywhere (>= 0)
-    weight.grad[0, 0] = 1.0
-    opt = Muon([weight], lr=0.1, momentum=0.0, weight_decay=0.5)
-    before = weight.detach().clone()
-    opt.step()
-    assert not torch.equal(before, weight.detach())
+    """The same step with and without decay differs by exactly lr * wd * W where the update O' and W agree in
+    sign, and not at all where they disagree."""
+    torch.manual_seed(3)
+    start = torch.randn(6, 4)
+    grad = torch.randn(6, 4)
+    lr, wd = 0.1, 0.5
+
+    def step(weight_decay: float) -> torch.Tensor:
+        weight = nn.Parameter(start.clone())
+        weight.grad = grad.clone()
+        Muon([weight], lr=lr, momentum=0.0, weight_decay=weight_decay).step()
+        return weight.detach()
+
+    plain, decayed = step(0.0), step(wd)
+    update = (start - plain) / lr  # O', the same in both steps
+    agree = (update * start) >= 0
+    assert agree.any() and (~agree).any()  # both kinds of entries are tested
+    assert (plain - decayed).abs().max() > 1e-3  # the decay did something
+    torch.testing.assert_close(plain - decayed, lr * wd * start * agree, rtol=1e-5, atol=1e-6)
 
 
 def test_param_groups_total_disjoint_by_rule():
