@@ -123,6 +123,22 @@ class Muon(torch.optim.Optimizer):
                 p.sub_(normed.to(p.dtype), alpha=lr)
         return loss
 
+    def load_state_dict(self, state_dict: dict) -> None:
+        """The inherited load, with every state tensor kept in the dtype (and the values) it was saved with.
+
+        torch's Optimizer casts floating-point state to its parameter's dtype on load: an fp32 buffer of a bf16
+        weight would come back rounded to bf16 (or fail at the next step). A resumed run must continue with
+        exactly the state it saved, so the saved tensors replace the cast ones (on the parameter's device).
+        """
+        saved = {int(index): {key: value for key, value in entry.items() if isinstance(value, Tensor)}
+                 for index, entry in state_dict["state"].items()}
+        super().load_state_dict(state_dict)
+        params = [p for group in self.param_groups for p in group["params"]]
+        for index, tensors in saved.items():
+            entry = self.state[params[index]]
+            for key, value in tensors.items():
+                entry[key] = value.to(device=params[index].device, copy=True)
+
 
 def build_optimizers(model: nn.Module, cfg: TrainConfig) -> tuple[Muon, torch.optim.AdamW]:
     """Muon over the `muon` group; one AdamW with the `adam` and `coef` groups (both lr 0.003, no decay).
