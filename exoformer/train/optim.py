@@ -80,8 +80,9 @@ class Muon(torch.optim.Optimizer):
     Nesterov momentum (buf = mu*buf + (1-mu)*G; U = (1-mu)*G + mu*buf); O = polar_express(U);
     v = beta2*v + (1-beta2)*mean(O^2) per row (rows >= cols) or per column; O' = O/sqrt(max(v, 1e-10))
     rescaled to ||O||_F; O' *= sqrt(max(1, rows/cols)); cautious decay W -= lr*wd*[O'*W >= 0]*W; W -= lr*O'.
-    The momentum buffer has the parameter's dtype (bf16 under official-pure-bf16); v is fp32.
-    State round-trips exactly through the inherited state_dict/load_state_dict.
+    The momentum buffer, the second moment v and the arithmetic after the orthogonalisation are in the
+    parameter's dtype, as in the official code (docs/official_code.md 4.3): bf16 under official-pure-bf16,
+    fp32 with fp32 master weights. State round-trips exactly through state_dict/load_state_dict.
     """
 
     def __init__(self, params, *, lr: float = 0.01, momentum: float = 0.95, weight_decay: float = 0.1,
@@ -106,21 +107,21 @@ class Muon(torch.optim.Optimizer):
                 if not state:
                     state["momentum_buffer"] = torch.zeros_like(p)
                     moment_shape = (rows, 1) if rows >= cols else (1, cols)
-                    state["second_moment"] = torch.zeros(moment_shape, dtype=torch.float32, device=p.device)
+                    state["second_moment"] = torch.zeros(moment_shape, dtype=p.dtype, device=p.device)
                 grad = p.grad.to(p.dtype)
                 buf = state["momentum_buffer"]
                 buf.lerp_(grad, 1 - mu)
                 update = grad.lerp(buf, mu)
-                ortho = polar_express(update).float()
+                ortho = polar_express(update).to(p.dtype)
                 v = state["second_moment"]
-                v.lerp_(ortho.square().mean(dim=1 if rows >= cols else 0, keepdim=True), 1 - beta2)
-                normed = ortho * v.clamp_min(1e-10).rsqrt()
+                v.lerp_(ortho.square().mean(dim=1 if rows >= cols else 0, keepdim=True).to(v.dtype), 1 - beta2)
+                normed = ortho * v.clamp_min(1e-10).rsqrt().to(p.dtype)
                 normed = normed * (ortho.norm() / normed.norm().clamp_min(1e-10))
                 normed = normed * math.sqrt(max(1.0, rows / cols))
                 if wd:
-                    agree = (normed * p.float()) >= 0
+                    agree = (normed * p) >= 0
                     p.sub_(p * agree.to(p.dtype), alpha=lr * wd)
-                p.sub_(normed.to(p.dtype), alpha=lr)
+                p.sub_(normed, alpha=lr)
         return loss
 
     def load_state_dict(self, state_dict: dict) -> None:
