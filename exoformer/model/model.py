@@ -240,7 +240,7 @@ class Mixer(nn.Module):
         - the anchor term is one addcmul, and the effective coefficients are multiplied out only when asked.
         """
         c_anchor, c_self = self.static(ablate)
-        weight = weight * self._row_scale(c_self)[:, None]
+        weight = weight * self._row_scale(c_self).to(weight.dtype)[:, None]
         if self.dynamic is None:
             own = F.linear(x, weight)
         else:

@@ -1,7 +1,7 @@
 """The training loop: one function that trains (or resumes, or finishes) one run in `out_dir`.
 
 Recipe per update (docs/official_code.md 4.2-4.3): set both LRs and the Muon momentum from the step; for each
-micro-batch, forward (bf16 autocast on GPU), loss = (CE + z)/accumulation, backward (DDP all-reduces on
+micro-batch, forward (bf16 autocast on GPU, none under official-pure-bf16), loss = (CE + z)/accumulation, backward (DDP all-reduces on
 the last micro-batch only); clip the global grad norm to 1.0; step Muon and AdamW; zero grads.
 Step numbers count updates done: a train line with step s follows the s-th update, and checkpoint
 step_s holds the state after it (the official final checkpoint lacks the last update, hazard H11; ours
@@ -75,7 +75,10 @@ def resolve_precision(precision: str, device: torch.device) -> str:
 
 
 def autocast_for(precision: str, device: torch.device):
-    if precision in ("bf16-autocast", "official-pure-bf16"):
+    """bf16 autocast for `bf16-autocast` only: official-pure-bf16 computes in its weights' dtype with no
+    autocast, as the official code (docs/official_code.md 1.1, precision); the model casts norm gains and
+    coefficients to the activation dtype where it uses them."""
+    if precision == "bf16-autocast":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 

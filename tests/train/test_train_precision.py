@@ -6,7 +6,7 @@ from test_train_resume import assert_same_tensors
 from train_tiny import tiny_model, tiny_train
 
 from exoformer.train.checkpoint import latest_checkpoint, load_checkpoint
-from exoformer.train.loop import resolve_precision, train
+from exoformer.train.loop import autocast_for, resolve_precision, train
 
 
 def test_auto_precision_is_fp32_on_cpu_and_bf16_autocast_on_cuda():
@@ -55,3 +55,11 @@ def test_official_pure_bf16_resume_is_bitwise_equal_to_an_uninterrupted_run(tiny
         assert _state_dtypes(ours[key]) == _state_dtypes(theirs[key]) == _state_dtypes(saved[key])
     for key in ("model", "muon", "adamw", "loader", "final_train_loss"):
         assert_same_tensors(ours[key], theirs[key], key)
+
+
+def test_official_pure_bf16_runs_without_autocast_and_bf16_autocast_with_it():
+    cpu = torch.device("cpu")
+    with autocast_for("official-pure-bf16", cpu):
+        assert not torch.is_autocast_enabled("cpu")  # the official code has no autocast (docs/official_code.md 1.1)
+    with autocast_for("bf16-autocast", cpu):
+        assert torch.is_autocast_enabled("cpu")
