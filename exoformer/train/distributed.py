@@ -208,6 +208,14 @@ def barrier() -> None:
     meet(f"barrier-{_link.meetings}")
 
 
+def data_parallel(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """DDP over `module`. Buffers are not re-broadcast every step unless some are persistent: the model's only
+    buffers are the RoPE tables, which every rank builds identically (docs/official_code.md 1.1)."""
+    persistent = set(module.state_dict()) & {name for name, _ in module.named_buffers()}
+    return torch.nn.parallel.DistributedDataParallel(
+        module, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=bool(persistent))
+
+
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     if dist.is_initialized():
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)

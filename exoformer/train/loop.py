@@ -1,7 +1,7 @@
 """The training loop: one function that trains (or resumes, or finishes) one run in `out_dir`.
 
 Recipe per update (docs/official_code.md 4.2-4.3): set both LRs and the Muon momentum from the step; for each
-micro-batch, forward (bf16 autocast on GPU, none under official-pure-bf16), loss = (CE + z)/accumulation, backward (DDP all-reduces on
+micro-batch, forward (bf16 autocast on GPU, none under official-pure-bf16), loss = (CE + z)/accumulation (computed in chunks of tokens, train/loss.py), backward (DDP all-reduces on
 the last micro-batch only); clip the global grad norm to 1.0; step Muon and AdamW; zero grads.
 Step numbers count updates done: a train line with step s follows the s-th update, and checkpoint
 step_s holds the state after it (the official final checkpoint lacks the last update, hazard H11; ours
@@ -38,7 +38,7 @@ from exoformer.train.checkpoint import (
     save_checkpoint,
 )
 from exoformer.train.config import TrainConfig
-from exoformer.train.loss import lm_loss, official_logged_loss
+from exoformer.train.loss import LossForward, chunked_lm_loss, official_logged_loss
 from exoformer.train.optim import build_optimizers, set_schedules
 from exoformer.train.progress import Progress
 from exoformer.train.schedule import lr_multiplier_for, momentum_for
@@ -141,8 +141,8 @@ def evaluate(model: nn.Module, batches: Iterable[Batch], *, device: torch.device
     for batch in batches:
         x, y = batch.x.to(device), batch.y.to(device)
         with autocast_for(precision, device):
-            logits = model(x, batch.doc_starts.to(device) if doc_masking else None)
-        _, ce, z = lm_loss(logits, y, 0.0)
+            hidden = model.hidden_states(x, batch.doc_starts.to(device) if doc_masking else None)
+            _, ce, z = chunked_lm_loss(hidden, model.lm_head.weight, y, 0.0)
         n = y.numel()
         sums += torch.stack([ce.double() * n, z.double() * n, torch.tensor(float(n), dtype=torch.float64,
                                                                              device=device)])
@@ -217,10 +217,9 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
         step, tokens, last_loss = state["step"], state["tokens"], state.get("final_train_loss")
         del state
 
-    forward = model
+    forward: nn.Module = LossForward(model, cfg.z_loss)
     if env.world_size > 1:
-        forward = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
-                                                      else None)
+        forward = dist_util.data_parallel(forward, device)
     if cfg.compile and device.type == "cuda":  # on CPU compiling costs a minute and buys nothing here
         forward = torch.compile(forward)
     metrics = MetricsLog(RunDir(out_dir).metrics_file, resume_step=step) if env.is_main else None
@@ -258,9 +257,9 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                         forward, "no_sync") else contextlib.nullcontext()
                     with no_sync:
                         with autocast:
-                            logits = forward(batch.x.to(device, non_blocking=True),
-                                             batch.doc_starts.to(device) if cfg.doc_masking else None)
-                        loss, _, _ = lm_loss(logits, batch.y.to(device, non_blocking=True), cfg.z_loss)
+                            loss, _, _ = forward(batch.x.to(device, non_blocking=True),
+                                                 batch.doc_starts.to(device) if cfg.doc_masking else None,
+                                                 batch.y.to(device, non_blocking=True))
                         (loss / accumulation).backward()
                     loss_sum += loss.detach()
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)

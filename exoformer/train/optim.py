@@ -91,12 +91,17 @@ class Muon(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
+        """One update of every parameter with a gradient. Under torch.distributed (gradients already all-reduced,
+        so identical on every rank) the orthogonalisations are shared: parameter i is orthogonalised on rank
+        i mod world_size and broadcast from there; the rest of the update is cheap and runs on every rank, so
+        weights and state stay identical everywhere and equal to a single process's."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        rank, world = _rank_and_world()
+        work = []
         for group in self.param_groups:
-            lr, mu, wd, beta2 = group["lr"], group["momentum"], group["weight_decay"], group["beta2"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -110,19 +115,32 @@ class Muon(torch.optim.Optimizer):
                     state["second_moment"] = torch.zeros(moment_shape, dtype=p.dtype, device=p.device)
                 grad = p.grad.to(p.dtype)
                 buf = state["momentum_buffer"]
-                buf.lerp_(grad, 1 - mu)
-                update = grad.lerp(buf, mu)
-                ortho = polar_express(update).to(p.dtype)
-                v = state["second_moment"]
-                v.lerp_(ortho.square().mean(dim=1 if rows >= cols else 0, keepdim=True).to(v.dtype), 1 - beta2)
-                normed = ortho * v.clamp_min(1e-10).rsqrt().to(p.dtype)
-                normed = normed * (ortho.norm() / normed.norm().clamp_min(1e-10))
-                normed = normed * math.sqrt(max(1.0, rows / cols))
-                if wd:
-                    agree = (normed * p) >= 0
-                    p.sub_(p * agree.to(p.dtype), alpha=lr * wd)
-                p.sub_(normed, alpha=lr)
+                buf.lerp_(grad, 1 - group["momentum"])
+                update = grad.lerp(buf, group["momentum"])
+                owner = len(work) % world
+                ortho = polar_express(update).to(p.dtype) if owner == rank else torch.empty_like(p)
+                work.append((group, p, owner, ortho))
+        if world > 1:
+            for handle in [torch.distributed.broadcast(ortho, src=owner, async_op=True)
+                           for _, _, owner, ortho in work]:
+                handle.wait()
+        for group, p, _, ortho in work:
+            self._apply(group, p, ortho)
         return loss
+
+    def _apply(self, group: dict, p: Tensor, ortho: Tensor) -> None:
+        """Steps 3-6 of the class docstring for one parameter, given its orthogonalised update."""
+        lr, wd, beta2 = group["lr"], group["weight_decay"], group["beta2"]
+        rows, cols = p.shape
+        v = self.state[p]["second_moment"]
+        v.lerp_(ortho.square().mean(dim=1 if rows >= cols else 0, keepdim=True).to(v.dtype), 1 - beta2)
+        normed = ortho * v.clamp_min(1e-10).rsqrt().to(p.dtype)
+        normed = normed * (ortho.norm() / normed.norm().clamp_min(1e-10))
+        normed = normed * math.sqrt(max(1.0, rows / cols))
+        if wd:
+            agree = (normed * p) >= 0
+            p.sub_(p * agree.to(p.dtype), alpha=lr * wd)
+        p.sub_(normed, alpha=lr)
 
     def load_state_dict(self, state_dict: dict) -> None:
         """The inherited load, with every state tensor kept in the dtype (and the values) it was saved with.
@@ -139,6 +157,12 @@ class Muon(torch.optim.Optimizer):
             entry = self.state[params[index]]
             for key, value in tensors.items():
                 entry[key] = value.to(device=params[index].device, copy=True)
+
+
+def _rank_and_world() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
 
 
 def build_optimizers(model: nn.Module, cfg: TrainConfig) -> tuple[Muon, torch.optim.AdamW]:
