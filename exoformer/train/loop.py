@@ -175,6 +175,7 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
            device: torch.device, build_model: ModelBuilder) -> TrainResult:
     ckpt_dir = RunDir(out_dir).checkpoints
     resume_path, state = load_latest_verified(ckpt_dir)  # damaged ones skipped (warned), the newest good one
+    dist_util.check_same_step(0 if state is None else state["step"], where=str(ckpt_dir))
     if state is not None:
         check_resumable(state, model_config.to_dict(), cfg.to_dict(), where=str(resume_path))
         if state["step"] >= cfg.steps:
@@ -311,7 +312,9 @@ def final_validation(model_config: ModelConfig, train_config: TrainConfig, out_d
                      build_model: ModelBuilder | None = None) -> dict:
     """Validation loss and perplexity of the run's final checkpoint (verified: a missing or damaged one is a
     UserError naming it) on the first `tokens` validation tokens (default train_config.final_val_tokens), in
-    order. The mean is token-weighted (the official full-val mean is unweighted over batches, hazard H11).
+    order. Under a torch.distributed group the batches are split across its ranks (rank r takes batches r, r+W,
+    ...) and the sums all-reduced, so every rank returns the same numbers as one process would.
+    The mean is token-weighted (the official full-val mean is unweighted over batches, hazard H11).
     `val_loss` is pure CE (ppl = exp(val_loss)); `val_loss_official` adds the z term twice as the official
     logs do (H3)."""
     env = dist_util.distributed_env()
@@ -327,9 +330,10 @@ def final_validation(model_config: ModelConfig, train_config: TrainConfig, out_d
     model.to(device)
     data_dir = resolve_data_dir(train_config.data)
     budget = train_config.final_val_tokens if tokens is None else tokens
+    rank, world_size = dist_util.group_rank_and_size()  # each rank scores its share; evaluate() sums them
     batches = validation_batches(data_dir, seq_len=train_config.seq_len, batch_seqs=train_config.micro_batch_seqs,
                                  max_seqs=max(1, budget // train_config.seq_len), vocab_size=model_config.vocab_size,
-                                 eot=eot_id_for(data_dir))
+                                 eot=eot_id_for(data_dir), rank=rank, world_size=world_size)
     ce, z, n = evaluate(model, batches, device=device, precision=precision, doc_masking=train_config.doc_masking)
     return {"val_loss": ce, "val_ppl": math.exp(ce), "tokens": n, "step": state["step"],
             "val_loss_official": official_logged_loss(ce, z, train_config.z_loss)}
