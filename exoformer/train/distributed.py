@@ -160,11 +160,25 @@ def fail_together(env: DistEnv | None = None) -> Iterator[None]:
         _report_failure(_link, err)
         raise
     else:
-        with contextlib.suppress(Exception):  # rank 0 may be gone already: nothing waits for this rank then
-            _link.store.add("left", 1)
+        if env.rank == 0:
+            _wait_for_the_others(_link)
+        else:
+            with contextlib.suppress(Exception):  # rank 0 may be gone already: nothing waits for this rank then
+                _link.store.add("left", 1)
     finally:
         watcher.stop()
         _link = None
+
+
+def _wait_for_the_others(link: _Link) -> None:
+    """Rank 0 hosts the store: it stays until every other rank has left (or failed), so that none loses the
+    store while it still reads from it (the last stage announcement, a meeting point)."""
+    deadline = time.monotonic() + link.timeout_s
+    with contextlib.suppress(Exception):  # noqa: SIM105 - a store error here changes nothing for this rank
+        while time.monotonic() < deadline and link.store.add("left", 0) < link.env.world_size - 1:
+            if link.store.check(["failed"]):
+                return
+            time.sleep(POLL_S)
 
 
 class _Watcher(threading.Thread):
