@@ -771,7 +771,7 @@ def row_chunked_loss(ctx: Context) -> Row:
 def fix_rows() -> list[tuple[str, Callable[[Context], Row]]]:
     return [("resume official-pure-bf16: tensors differing from the uninterrupted run", row_resume_pure_bf16),
             ("eval on the job's device: max |delta loglik| vs CPU", row_eval_on_device),
-            ("train step flex / sdpa (dynamic-e-exoformer)", row_flex_step_time),
+            ("train step FlexAttention / sdpa (dynamic-e-exoformer)", row_flex_step_time),
             ("Muon shared by 2 ranks vs replicated: max |diff|", row_muon_sharded),
             ("loss peak memory chunked / unchunked", row_chunked_loss)]
 

@@ -23,7 +23,7 @@ def test_the_check_list_covers_every_required_measurement():
                    "train peak memory gated", "train step time dynamic-e-exoformer / gated",
                    "30 bf16 steps eager vs compiled", "eval requests/s, batch 1", "eval peak memory, batched",
                    "eval peak memory lean / full logits", "process group init",
-                   "resume official-pure-bf16", "eval on the job's device", "train step flex / sdpa",
+                   "resume official-pure-bf16", "eval on the job's device", "train step FlexAttention / sdpa",
                    "Muon shared by 2 ranks vs replicated", "loss peak memory chunked / unchunked"):
         assert needed in text
     assert all(f"compiled vs eager loss: {v}" in ROW_NAMES for v in gpu_check.FAMILIES.values())
