@@ -1,8 +1,9 @@
 """The training loop: one function that trains (or resumes, or finishes) one run in `out_dir`.
 
 Recipe per update (docs/official_code.md 4.2-4.3): set both LRs and the Muon momentum from the step; for each
-micro-batch, forward (bf16 autocast on GPU, none under official-pure-bf16), loss = (CE + z)/accumulation (computed in chunks of tokens, train/loss.py), backward (DDP all-reduces on
-the last micro-batch only); clip the global grad norm to 1.0; step Muon and AdamW; zero grads.
+micro-batch, forward (bf16 autocast on GPU, none under official-pure-bf16), loss = (CE + z)/accumulation
+(computed in chunks of tokens, train/loss.py), backward (DDP all-reduces on the last micro-batch only); clip
+the global grad norm to 1.0; step Muon (orthogonalisations shared across ranks) and AdamW; zero grads.
 Step numbers count updates done: a train line with step s follows the s-th update, and checkpoint
 step_s holds the state after it (the official final checkpoint lacks the last update, hazard H11; ours
 does not).
