@@ -258,7 +258,9 @@ def evaluate_at_precision(ctx: StageContext) -> dict[str, Any]:
     if spec.eval_precision == "fp32":
         result = evaluate_stage(ctx)
     else:
-        device = torch.device(str(ctx.device) if ctx.device is not None else "cpu")
+        from exoformer.eval.stage import stage_device
+
+        device = torch.device(stage_device(ctx))
         with torch.autocast(device.type, dtype=torch.bfloat16):
             result = evaluate_stage(ctx)
     return {**result, "precision": spec.eval_precision}

@@ -16,6 +16,7 @@ The rules:
   allowed: PyTorch computes bf16 autocast and bf16 weights there correctly, only slower (the smoke shape
   measured ~2-3x the fp32 step on 2 cores), and `auto` is fp32 there. `compile: true` is allowed on CPU
   too: it runs (same losses) and only costs compile time.
+- `model.attention: flex` trains only on CUDA (no FlexAttention backward on CPU); `auto` is sdpa on CPU.
 - batch_tokens must be a multiple of seq_len x micro_batch_seqs x ranks (TrainConfig.accumulation_steps).
 """
 
@@ -105,6 +106,7 @@ def check_placement(specs: list[Spec], profile: Profile | None, backend_name: st
     for spec in specs:
         if device is not None:
             _check_precision(spec, device)
+            _check_attention(spec, device)
         _check_batch(spec, ranks, profile)
 
 
@@ -116,6 +118,15 @@ def _check_precision(spec: Spec, device: DeviceInfo) -> None:
         raise UserError(f"precision {precision!r}{meaning} needs bf16, which {device.name} does not compute "
                         "(compute capability < 8.0)", where=f"train.precision of {spec.name}",
                         fix="--set train.precision=fp32, or a bf16 GPU (A100, H100, H200)")
+
+
+def _check_attention(spec: Spec, device: DeviceInfo) -> None:
+    """`attention: flex` cannot train on a CPU (torch's FlexAttention has no CPU backward); `auto` is sdpa there.
+    A spec with its own stages (a checkpoint import) does not train and may score with flex anywhere."""
+    if spec.model.attention == "flex" and device.kind != "cuda" and "train" not in spec.stage_functions():
+        raise UserError("attention 'flex' cannot train on the CPU (torch's FlexAttention has no CPU backward)",
+                        where=f"{spec.name}: model.attention",
+                        fix="--set model.attention=auto (flex on CUDA, sdpa on CPU) or sdpa, or a GPU profile")
 
 
 def _check_batch(spec: Spec, ranks: int, profile: Profile | None) -> None:

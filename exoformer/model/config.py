@@ -27,8 +27,10 @@ ablation); only the layers after that block mix [inference: the anchor does not 
 GRANULARITIES = ("elementwise", "headwise", "scalar")
 """Coefficient shape per path and layer: (H, d_head), (H,), or () (paper: E / H / S)."""
 
-ATTENTION_KERNELS = ("sdpa", "flex")
-"""Attention implementation: torch's scaled_dot_product_attention, or FlexAttention (CUDA) with a block mask."""
+ATTENTION_KERNELS = ("sdpa", "flex", "auto")
+"""Attention implementation: torch's scaled_dot_product_attention, FlexAttention (CUDA) with a block mask, or
+auto: FlexAttention on CUDA and sdpa elsewhere (the paper presets: flex skips masked blocks; CPU has no flex
+backward)."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -79,8 +81,9 @@ class ModelConfig:
 
     # --- implementation ---
     attention: str = "sdpa"
-    """Attention kernel, one of ATTENTION_KERNELS: 'sdpa' (everywhere) or 'flex' (FlexAttention: CUDA, or CPU
-    without gradients; skips fully masked blocks of packed documents). Same math, different rounding, so hashed."""
+    """Attention kernel, one of ATTENTION_KERNELS: 'sdpa' (everywhere), 'flex' (FlexAttention: CUDA, or CPU
+    without gradients; skips fully masked blocks of packed documents) or 'auto' (flex on CUDA, else sdpa).
+    Same math, different rounding, so hashed."""
 
     def __post_init__(self) -> None:
         _validate(self)

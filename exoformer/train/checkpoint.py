@@ -276,8 +276,8 @@ def load_final_checkpoint(run_or_checkpoint_dir: str | os.PathLike, expected_ste
     """
     directory = checkpoint_dir(run_or_checkpoint_dir)
     path = directory / checkpoint_name(expected_step)
-    retrain = ("train the run to its last step again, which resumes from the newest good checkpoint (the same "
-               "python -m exoformer.train command; for a harness run, delete its stages/train.json and rerun it)")
+    retrain = ("train the run to its last step again, which resumes from the newest good checkpoint (delete the "
+               "run's stages/train.json and rerun the same reproduce.py run command)")
     if not path.is_file():
         newest = latest_checkpoint(directory)
         found = f"newest verified checkpoint is {newest.name}" if newest else "no verified checkpoint"
@@ -340,7 +340,7 @@ def load_model_from_run(out_dir: str | os.PathLike, *, steps: int | None = None,
         path, state = load_latest_verified(directory, map_location)
         if path is None:
             raise UserError("no complete checkpoint", where=str(directory),
-                            fix="train the run first (python -m exoformer.train ...)")
+                            fix="train the run first (reproduce.py run ...)")
         steps = (state.get("train_config") or {}).get("steps", state.get("step"))
         if state.get("step") != steps:  # the final checkpoint is missing or damaged: say which
             state = load_final_checkpoint(directory, steps, map_location=map_location)

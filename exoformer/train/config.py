@@ -14,7 +14,7 @@ from exoformer.limits import SEED_MAX, check_range
 
 PRECISIONS = ("auto", "fp32", "bf16-autocast", "official-pure-bf16")
 """auto: bf16 autocast with fp32 master weights on GPU, fp32 on CPU. official-pure-bf16 mimics the
-author's code: bf16 weights and optimizer states, no master copy (hazard H4)."""
+author's code: bf16 weights and optimizer states, no master copy, no autocast (hazard H4)."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

@@ -123,3 +123,14 @@ def test_probe_matches_torch_and_the_module_imports_without_torch():
             "assert 'torch' not in sys.modules, 'torch imported'; print('clean')")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "clean" in res.stdout, res.stderr
+
+
+def test_flex_attention_cannot_train_on_a_cpu_and_auto_can(registry):
+    smoke = registry.resolve("gated-s42", preset="smoke", overrides=["model.attention=flex"])
+    err = error_of([smoke], load_profile("cpu"), "local", device=CPU)
+    assert err.where == "gated-s42: model.attention" and "no CPU backward" in err.problem
+    assert "model.attention=auto" in err.fix
+    check_placement([smoke], load_profile("cpu"), "local", device=H100)  # a GPU trains with flex
+    paper = registry.resolve("gated-s42", overrides=SHRUNK)
+    assert paper.model.attention == "auto"
+    check_placement([paper], load_profile("cpu"), "local", device=CPU)  # auto is sdpa on the CPU

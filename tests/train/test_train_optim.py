@@ -117,3 +117,24 @@ def test_muon_state_dict_round_trips_exactly():
     for a, b in zip(model.parameters(), clone_model.parameters()):
         if a in muon.state:
             assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_muon_second_moment_and_scaling_follow_the_parameter_dtype(dtype):
+    """bf16 weights (official-pure-bf16) get a bf16 second moment and a bf16 update, as the official muon.py."""
+    torch.manual_seed(2)
+    weight = nn.Parameter((torch.randn(48, 16) * 0.02).to(dtype))
+    weight.grad = torch.randn(48, 16).to(dtype)
+    opt = Muon([weight], lr=0.01, momentum=0.9, weight_decay=0.1)
+    before = weight.detach().clone()
+    opt.step()
+    assert opt.state[weight]["second_moment"].dtype == opt.state[weight]["momentum_buffer"].dtype == dtype
+    # the expected update, written out in the parameter's dtype
+    update = (0.1 * (1 + 0.9) * weight.grad).to(dtype)
+    ortho = polar_express(update).to(dtype)
+    v = (0.05 * ortho.square().mean(dim=1, keepdim=True)).to(dtype)
+    normed = ortho * v.clamp_min(1e-10).rsqrt()
+    normed = normed * (ortho.norm() / normed.norm()) * math.sqrt(3.0)
+    expected = before - 0.01 * 0.1 * before * ((normed * before) >= 0).to(dtype) - 0.01 * normed
+    ulp = 2.5e-4 if dtype == torch.bfloat16 else 1e-7  # a bf16 step of a weight near 0.05; updates are ~1e-2
+    torch.testing.assert_close(weight.detach(), expected, rtol=0, atol=2 * ulp)
