@@ -8,9 +8,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
+
+
+TEMP_NAME = re.compile(r"\A\..+\.[A-Za-z0-9_]{8}\.tmp\Z")
+"""Names of the temporary files of atomic writes (`.<target>.<8 random>.tmp`, tempfile.mkstemp's pattern)."""
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
@@ -40,6 +46,28 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=False) + "\n")
+
+
+def remove_temp_files(directory: str | os.PathLike, *, recursive: bool = False) -> list[Path]:
+    """Delete the temporary files that writes cut short (SIGKILL, power loss) left in `directory` (and, with
+    `recursive`, below it, never following symlinks). Only their owner calls this, while no write can be under
+    way (it holds the run's job lock or the runs root's launch lock). Returns what was removed."""
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                if recursive:
+                    removed += remove_temp_files(entry.path, recursive=True)
+            elif TEMP_NAME.match(entry.name) and stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
 
 
 def _read_umask() -> int:

@@ -117,7 +117,9 @@ def run_verb(args: argparse.Namespace) -> int:
     code, final = launch_and_report(reg, planned, args, target=args.target,
                                     tensorboard=args.tensorboard)
     specs = [p.spec for p in planned]
-    finished = args.backend != "slurm" or args.wait
+    from exoformer.harness.backends import check_name
+
+    finished = check_name(args.backend).waits or args.wait
     if code != 130 and finished and args.target in reg.tables and len({p.root for p in final}) == 1 \
             and not args.json:
         _print_table(reg, args.target, final[0].root, specs[0].preset if specs else None,
@@ -153,10 +155,10 @@ def launch_and_report(reg, planned: list[PlannedRun], args: argparse.Namespace, 
         print(f"interrupted; run the same command to resume ({len(stop.names)} run(s) marked INTERRUPTED)",
               file=sys.stderr)
         return 130, []
-    if backend.name == "slurm" and args.wait:
+    if not backend.waits and args.wait:
         wait_for_slurm(final)
-    code = _summary(final, time.time() - started, backend.name, args, target=target)
-    missing = unfinished(final, queued_ok=not (backend.name != "slurm" or args.wait))
+    code = _summary(final, time.time() - started, backend, args, target=target)
+    missing = unfinished(final, queued_ok=not (backend.waits or args.wait))
     if missing and not args.json:
         print("not done: " + "; ".join(f"{name} ({why})" for name, why in missing))
     return code or (1 if missing else 0), final
@@ -180,17 +182,17 @@ def _announce(item) -> None:
     print(f"{item.spec.name}: {state}" + (f" ({detail}; log {status.log})" if detail else ""), flush=True)
 
 
-def _summary(final: list[PlannedRun], seconds: float, backend: str, args, *, target: str) -> int:
+def _summary(final: list[PlannedRun], seconds: float, backend, args, *, target: str) -> int:
     rows = collect([(p.run_dir, p.spec.name, p.spec.train.steps) for p in final], {p.run_dir: p.root for p in final})
     for row, p in zip(rows, final):
         row["action"] = p.action
     failed = [r for r, p in zip(rows, final) if r["state"] == runs.FAILED and p.launches]
     if args.json:
-        print(json.dumps({"target": target, "backend": backend, "seconds": round(seconds, 1), "runs": rows}))
+        print(json.dumps({"target": target, "backend": backend.name, "seconds": round(seconds, 1), "runs": rows}))
     else:
         print(format_table(rows))
         launched = sum(p.launches for p in final)
-        verb = "submitted" if backend == "slurm" and not args.wait else "ran"
+        verb = "submitted" if not backend.waits and not args.wait else "ran"
         print(f"{verb} {launched}, skipped {len(final) - launched} in {seconds:.1f} s"
               + (f"; {len(failed)} FAILED (see the log paths above)" if failed else ""))
     return 1 if failed else 0

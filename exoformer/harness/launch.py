@@ -78,11 +78,11 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
                 items.setdefault(root, []).append(Item(spec=again.spec, run_dir=again.run_dir, claim=claim))
             manifest.update({c.hash: c for c in claims})
             locking.write_manifest(root, manifest)
-            if backend.name == "slurm" and items.get(root):
+            if backend.submits_under_lock and items.get(root):
                 _submit(backend, items[root], root, manifest)
     if on_decided:
         on_decided(final, backend.name)
-    if backend.name != "slurm":
+    if not backend.submits_under_lock:
         for root, group in items.items():
             try:
                 backend.launch(group, root, record=lambda cs, r=root: locking.update_claims(r, cs), on_done=on_done)
@@ -92,13 +92,17 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
 
 
 def _mark_interrupted(items: list) -> list[str]:
-    """Runs of this launch that did not end on their own (still active, or killed with the launcher's jobs)."""
+    """Runs of this launch that did not end on their own (still active, or killed with the launcher's jobs);
+    a queued run whose job never started goes back to un-run."""
     names = []
     for item in items:
         rd = RunDir(item.run_dir)
         status = rd.read_status()
-        if status is None or status.state in runs.ACTIVE_STATES or status.state == runs.INTERRUPTED \
-                or (status.state == runs.FAILED and (status.reason or "").startswith("dead:")):
+        if status is not None and status.state == runs.PENDING and not any(rd.logs.glob("attempt-*.log")) \
+                and not rd.job_lock_held():
+            rd.status_file.unlink(missing_ok=True)
+            continue
+        if status is None or status.state in runs.ACTIVE_STATES or status.state == runs.INTERRUPTED:
             where = f" during {status.stage}" if status and status.stage else ""
             rd.update_status(state=runs.INTERRUPTED, pid=None,
                              reason=f"interrupted (Ctrl-C){where}; run the same command to resume")
