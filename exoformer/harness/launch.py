@@ -21,6 +21,7 @@ from exoformer.harness import locking, runs
 from exoformer.harness.device_checks import check_placement
 from exoformer.harness.plan import ACTIVE, LAUNCHING, RERUN, PlannedRun, assess
 from exoformer.harness.status import SlurmView, reconcile
+from exoformer.io import remove_temp_files
 from exoformer.rundir import RunDir
 
 
@@ -56,9 +57,12 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
     view = SlurmView()
     for root in roots:
         with locking.launch_lock(root):
+            remove_temp_files(root)  # a launcher killed mid-write of the manifest
             manifest = locking.read_manifest(root)
             claims = []
             for p in (p for p in planned if p.root == root):
+                if p.run_dir.is_dir() and not RunDir(p.run_dir).job_lock_held():
+                    remove_temp_files(p.run_dir)  # a launcher or `status` killed mid-write of STATUS
                 claim = manifest.get(p.spec.hash)
                 action, reason, state = assess(p.spec, root, claim=claim, view=view, force=p.force,
                                                retry_failed=p.retry_failed, write=True)
