@@ -80,3 +80,42 @@ def _num(x: float) -> str:
 def check_seed(value: Any, *, where: str) -> None:
     if isinstance(value, int) and not isinstance(value, bool):
         check_range(value, where=where, low=0, high=SEED_MAX, high_open=True, fix="use a seed in [0, 2**32), e.g. 42")
+
+
+SIZE_BOUNDS: dict[str, int] = {
+    "model.n_layer": 1_024,
+    "model.d_model": 65_536,
+    "model.n_head": 1_024,
+    "model.vocab_size": 4_194_304,
+    "model.seq_len": 1_048_576,
+    "model.mlp_ratio": 64,
+    "model.dynamic_hidden": 65_536,
+    "train.steps": 100_000_000,
+    "train.batch_tokens": 1 << 30,
+    "train.micro_batch_seqs": 65_536,
+    "train.seq_len": 1_048_576,
+    "train.val_batches": 1_000_000,
+    "train.final_val_tokens": 1_000_000_000_000,
+    "train.checkpoint_every": 100_000_000,
+    "train.keep_checkpoints": 1_000,
+    "train.warmup_steps": 100_000_000,
+    "train.muon_momentum_steps": 100_000_000,
+    "train.val_every": 100_000_000,
+    "eval.batch_size": 65_536,
+    "eval.num_fewshot": 100,
+    "eval.limit": 100_000_000,
+    "analysis.n_sequences": 65_536,
+    "analysis.seq_len": 1_048_576,
+}
+"""Upper bound of every size field (docs/input-limits.md "Sizes"): far above the paper's largest setting (1B
+model, 76,294 steps of 262,144 tokens), far below what would exhaust a machine before any check could run."""
+MAX_PARAMETERS = 1_000_000_000_000
+"""Parameters of one model (10**12, 1,000x the paper's largest): checked on the config, before anything is built."""
+
+
+def check_size(value: Any, *, where: str) -> None:
+    """A size field at most its bound in SIZE_BOUNDS (`where` is its `section.field` name)."""
+    bound = SIZE_BOUNDS.get(where)
+    if bound is not None and isinstance(value, int) and not isinstance(value, bool) and value > bound:
+        raise UserError(f"{value:,} is above the limit of {bound:,}", where=where,
+                        fix=f"use at most {bound:,} (docs/input-limits.md)")

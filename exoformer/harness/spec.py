@@ -17,7 +17,7 @@ from exoformer.data import SMOKE_DATA, smoke_key
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.suites import SUITES
 from exoformer.harness.hashing import hash12, semantic_hash
-from exoformer.limits import MAX_INT, check_finite, check_seed
+from exoformer.limits import MAX_INT, check_finite, check_seed, check_size
 from exoformer.model.config import ABLATIONS, ModelConfig
 from exoformer.train.config import TrainConfig
 from exoformer.yaml_lines import load_yaml_text
@@ -51,6 +51,8 @@ class EvalConfig:
             raise UserError(f"must be positive, got {self.batch_size}", where="eval.batch_size", fix="use 32")
         if self.limit is not None and self.limit <= 0:
             raise UserError(f"must be positive or null, got {self.limit}", where="eval.limit", fix="use null")
+        for name in ("batch_size", "num_fewshot", "limit"):
+            check_size(getattr(self, name), where=f"eval.{name}")
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -79,6 +81,8 @@ class AnalysisConfig:
         if self.seq_len is not None and self.seq_len <= 0:
             raise UserError(f"must be positive or null, got {self.seq_len}", where="analysis.seq_len",
                             fix="use null (the model's seq_len)")
+        for name in ("n_sequences", "seq_len"):
+            check_size(getattr(self, name), where=f"analysis.{name}")
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

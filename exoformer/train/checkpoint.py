@@ -330,7 +330,10 @@ def model_from_state(state: dict[str, Any], *, where: str):
     from exoformer.model import ExoTransformer
     from exoformer.model.config import ModelConfig
 
+    from exoformer.model.loading import check_tensor_shapes
+
     config = ModelConfig.from_dict(state["model_config"], where=where)
+    check_tensor_shapes(state["model"], config, where=where)  # on the meta device, before any allocation
     model = ExoTransformer(config)
     model.load_state_dict(state["model"])
     return model.eval(), config

@@ -42,7 +42,7 @@ def _registry(tmp_path: Path) -> Path:
     title: "Three models, for the chaos test"
     paper_ref: "v4 Table 1, p. 5 (three of its rows)"
     reported: table1
-    columns: [val_ppl, arc_easy, piqa]
+    columns: [val_ppl, arc_challenge, arc_easy, hellaswag, openbookqa, piqa, winogrande, avg6]
     rows:
       - {{id: base, label: "Base", specs: [base-s42]}}
       - {{id: gated, label: "Gated", specs: [gated-s42]}}
