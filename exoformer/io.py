@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from exoformer.errors import UserError
+
 
 TEMP_NAME = re.compile(r"\A\..+\.[A-Za-z0-9_]{8}\.tmp\Z")
 """Names of the temporary files of atomic writes (`.<target>.<8 random>.tmp`, tempfile.mkstemp's pattern)."""
@@ -30,11 +32,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(err, (IsADirectoryError, NotADirectoryError)) or (isinstance(err, OSError) and path.is_dir()):
+            raise UserError("is a directory, so the file cannot be written there", where=str(path),
+                            fix="move that directory away (nothing was changed)") from None
         raise
     fsync_dir(path.parent)
     return path

@@ -10,6 +10,7 @@ train configs can use the same checks.
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import Any
 
@@ -119,3 +120,27 @@ def check_size(value: Any, *, where: str) -> None:
     if bound is not None and isinstance(value, int) and not isinstance(value, bool) and value > bound:
         raise UserError(f"{value:,} is above the limit of {bound:,}", where=where,
                         fix=f"use at most {bound:,} (docs/input-limits.md)")
+
+
+MAX_INCLUDE_LEN = 1024
+"""Longest `include:` entry of a registry file (a relative path inside the registry directory)."""
+MAX_PATH_BYTES = 4096
+"""Linux's PATH_MAX: no path the kernel is given may be longer."""
+RUN_PATH_RESERVE = 256
+"""Bytes a runs root must leave for what lies below it: `<spec>/<hash12>/checkpoints/.<file>.<random>.tmp`."""
+MAX_COMPONENT_BYTES = 255
+"""Linux's NAME_MAX: the longest name of one directory or file."""
+
+
+def check_runs_root_path(root: Any, *, where: str = "--runs-dir") -> None:
+    """A runs root short enough that every file of every run below it can still be named."""
+    text = str(root)
+    size = len(os.fsencode(text))
+    if size > MAX_PATH_BYTES - RUN_PATH_RESERVE:
+        raise UserError(f"the runs root path is {size:,} bytes long; the files of a run below it would exceed the "
+                        f"{MAX_PATH_BYTES:,}-byte path limit", where=where,
+                        fix=f"choose a runs root of at most {MAX_PATH_BYTES - RUN_PATH_RESERVE:,} bytes")
+    longest = max((len(os.fsencode(part)) for part in text.split("/")), default=0)
+    if longest > MAX_COMPONENT_BYTES:
+        raise UserError(f"a directory name in the runs root is {longest} bytes long (the limit is "
+                        f"{MAX_COMPONENT_BYTES})", where=where, fix="choose a runs root with shorter directory names")

@@ -226,8 +226,9 @@ def status_arguments(parser: argparse.ArgumentParser) -> None:
 def status_verb(args: argparse.Namespace) -> int:
     from exoformer.rundir import iter_run_dirs
 
-    if args.interval <= 0:
-        raise UserError(f"--interval must be positive, got {args.interval}", where="--interval", fix="e.g. 5")
+    if not 0 < args.interval < float("inf"):  # also NaN
+        raise UserError(f"--interval must be a positive number of seconds, got {args.interval}", where="--interval",
+                        fix="e.g. --interval 5")
     root = options.runs_root(args)
     if args.target is None:
         dirs = [(rd.path, None, None) for rd in iter_run_dirs(root)]

@@ -55,35 +55,40 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
     final: list[PlannedRun] = []
     items: dict[Path, list[Item]] = {}
     view = SlurmView()
-    for root in roots:
-        with locking.launch_lock(root):
-            remove_temp_files(root)  # a launcher killed mid-write of the manifest
-            manifest = locking.read_manifest(root)
-            claims = []
-            for p in (p for p in planned if p.root == root):
-                if p.run_dir.is_dir() and not RunDir(p.run_dir).job_lock_held():
-                    remove_temp_files(p.run_dir)  # a launcher or `status` killed mid-write of STATUS
-                claim = manifest.get(p.spec.hash)
-                action, reason, state = assess(p.spec, root, claim=claim, view=view, force=p.force,
-                                               retry_failed=p.retry_failed, write=True)
-                again = replace(p, action=action, reason=reason, state=state, claim=claim)
-                final.append(again)
-                if again.action not in LAUNCHING:
-                    continue
-                if again.action == RERUN and again.run_dir.exists():
-                    _move_aside(again.run_dir)
-                runs.prepare(again.spec, again.run_dir, command=command)
-                RunDir(again.run_dir).clear_stop()
-                RunDir(again.run_dir).write_status(runs.Status(state=runs.PENDING, backend=backend.name,
-                                                               reason="queued by run"))
-                claim = locking.new_claim(spec_hash=again.spec.hash, name=again.spec.name, run_dir=again.run_dir,
-                                          backend=backend.name)
-                claims.append(claim)
-                items.setdefault(root, []).append(Item(spec=again.spec, run_dir=again.run_dir, claim=claim))
-            manifest.update({c.hash: c for c in claims})
-            locking.write_manifest(root, manifest)
-            if backend.submits_under_lock and items.get(root):
-                _submit(backend, items[root], root, manifest)
+    try:
+        for root in roots:
+            with locking.launch_lock(root):
+                remove_temp_files(root)  # a launcher killed mid-write of the manifest
+                manifest = locking.read_manifest(root)
+                claims = []
+                for p in (p for p in planned if p.root == root):
+                    if p.run_dir.is_dir() and not RunDir(p.run_dir).job_lock_held():
+                        remove_temp_files(p.run_dir)  # a launcher or `status` killed mid-write of STATUS
+                    claim = manifest.get(p.spec.hash)
+                    action, reason, state = assess(p.spec, root, claim=claim, view=view, force=p.force,
+                                                   retry_failed=p.retry_failed, write=True)
+                    again = replace(p, action=action, reason=reason, state=state, claim=claim)
+                    final.append(again)
+                    if again.action not in LAUNCHING:
+                        continue
+                    if again.action == RERUN and again.run_dir.exists():
+                        _move_aside(again.run_dir)
+                    runs.prepare(again.spec, again.run_dir, command=command)
+                    RunDir(again.run_dir).clear_stop()
+                    RunDir(again.run_dir).write_status(runs.Status(state=runs.PENDING, backend=backend.name,
+                                                                   reason="queued by run"))
+                    claim = locking.new_claim(spec_hash=again.spec.hash, name=again.spec.name, run_dir=again.run_dir,
+                                              backend=backend.name)
+                    claims.append(claim)
+                    items.setdefault(root, []).append(Item(spec=again.spec, run_dir=again.run_dir, claim=claim))
+                manifest.update({c.hash: c for c in claims})
+                locking.write_manifest(root, manifest)
+                if backend.submits_under_lock and items.get(root):
+                    _submit(backend, items[root], root, manifest)
+    except OSError as err:  # a full disk, a read-only root: nothing was started
+        raise UserError(f"cannot write the runs root ({err.strerror or type(err).__name__}); no job was started",
+                        where=str(err.filename or roots[0]),
+                        fix="free space on that disk (or make it writable) and run the same command again") from None
     if on_decided:
         on_decided(final, backend.name)
     if not backend.submits_under_lock:

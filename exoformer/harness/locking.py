@@ -53,8 +53,13 @@ class Claim:
 @contextmanager
 def launch_lock(root: Path, *, timeout_s: float = 600.0) -> Iterator[None]:
     """Exclusive lock on the runs root; waits up to `timeout_s` (a launcher holds it for seconds at most)."""
-    root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise UserError(f"cannot open the launch lock ({err.strerror or type(err).__name__})",
+                        where=str(root / LAUNCH_LOCK),
+                        fix="move it away if it is not a file, or choose a writable --runs-dir") from None
     try:
         deadline = time.monotonic() + timeout_s
         while True:

@@ -28,6 +28,7 @@ from exoformer.harness.cost import Cost, estimate
 from exoformer.harness.profiles import Profile, load_profile
 from exoformer.harness.registry import Registry
 from exoformer.harness.spec import Spec, parse_override, wanted_stages
+from exoformer.limits import check_runs_root_path
 from exoformer.harness.status import SlurmView, claim_alive, reconcile
 from exoformer.rundir import RunDir
 
@@ -151,6 +152,7 @@ def plan_specs(registry: Registry, specs: list[Spec], *, runs_root: str | Path |
                cost: Callable[[Spec, Profile], Cost] = estimate) -> list[PlannedRun]:
     """`plan` for resolved specs (each once); `cost` prices one spec on a profile (training by default)."""
     root = runs.runs_root(None if runs_root is None else str(runs_root))
+    check_runs_root_path(root, where="--runs-dir" if runs_root is not None else "the runs root")
     _, profile_sets = split_overrides(overrides)
     manifest = locking.read_manifest(root)
     view = SlurmView()

@@ -17,7 +17,7 @@ from exoformer.data import SMOKE_DATA, smoke_key
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.suites import SUITES
 from exoformer.harness.hashing import hash12, semantic_hash
-from exoformer.limits import MAX_INT, check_finite, check_seed, check_size
+from exoformer.limits import MAX_INT, check_finite, check_name, check_seed, check_size
 from exoformer.model.config import ABLATIONS, ModelConfig
 from exoformer.train.config import TrainConfig
 from exoformer.yaml_lines import load_yaml_text
@@ -101,6 +101,16 @@ class Placement:
     """Not settable from a registry file or `--set` (FORBIDDEN): the runs root is chosen by --runs-dir or
     $EXOFORMER_RUNS_DIR only, so a registry file can never redirect where runs are written. Kept so that
     run directories written before keep loading."""
+
+    def __post_init__(self) -> None:
+        if self.profile is not None:  # a name in slurm/profiles/, never a path
+            check_name(self.profile, where="placement.profile", what="profile name")
+        for key in ("partition", "account", "qos"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, str) or not value or any(c.isspace() or not
+                                                                                        c.isprintable() for c in value)):
+                raise UserError(f"invalid {key} {str(value)[:40]!r}", where=f"placement.{key}",
+                                fix=f"write the Slurm {key} name, without spaces")
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

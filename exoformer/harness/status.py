@@ -14,11 +14,13 @@ pitfall 3), so it is never called here.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from pathlib import Path
 from typing import Any
 
+from exoformer.errors import UserError
 from exoformer.harness import locking, runs
 from exoformer.harness.backends import Liveness, SlurmView, backend_class, launcher_liveness
 from exoformer.rundir import RunDir
@@ -71,7 +73,8 @@ def reconcile(run_dir: Path, claim: locking.Claim | None, view: SlurmView, *, wr
         return fresh
     if fresh.state == runs.PENDING and not any(rd.logs.glob("attempt-*.log")):
         if write:  # queued, never started: it was never run
-            rd.status_file.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                rd.status_file.unlink(missing_ok=True)
         return None
     where = f" during {fresh.stage}" if fresh.stage else ""
     what = "timed out" if gone.timed_out else "interrupted"
@@ -83,7 +86,13 @@ def reconcile(run_dir: Path, claim: locking.Claim | None, view: SlurmView, *, wr
 
 
 def _write(rd: RunDir, status: runs.Status, write: bool) -> runs.Status:
-    return rd.write_status(status) if write else status
+    """The reconciled status, written when asked and possible: a read-only root still gets its answer."""
+    if write:
+        try:
+            return rd.write_status(status)
+        except (OSError, UserError):
+            pass
+    return status
 
 
 def claim_alive(run_dir: Path, claim: locking.Claim | None, view: SlurmView) -> bool:

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from exoformer.errors import UserError
-from exoformer.faults import ResumableFault, check_run_dir
+from exoformer.faults import MACHINE_ERRNOS, ResumableFault, check_run_dir
 from exoformer.io import atomic_write_text, fsync_dir, remove_temp_files, sha256_file, sha256_of
 from exoformer.rundir import RunDir
 
@@ -139,8 +139,13 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, An
             raise
     except (OSError, RuntimeError) as error:  # torch reports a failed write as RuntimeError (inline_container)
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error).splitlines()[0]
-        raise ResumableFault(f"cannot write checkpoint step {step} ({type(error).__name__}: {reason[:160]}); "
-                             "the previous checkpoints are intact", where=str(path), fix=fix) from None
+        # a full disk, a quota, a read-only or failing device (torch reports them as RuntimeError) is resumable
+        machine = not isinstance(error, OSError) or error.errno in MACHINE_ERRNOS
+        kind = ResumableFault if machine else UserError
+        raise kind(f"cannot write checkpoint step {step} ({type(error).__name__}: {reason[:160]}); "
+                   "the previous checkpoints are intact", where=str(path),
+                   fix=fix if machine else "fix the path or its permissions, then run the same command with --retry-failed"
+                   ) from None
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from exoformer.io import TEMP_NAME
 from exoformer.rundir import iter_run_dirs
@@ -29,6 +30,7 @@ TINY = ["--preset", "smoke", "--set", "train.steps=4", "--set", "train.checkpoin
         "--set", "train.val_every=2", "--set", "train.val_batches=1", "--set", "train.final_val_tokens=2048",
         "--set", "model.n_layer=2", "--set", "eval.limit=2", "--set", "eval.num_fewshot=0",
         "--set", "analysis.enabled=false"]
+COLUMNS = ("val_ppl", "arc_easy", "piqa")
 TRIALS = 10
 SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGHUP)
 TARGETS = ("job", "controller", "launcher", "group")
@@ -40,19 +42,23 @@ def _registry(tmp_path: Path) -> Path:
     with (reg / "tables.yaml").open("a", encoding="utf-8") as f:
         f.write(f"""  {TABLE}:
     title: "Three models, for the chaos test"
-    paper_ref: "v4 Table 1, p. 5 (three of its rows)"
-    reported: table1
-    columns: [val_ppl, arc_challenge, arc_easy, hellaswag, openbookqa, piqa, winogrande, avg6]
+    paper_ref: "none (a test table)"
+    columns: [val_ppl, arc_easy, piqa]
     rows:
       - {{id: base, label: "Base", specs: [base-s42]}}
       - {{id: gated, label: "Gated", specs: [gated-s42]}}
       - {{id: resformer, label: "ResFormer", specs: [resformer-s42]}}
 """)
+    reported = yaml.safe_load((REPO / "results" / "paper" / "reported.yaml").read_text())
+    reported["tables"][TABLE] = {row: {c: {"value": None, "reason": "a test table"} for c in COLUMNS}
+                                 for row in ("base", "gated", "resformer")}
+    (reg / "reported.yaml").write_text(yaml.safe_dump(reported))
     return reg
 
 
 def _env(root: Path) -> dict[str, str]:
-    env = {**os.environ, "EXOFORMER_RUNS_DIR": str(root), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "EXOFORMER_RUNS_DIR": str(root), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO),
+           "EXOFORMER_REPORTED": str(root.parent / "registry" / "reported.yaml")}
     env.pop("SLURM_CONF", None)
     return env
 
