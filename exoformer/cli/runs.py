@@ -176,9 +176,13 @@ def _announce(item) -> None:
     """One line as each local/inline run ends, so a long table shows progress."""
     from exoformer.harness.status import SlurmView, reconcile
 
-    status = reconcile(item.run_dir, item.claim, SlurmView())  # a job killed outright is FAILED (dead) here
-    state = status.state if status else "?"
-    detail = status.reason if status and status.state == runs.FAILED else ""
+    status = reconcile(item.run_dir, item.claim, SlurmView())  # a job killed outright is INTERRUPTED here
+    if status is None:  # the job ended and its run has no STATUS: the directory went away under it
+        print(f"{item.spec.name}: stopped: the run directory was removed or replaced while its job ran; "
+              "run the same command again to start it over", flush=True)
+        return
+    state = status.state
+    detail = status.reason if status.state in (runs.FAILED, runs.INTERRUPTED) else ""
     print(f"{item.spec.name}: {state}" + (f" ({detail}; log {status.log})" if detail else ""), flush=True)
 
 
