@@ -15,7 +15,6 @@ import yaml
 from exoformer.cli import main
 from exoformer.harness import pipeline, runs, status
 from exoformer.harness.registry import DEFAULT_REGISTRY, Registry
-from exoformer.report.tables import _latex_escape, _md_escape
 from exoformer.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,6 +130,8 @@ def test_validate_refuses_with_file_and_line(tmp_path, capsys, case):
 
 
 def test_latex_and_markdown_cells_are_escaped(tmp_path, capsys, monkeypatch):
+    from exoformer.report.tables import _latex_escape, _md_escape
+
     assert _latex_escape("x^2 ~ y") == r"x\textasciicircum{}2 \textasciitilde{} y"
     assert _md_escape("a | b") == r"a \| b"
     text = ("tables:\n  esc:\n    title: t\n    columns: [val_ppl]\n"

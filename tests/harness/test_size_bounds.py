@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import resource
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -15,11 +18,11 @@ import torch
 
 from exoformer.cli import main
 from exoformer.harness.registry import DEFAULT_REGISTRY
-from exoformer.limits import SIZE_BOUNDS
 from exoformer.model import ExoTransformer
 from exoformer.model.variants import variant_config
 
 REPO = Path(__file__).resolve().parents[2]
+MEMORY_CAP = 3 << 30
 
 
 def _one_line_error(capsys, code: int) -> str:
@@ -28,15 +31,28 @@ def _one_line_error(capsys, code: int) -> str:
     return err
 
 
+SIZE_FIELDS = ["model.n_layer", "model.d_model", "model.n_head", "model.vocab_size", "model.seq_len",
+               "model.mlp_ratio", "model.dynamic_hidden", "train.steps", "train.batch_tokens",
+               "train.micro_batch_seqs", "train.seq_len", "train.val_batches", "train.final_val_tokens",
+               "train.checkpoint_every", "train.keep_checkpoints", "train.warmup_steps", "train.muon_momentum_steps",
+               "train.val_every", "eval.batch_size", "eval.num_fewshot", "eval.limit", "analysis.n_sequences",
+               "analysis.seq_len"]
+"""Every size field (layers, width, heads, vocabulary, sequence, batch, steps, ...)."""
+HUGE = 10 ** 15
+
+
 def test_every_bound_is_documented():
+    from exoformer.limits import SIZE_BOUNDS
+
+    assert sorted(SIZE_BOUNDS) == sorted(SIZE_FIELDS)
     doc = (REPO / "docs" / "input-limits.md").read_text()
     for key, bound in SIZE_BOUNDS.items():
         assert f"`{key}`" in doc and f"{bound:,}" in doc, key
 
 
-@pytest.mark.parametrize("key", sorted(SIZE_BOUNDS))
+@pytest.mark.parametrize("key", SIZE_FIELDS)
 def test_a_size_above_its_bound_is_refused_by_set(capsys, key):
-    code = main(["plan", "base-s42", "--preset", "smoke", "--set", f"{key}={SIZE_BOUNDS[key] + 1}"])
+    code = main(["plan", "base-s42", "--preset", "smoke", "--set", f"{key}={HUGE}"])
     assert "above the limit" in _one_line_error(capsys, code)
 
 
@@ -67,17 +83,29 @@ def _ours(path: Path, **declared) -> Path:
     return path
 
 
+def _capped():
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+def _evaluate(ckpt: Path, root: Path) -> subprocess.CompletedProcess:
+    """`evaluate CKPT --as base --dry-run` in a subprocess under a 3 GiB address-space cap: a file that makes it
+    allocate without bound fails here instead of exhausting the machine."""
+    env = {"PATH": os.environ.get("PATH", ""), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "reproduce.py", "evaluate", str(ckpt), "--as", "base", "--dry-run",
+                           "--runs-dir", str(root)], cwd=REPO, capture_output=True, text=True, env=env, timeout=120,
+                          preexec_fn=_capped)
+
+
 @pytest.mark.parametrize("declared", [{"n_layer": 10 ** 9}, {"vocab_size": 10 ** 11}, {"d_model": 10 ** 8}])
-def test_a_checkpoint_declaring_a_huge_model_is_refused_before_anything_is_built(tmp_path, capsys, declared):
-    ckpt = _ours(tmp_path / "big.pt", **declared)
-    code = main(["evaluate", str(ckpt), "--as", "base", "--dry-run", "--runs-dir", str(tmp_path / "runs")])
-    assert "above the limit" in _one_line_error(capsys, code)
+def test_a_checkpoint_declaring_a_huge_model_is_refused_before_anything_is_built(tmp_path, declared):
+    done = _evaluate(_ours(tmp_path / "big.pt", **declared), tmp_path / "runs")
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "above the limit" in done.stderr
 
 
-def test_a_checkpoint_whose_tensors_do_not_match_its_config_is_refused(tmp_path, capsys):
-    ckpt = _ours(tmp_path / "wide.pt", n_layer=3)  # declares 3 layers, holds 2
-    code = main(["evaluate", str(ckpt), "--as", "base", "--dry-run", "--runs-dir", str(tmp_path / "runs")])
-    assert "declared model" in _one_line_error(capsys, code)
+def test_a_checkpoint_whose_tensors_do_not_match_its_config_is_refused(tmp_path):
+    done = _evaluate(_ours(tmp_path / "wide.pt", n_layer=3), tmp_path / "runs")  # declares 3 layers, holds 2
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "declared model" in done.stderr, done.stderr
 
 
 def test_a_fifo_is_never_opened_as_a_checkpoint(tmp_path, capsys):

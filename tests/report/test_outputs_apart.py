@@ -16,7 +16,6 @@ from synthetic import make_run, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
 from exoformer.harness.registry import DEFAULT_REGISTRY  # noqa: E402
-from exoformer.report import outputs  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 
 BIG = 300_000
@@ -90,6 +89,8 @@ def test_a_report_never_follows_a_link_out_of_its_run(tmp_path, capsys):
 
 
 def test_is_run_file_rules(tmp_path):
+    from exoformer.report import outputs
+
     run = tmp_path / "run"
     (run / "logs").mkdir(parents=True)
     (run / "logs" / "a.log").write_text("a")
