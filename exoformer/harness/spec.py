@@ -107,8 +107,8 @@ class Placement:
             check_name(self.profile, where="placement.profile", what="profile name")
         for key in ("partition", "account", "qos"):
             value = getattr(self, key)
-            if value is not None and (not isinstance(value, str) or not value or any(c.isspace() or not
-                                                                                        c.isprintable() for c in value)):
+            plain = isinstance(value, str) and value and all(c.isprintable() and not c.isspace() for c in value)
+            if value is not None and not plain:
                 raise UserError(f"invalid {key} {str(value)[:40]!r}", where=f"placement.{key}",
                                 fix=f"write the Slurm {key} name, without spaces")
 

@@ -4,7 +4,7 @@ report may copy.
 An output directory that is, contains or lies inside a runs root or a registry would let a writer replace a
 file it reads (a report copying each run's logs onto themselves cuts them to their tail), so it is refused
 before anything is read. A run file is copied only when it is a regular file whose resolved path stays inside
-its run directory: a symlink in logs/ to a file elsewhere (/etc/shadow) is never followed into a report.
+its run directory: a symlink among a run's files to a file elsewhere (/etc/shadow) is never followed.
 """
 
 from __future__ import annotations

@@ -144,7 +144,8 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, An
         kind = ResumableFault if machine else UserError
         raise kind(f"cannot write checkpoint step {step} ({type(error).__name__}: {reason[:160]}); "
                    "the previous checkpoints are intact", where=str(path),
-                   fix=fix if machine else "fix the path or its permissions, then run the same command with --retry-failed"
+                   fix=fix if machine else "fix the path or its permissions, then run the same command with "
+                                           "--retry-failed"
                    ) from None
     finally:
         if tmp is not None:

@@ -24,7 +24,8 @@ from exoformer.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--preset", "smoke", "--set", "train.steps=2"]
-STATES = ["none", "PENDING", "RUNNING-live", "RUNNING-dead", "RUNNING-pid1", "RUNNING-pid1-no-manifest", "SUCCEEDED", "SUCCEEDED-incomplete", "FAILED",
+STATES = ["none", "PENDING", "RUNNING-live", "RUNNING-dead", "RUNNING-pid1", "RUNNING-pid1-no-manifest",
+          "SUCCEEDED", "SUCCEEDED-incomplete", "FAILED",
           "INTERRUPTED", "malformed", "bare-word"]
 FLAGS = [[], ["--force"], ["--retry-failed"]]
 
