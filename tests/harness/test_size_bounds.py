@@ -122,3 +122,27 @@ def test_a_fifo_is_never_opened_as_a_checkpoint(tmp_path, capsys):
             pass
         pytest.fail("evaluate blocked on a FIFO")
     assert "not a regular file" in _one_line_error(capsys, result[0])
+
+
+def test_a_fifo_among_the_shards_is_refused_without_being_opened(tmp_path):
+    from exoformer.harness.runs import data_checksums
+
+    (tmp_path / "a.bin").write_bytes(b"\0" * 16)
+    fifo = tmp_path / "b.bin"
+    os.mkfifo(fifo)
+    raised: list[BaseException] = []
+
+    def checksums() -> None:
+        try:
+            data_checksums(tmp_path)
+        except BaseException as err:  # noqa: BLE001 - the test inspects it
+            raised.append(err)
+
+    worker = threading.Thread(target=checksums, daemon=True)
+    worker.start()
+    worker.join(30)
+    if worker.is_alive():
+        with open(fifo, "wb"):
+            pass
+        pytest.fail("checksumming the data directory blocked on a FIFO")
+    assert raised and "not a regular file" in str(raised[0])
