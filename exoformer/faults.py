@@ -69,3 +69,14 @@ def check_run_dir(path: str | os.PathLike) -> None:
     if held is not None and _identity(key) != held:
         raise RunDirectoryGone("the run directory was removed or replaced while its job ran; the job stopped and "
                                "wrote nothing more", where=key, fix="run the same command again to start it over")
+
+
+def check_write_target(path: str | os.PathLike) -> None:
+    """Before a file is written: when it lies in a guarded run directory, that directory must still be the job's
+    (so an atomic write never recreates a removed run directory's parents)."""
+    if not _GUARDED:
+        return
+    target = os.path.abspath(path)
+    for key in list(_GUARDED):
+        if target.startswith(key + os.sep):
+            check_run_dir(key)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError
+from exoformer.faults import check_write_target
 
 
 TEMP_NAME = re.compile(r"\A\..+\.[A-Za-z0-9_]{8}\.tmp\Z")
@@ -23,6 +24,7 @@ TEMP_NAME = re.compile(r"\A\..+\.[A-Za-z0-9_]{8}\.tmp\Z")
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path = Path(path)
+    check_write_target(path)  # a job's run directory removed under it is never recreated by a write
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -34,6 +34,13 @@ def _removed(ctx):
     return _save(ctx)
 
 
+def _removed_then_written(ctx):
+    shutil.rmtree(ctx.run_dir)
+    rd = RunDir(ctx.run_dir)
+    rd.write_rows(rd.eval_rows, [{"task": "x", "metric": "acc", "value": 0.5}])  # an atomic write of results
+    return {}
+
+
 def _replaced(ctx):
     ctx.run_dir.rename(ctx.run_dir.with_name(ctx.run_dir.name + ".moved"))
     ctx.run_dir.mkdir()
@@ -48,14 +55,14 @@ def stages(monkeypatch):
     return monkeypatch
 
 
-@pytest.mark.parametrize("how", [_removed, _replaced])
+@pytest.mark.parametrize("how", [_removed, _removed_then_written, _replaced])
 @pytest.mark.parametrize("stage", ["train", "evaluate"])
 def test_a_run_directory_gone_under_its_job_stops_it(tmp_path, spec, stages, how, stage):
     stages.setitem(pipeline.STAGE_FUNCTIONS, stage, how)
     run_dir = runs.prepare(spec, runs.run_dir_for(spec, tmp_path))
     with pytest.raises(Exception, match="removed or replaced"):
         pipeline.run_pipeline(run_dir, spec, backend="inline")
-    if how is _removed:
+    if how is not _replaced:
         assert not run_dir.exists()  # nothing recreated a partial directory
     else:
         assert sorted(p.name for p in run_dir.iterdir()) == []  # the new directory got nothing from the old job
