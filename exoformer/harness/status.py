@@ -42,11 +42,12 @@ def _gone(claim: locking.Claim | None, status: runs.Status, view: SlurmView) -> 
     """Why the job of an active run is gone, or None while it may still be alive."""
     if status.state == runs.RUNNING:
         live = liveness(claim, status, view)
-        if live.alive is True and status.host not in (None, socket.gethostname()):
-            return None  # its own host may hold the lock where this one cannot see it (the scheduler still has it)
+        if live.alive is not False and status.host not in (None, socket.gethostname()):
+            return None  # a lock on another host may not show here: its scheduler decides (or nobody can tell)
         hint = f" (pid {status.pid} on {status.host})" if status.pid else ""
         return Liveness(alive=False, timed_out=live.timed_out, log=live.log,
-                        reason=f"the job{hint} stopped without a result and holds no job lock")
+                        reason=f"the job{hint} stopped without a result and holds no job lock"
+                        + (f" ({live.reason})" if live.alive is False and claim is not None else ""))
     live = liveness(claim, status, view)
     return live if live.alive is False else None
 

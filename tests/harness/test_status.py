@@ -145,3 +145,13 @@ def test_rows_table_and_json(tmp_path, spec, run_dir, capsys):
     assert main(["status", "base-s42", "--preset", "smoke", "--set", "train.steps=5", "--runs-dir",
                  str(tmp_path)]) == 1
     assert "base-s42" in capsys.readouterr().out
+
+
+def test_a_job_on_another_host_is_judged_by_its_scheduler(spec, run_dir):
+    """A flock taken on a compute node need not show on the login node: there the scheduler decides."""
+    claim = claim_for(spec, run_dir, backend="slurm", job_id="9")
+    runs.write_status(run_dir, runs.Status(state=runs.RUNNING, backend="slurm", job_id="9", host="node-17", pid=5))
+    assert status.reconcile(run_dir, claim, FakeSlurm({"9": "RUNNING"}), write=False).state == runs.RUNNING
+    assert status.reconcile(run_dir, claim, FakeSlurm(None), write=False).state == runs.RUNNING  # cannot tell
+    got = status.reconcile(run_dir, claim, FakeSlurm({}, final="OUT_OF_MEMORY (exit 0:125)"), write=False)
+    assert got.state == runs.INTERRUPTED and "OUT_OF_MEMORY" in got.reason, got.reason
