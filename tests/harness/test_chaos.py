@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -21,7 +22,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exoformer.io import TEMP_NAME
 from exoformer.rundir import iter_run_dirs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,6 +31,8 @@ TINY = ["--preset", "smoke", "--set", "train.steps=4", "--set", "train.checkpoin
         "--set", "model.n_layer=2", "--set", "eval.limit=2", "--set", "eval.num_fewshot=0",
         "--set", "analysis.enabled=false"]
 COLUMNS = ("val_ppl", "arc_easy", "piqa")
+TEMP_NAME = re.compile(r"\A\..+\.[A-Za-z0-9_]{8}\.tmp\Z")
+"""A temporary file of an atomic write (tempfile.mkstemp's `.<target>.<8 random>.tmp`)."""
 TRIALS = 10
 SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGHUP)
 TARGETS = ("job", "controller", "launcher", "group")
