@@ -97,7 +97,10 @@ def imported_model(path: str | Path, ckpt: dict):
     if checkpoint_kind(ckpt) == OURS:
         from exoformer.model import ExoTransformer
 
+        from exoformer.model.loading import check_tensor_shapes
+
         config = model_config_of(ckpt, where=where)
+        check_tensor_shapes(ckpt["model"], config, where=where)  # on the meta device, before any allocation
         model = ExoTransformer(config)
         try:
             model.load_state_dict(ckpt["model"], strict=True)

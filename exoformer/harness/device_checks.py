@@ -26,13 +26,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from exoformer.errors import UserError, did_you_mean
+from exoformer.errors import UserError
 
 if TYPE_CHECKING:
     from exoformer.harness.profiles import Profile
     from exoformer.harness.spec import Spec
 
-LOCAL_BACKENDS = ("inline", "local")
 BF16_PRECISIONS = ("bf16-autocast", "official-pure-bf16")
 """Precisions that compute in bf16 on every device; `auto` joins them on CUDA (exoformer/train/loop.py)."""
 NO_BF16_GPUS = re.compile(r"(?<![A-Z0-9])(K80|M60|P4|P40|P100|V100|T4|TITAN V|GTX 10\d\d|RTX 20\d\d|QUADRO RTX)"
@@ -74,9 +73,16 @@ def _pre_ampere(gpu_name: str) -> bool:
     return NO_BF16_GPUS.search(gpu_name.upper()) is not None
 
 
+def _on_this_machine(backend_name: str) -> bool:
+    """The backend's declared capability: its jobs run on this machine (one rank each)."""
+    from exoformer.harness.backends import check_name
+
+    return check_name(backend_name).on_this_machine
+
+
 def world_size(profile: Profile | None, backend_name: str) -> int:
     """Ranks of one job: 1 locally; nodes x tasks per node on Slurm (one per GPU unless tasks_per_node says)."""
-    if backend_name in LOCAL_BACKENDS or profile is None:
+    if _on_this_machine(backend_name) or profile is None:
         return 1
     return profile.slurm.nodes * profile.slurm.tasks
 
@@ -87,12 +93,10 @@ def check_placement(specs: list[Spec], profile: Profile | None, backend_name: st
 
     `device` replaces the probe of this machine (local/inline) or the profile's GPU (slurm); tests pass fakes.
     """
-    if backend_name not in (*LOCAL_BACKENDS, "slurm"):
-        raise UserError(f"unknown backend {backend_name!r}", where="--backend",
-                        fix=did_you_mean(backend_name, (*LOCAL_BACKENDS, "slurm")))
+    local = _on_this_machine(backend_name)  # an unknown name is a UserError here
     if not specs:
         return
-    if backend_name in LOCAL_BACKENDS:
+    if local:
         device = device or probe_local_device()
         if profile is not None and profile.slurm.gpus_per_node > 0 and device.kind != "cuda":
             raise UserError(

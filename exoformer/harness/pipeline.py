@@ -35,8 +35,10 @@ from typing import Any, TextIO
 
 from exoformer.analysis.stage import analyse_stage
 from exoformer.eval.stage import evaluate_stage, validate_stage
+from exoformer.faults import RunDirectoryGone, check_run_dir, guard_run_dir, is_machine_fault
 from exoformer.harness import runs
 from exoformer.harness.spec import STAGES, Spec, wanted_stages
+from exoformer.io import remove_temp_files
 from exoformer.rundir import RunDir
 from exoformer.stage import StageContext
 
@@ -178,7 +180,8 @@ def run_pipeline(run_dir: Path, spec: Spec, *, backend: str, job_id: str | None 
         raise ValueError(f"{run_dir} is not the run directory of hash {spec.hash12}")
     rd = RunDir(run_dir)
     device = device or job_device()
-    with rd.job_lock():
+    with rd.job_lock(), guard_run_dir(rd.path):
+        remove_temp_files(rd.path, recursive=True)  # writes a killed attempt cut short
         return _run_stages(rd, spec, backend=backend, job_id=job_id, device=device, echo=echo)
 
 
@@ -240,6 +243,7 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
                         continue
                     log.info(f"train: recorded as done, but {problem}: training again from the newest good "
                              "checkpoint")
+                check_run_dir(rd.path)
                 rd.update_status(stage=stage)
                 started = time.time()
                 log.info(f"{stage}: start")
@@ -255,7 +259,7 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
                                          f"at step {stop.result.get('step')}; run the same command to resume")
                         return STOPPED
                     log.info(f"{stage}: interrupted ({stop}); checkpoint saved, requeueing")
-                    rd.update_status(state=runs.PENDING, reason=f"interrupted in {stage} at step "
+                    rd.update_status(state=runs.PENDING, reason=f"stopped by a signal in {stage} at step "
                                      f"{stop.result.get('step')}; requeued", pid=None)
                     return INTERRUPTED
                 except KeyboardInterrupt:
@@ -263,7 +267,16 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
                     rd.update_status(state=runs.INTERRUPTED, pid=None,
                                      reason=f"interrupted (Ctrl-C) during {stage}; run the same command to resume")
                     raise
+                except RunDirectoryGone as gone:
+                    log.info(f"{stage}: {gone}")
+                    raise
                 except BaseException as err:
+                    check_run_dir(rd.path)
+                    if is_machine_fault(err):  # the checkpoints are intact: a plain `run` resumes once it is fixed
+                        log.info(f"{stage}: stopped: {err}")
+                        reason = f"interrupted during {stage}: {' '.join(str(err).split())}"[:500]
+                        rd.update_status(state=runs.INTERRUPTED, reason=reason, pid=None)
+                        raise
                     trace = traceback.format_exc()
                     print(trace, file=sys.stderr)
                     trace_path = rd.traceback_path(log_path)
@@ -271,6 +284,7 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
                     reason = f"{stage}: {type(err).__name__}: {' '.join(str(err).split())}"[:500]
                     rd.update_status(state=runs.FAILED, reason=reason, log=str(trace_path), pid=None)
                     raise
+                check_run_dir(rd.path)
                 rd.record_stage(stage, {"stage": stage, "seconds": round(time.time() - started, 3),
                                         "finished": runs.now(), "result": result})
                 log.info(f"{stage}: done in {time.time() - started:.1f} s")
@@ -280,6 +294,7 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
         finally:
             if not failed:
                 plan.announce("done")  # the other ranks stop following rank 0
+        check_run_dir(rd.path)
         rd.update_status(state=runs.SUCCEEDED, stage=None, reason=None, pid=None)
         log.info("SUCCEEDED")
     return DONE

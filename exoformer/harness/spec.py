@@ -17,7 +17,7 @@ from exoformer.data import SMOKE_DATA, smoke_key
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.suites import SUITES
 from exoformer.harness.hashing import hash12, semantic_hash
-from exoformer.limits import MAX_INT, check_finite, check_seed
+from exoformer.limits import MAX_INT, check_finite, check_name, check_seed, check_size
 from exoformer.model.config import ABLATIONS, ModelConfig
 from exoformer.train.config import TrainConfig
 from exoformer.yaml_lines import load_yaml_text
@@ -51,6 +51,8 @@ class EvalConfig:
             raise UserError(f"must be positive, got {self.batch_size}", where="eval.batch_size", fix="use 32")
         if self.limit is not None and self.limit <= 0:
             raise UserError(f"must be positive or null, got {self.limit}", where="eval.limit", fix="use null")
+        for name in ("batch_size", "num_fewshot", "limit"):
+            check_size(getattr(self, name), where=f"eval.{name}")
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -79,6 +81,8 @@ class AnalysisConfig:
         if self.seq_len is not None and self.seq_len <= 0:
             raise UserError(f"must be positive or null, got {self.seq_len}", where="analysis.seq_len",
                             fix="use null (the model's seq_len)")
+        for name in ("n_sequences", "seq_len"):
+            check_size(getattr(self, name), where=f"analysis.{name}")
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -97,6 +101,16 @@ class Placement:
     """Not settable from a registry file or `--set` (FORBIDDEN): the runs root is chosen by --runs-dir or
     $EXOFORMER_RUNS_DIR only, so a registry file can never redirect where runs are written. Kept so that
     run directories written before keep loading."""
+
+    def __post_init__(self) -> None:
+        if self.profile is not None:  # a name in slurm/profiles/, never a path
+            check_name(self.profile, where="placement.profile", what="profile name")
+        for key in ("partition", "account", "qos"):
+            value = getattr(self, key)
+            plain = isinstance(value, str) and value and all(c.isprintable() and not c.isspace() for c in value)
+            if value is not None and not plain:
+                raise UserError(f"invalid {key} {str(value)[:40]!r}", where=f"placement.{key}",
+                                fix=f"write the Slurm {key} name, without spaces")
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from exoformer.errors import UserError, did_you_mean
+from exoformer.limits import MAX_PARAMETERS, check_size
 
 PATHS = ("q", "k", "v", "g")
 """The four projections that can be mixed, in the order of the fused projection (official c_attn order)."""
@@ -166,6 +167,7 @@ def _validate(cfg: ModelConfig) -> None:
         value = getattr(cfg, name)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise bad(name, f"must be a positive integer, got {value!r}", "set a positive integer")
+        check_size(value, where=f"model.{name}")
     if cfg.d_model % cfg.n_head:
         raise bad("d_model", f"{cfg.d_model} is not divisible by n_head={cfg.n_head}",
                   "choose d_model a multiple of n_head")
@@ -209,6 +211,9 @@ def _validate(cfg: ModelConfig) -> None:
     for name in ("rope_theta", "norm_eps", "init_std", "init_cutoff"):
         if getattr(cfg, name) <= 0:
             raise bad(name, f"must be > 0, got {getattr(cfg, name)!r}", "use a positive value (see the default)")
+    if count_parameters(cfg) > MAX_PARAMETERS:
+        raise bad("d_model", f"the model would have {count_parameters(cfg):,} parameters, above the limit of "
+                  f"{MAX_PARAMETERS:,}", "choose a smaller n_layer, d_model or vocab_size (docs/input-limits.md)")
 
 
 ABLATIONS = ("none", "anchor", "self")

@@ -372,27 +372,33 @@ def render_markdown(built: BuiltTable) -> str:
     t = built.table
     out = [f"### {line}" if i == 0 else line for i, line in enumerate(header_lines(built))]
     out.append("")
-    out.append("| Model | " + " | ".join(t.columns) + " |")
+    out.append("| Model | " + " | ".join(_md_escape(c) for c in t.columns) + " |")
     out.append("|---|" + "---|" * len(t.columns))
     for row in t.rows:
-        cells = [cell_text(built, row, c) for c in t.columns]
-        out.append(f"| {row.label} | " + " | ".join(cells) + " |")
+        cells = [_md_escape(cell_text(built, row, c)) for c in t.columns]
+        out.append(f"| {_md_escape(row.label)} | " + " | ".join(cells) + " |")
     out.extend(comparability_notes(built))
     out.extend(f"note: {n}" for n in built.notes)
     return "\n".join(out) + "\n"
 
 
 LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$",
-                 "{": r"\{", "}": r"\}", "±": r"$\pm$", MARK: r"$^\dagger$"}
+                 "{": r"\{", "}": r"\}", "^": r"\textasciicircum{}", "~": r"\textasciitilde{}", "\n": " ",
+                 "\r": " ", "±": r"$\pm$", MARK: r"$^\dagger$"}
 
 
 def _latex_escape(text: str) -> str:
     return "".join(LATEX_ESCAPES.get(ch, ch) for ch in text)
 
 
+def _md_escape(text: str) -> str:
+    """A Markdown table cell: a `|` would end the cell, a newline the row."""
+    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
 def render_latex(built: BuiltTable) -> str:
     t = built.table
-    out = ["% " + line for line in header_lines(built)]
+    out = ["% " + " ".join(line.split()) for line in header_lines(built)]
     out.append(r"\begin{tabular}{l" + "r" * len(t.columns) + "}")
     out.append(r"\toprule")
     out.append("Model & " + " & ".join(_latex_escape(c) for c in t.columns) + r" \\")
