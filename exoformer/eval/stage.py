@@ -4,8 +4,11 @@
 loss on the 100M-token validation shard; `train.final_val_tokens`) -> `eval/validation.json`, which also
 holds its long-format rows (task "validation", metrics "ppl" and "loss").
 `evaluate_stage`: lm-eval on the spec's suite (`eval.suite`, `eval.num_fewshot`, `eval.batch_size`,
-`eval.limit`) -> `eval/results.json` (lm-eval's dict without per-sample logs) and `eval/long.jsonl`
-(one row per task and metric). Both read only the verified checkpoint of the final step
+`eval.limit`) at the scoring precision `eval.precision` -> `eval/results.json` (lm-eval's dict without
+per-sample logs), `eval/long.jsonl` (one row per task and metric, each naming its scoring precision) and
+`eval/samples.json` (per-document metrics, exoformer/eval/samples.py). It is the one scoring path of every
+source: a checkpoint run (`evaluate PATH --as ROW`) runs this same stage, so the same weights give the same
+cells either way. Both read only the verified checkpoint of the final step
 (exoformer.train.checkpoint.load_final_checkpoint): a missing or damaged one is a UserError naming the
 file, so the stage fails instead of scoring an earlier step. Both write atomically and return a small
 summary for `stages/<name>.json`.
@@ -48,22 +51,30 @@ def validate_stage(ctx: StageContext) -> dict[str, Any]:
 def evaluate_stage(ctx: StageContext) -> dict[str, Any]:
     """lm-eval on the spec's suite with the run's own tokenizer -> eval/results.json and eval/long.jsonl."""
     from exoformer.data.tokenizer import for_data
+    from exoformer.eval.precision import check_local_scoring_device
     from exoformer.eval.run import dumps, evaluate, long_rows
+    from exoformer.eval.samples import samples_file
+    from exoformer.eval.scoring import scoring_model
     from exoformer.train.checkpoint import load_model_from_run
     from exoformer.train.loop import resolve_data_dir
 
     spec, run_dir, files = ctx.spec, Path(ctx.run_dir), ctx.files
     device = ctx.device or "cpu"
-    model, _ = load_model_from_run(run_dir, steps=spec.train.steps, map_location=device)
-    tokenizer = for_data(resolve_data_dir(spec.train.data))  # compact vocabulary for smoke runs, else GPT-2
     ev = spec.eval
-    ctx.say(f"evaluate: suite {ev.suite}, {ev.num_fewshot}-shot, batch {ev.batch_size}"
-              + (f", limit {ev.limit}" if ev.limit else ""))
+    check_local_scoring_device(ev.precision, device, where=f"{spec.name}: eval.precision")
+    model, _ = load_model_from_run(run_dir, steps=spec.train.steps, map_location=device)
+    model = scoring_model(model, ev.precision)
+    tokenizer = for_data(resolve_data_dir(spec.train.data))  # compact vocabulary for smoke runs, else GPT-2
+    ctx.say(f"evaluate: suite {ev.suite}, {ev.num_fewshot}-shot, batch {ev.batch_size}, scoring {ev.precision}"
+            + (f", limit {ev.limit}" if ev.limit else ""))
     results = evaluate(model, tokenizer, ev.suite, num_fewshot=ev.num_fewshot, batch_size=ev.batch_size,
-                       limit=ev.limit, device=device)
-    rows = long_rows(results, spec=spec.name, seed=spec.seed)
+                       limit=ev.limit, device=device, precision=ev.precision, keep_samples=True)
+    per_sample = results.pop("per_sample")
+    rows = [{**row, "precision": ev.precision} for row in long_rows(results, spec=spec.name, seed=spec.seed)]
+    atomic_write_json(samples_file(run_dir), per_sample)
     atomic_write_text(files.eval_results, dumps(results))
     atomic_write_text(files.eval_rows, "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))
     summary = {f"{r['task']}/{r['metric']}": r["value"] for r in rows}
     ctx.say("evaluate: " + ", ".join(f"{k} {v:.4f}" for k, v in summary.items() if v is not None))
-    return {"suite": ev.suite, "rows": len(rows), "metrics": summary, "file": files.display(files.eval_rows)}
+    return {"suite": ev.suite, "rows": len(rows), "metrics": summary, "precision": ev.precision,
+            "file": files.display(files.eval_rows)}

@@ -55,8 +55,13 @@ def test_evaluate_stage_writes_results_without_samples_and_long_rows(staged):
     lines = (tiny_run.run_dir / "eval" / "long.jsonl").read_text().splitlines()
     rows = [json.loads(line) for line in lines]
     assert len(rows) == summary["rows"] == 11  # acc + acc_norm for five tasks, acc for WinoGrande
-    assert all(set(r) == {"spec", "seed", "task", "metric", "value", "stderr", "n"} for r in rows)
-    assert all(r["n"] == 3 and 0 <= r["value"] <= 1 for r in rows)
+    assert all(set(r) == {"spec", "seed", "task", "metric", "value", "stderr", "n", "precision"} for r in rows)
+    assert all(r["n"] == 3 and 0 <= r["value"] <= 1 and r["precision"] == "bf16" for r in rows)
+    assert results["scoring_precision"] == summary["precision"] == "bf16"
+    samples = json.loads((tiny_run.run_dir / "eval" / "samples.json").read_text())["tasks"]
+    for row in rows:  # the per-sample values average to lm-eval's metric
+        values = samples[row["task"]][row["metric"]]
+        assert len(values) == 3 and sum(values) / 3 == pytest.approx(row["value"])
 
 
 def test_collect_reads_the_stage_outputs(staged):
