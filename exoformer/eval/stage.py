@@ -1,8 +1,9 @@
 """The `validate` and `evaluate` stages of a run (docs/architecture.md "Runs").
 
-`validate_stage`: the final validation perplexity of the run's final checkpoint (paper: exp of the mean
-loss on the 100M-token validation shard; `train.final_val_tokens`) -> `eval/validation.json`, which also
-holds its long-format rows (task "validation", metrics "ppl" and "loss").
+`validate_stage`: the final validation perplexity of the run's final checkpoint on `train.final_val_tokens`
+tokens -> `eval/validation.json`, which also holds its long-format rows (task "validation"): "ppl" and "loss"
+in the paper's convention (the author's estimate_loss: per-batch mean of the training criterion, z-loss as
+its flash path counts it; exoformer/eval/validation.py), "ppl_ce" and "loss_ce" the pure cross-entropy.
 `evaluate_stage`: lm-eval on the spec's suite (`eval.suite`, `eval.num_fewshot`, `eval.batch_size`,
 `eval.limit`) at the scoring precision `eval.precision` -> `eval/results.json` (lm-eval's dict without
 per-sample logs), `eval/long.jsonl` (one row per task and metric, each naming its scoring precision) and
@@ -24,27 +25,30 @@ from exoformer.io import atomic_write_json, atomic_write_text
 from exoformer.stage import StageContext
 
 VALIDATION_TASK = "validation"
+VALIDATION_METRICS = {"ppl": "val_ppl", "loss": "val_loss", "ppl_ce": "val_ppl_ce", "loss_ce": "val_loss_ce"}
+"""Long-row metric -> key of exoformer.eval.validation.final_validation's result."""
 
 
 def validation_rows(result: dict[str, Any], *, spec: str, seed: int) -> list[dict[str, Any]]:
-    """Long rows of a final validation: ppl and loss (no stderr: one deterministic pass), n = tokens scored."""
+    """Long rows of a final validation, both conventions (no stderr: one deterministic pass), n = tokens scored."""
     return [{"spec": spec, "seed": seed, "task": VALIDATION_TASK, "metric": metric, "value": float(result[key]),
              "stderr": None, "n": int(result["tokens"])}
-            for metric, key in (("ppl", "val_ppl"), ("loss", "val_loss"))]
+            for metric, key in VALIDATION_METRICS.items()]
 
 
 def validate_stage(ctx: StageContext) -> dict[str, Any]:
     """Final validation loss / perplexity from the verified final checkpoint -> eval/validation.json."""
-    from exoformer.train.loop import final_validation
+    from exoformer.eval.validation import final_validation
 
     spec, run_dir, files = ctx.spec, Path(ctx.run_dir), ctx.files
     ctx.say(f"validate: {spec.train.final_val_tokens:,} validation tokens")
     result = final_validation(spec.model, spec.train, run_dir, device=ctx.device)
     record = {**result, "rows": validation_rows(result, spec=spec.name, seed=spec.seed)}
     atomic_write_json(files.validation, record)
-    ctx.say(f"validate: val_loss {result['val_loss']:.4f}, ppl {result['val_ppl']:.3f} "
-              f"on {result['tokens']:,} tokens")
-    return {"val_loss": result["val_loss"], "val_ppl": result["val_ppl"], "tokens": result["tokens"],
+    ctx.say(f"validate: val_loss {result['val_loss']:.4f}, ppl {result['val_ppl']:.3f} (paper convention), "
+            f"cross-entropy ppl {result['val_ppl_ce']:.3f} on {result['tokens']:,} tokens")
+    return {"val_loss": result["val_loss"], "val_ppl": result["val_ppl"], "val_ppl_ce": result["val_ppl_ce"],
+            "tokens": result["tokens"],
             "file": files.display(files.validation)}
 
 

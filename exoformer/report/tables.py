@@ -5,7 +5,7 @@ paper's seed-42 run, the others seed replicates), with lm-eval's stderr of that 
 seeds exist, their sample standard deviation. Task accuracies use the table's metric convention (the paper
 does not say acc or acc_norm: docs/paper.md 2.2, 7.4) and are shown in % as the paper does; `avg6` is the mean
 of the six task accuracies per seed, its stderr sqrt(sum se_t^2) / 6 (tasks are independent samples).
-`val_ppl` is the validate stage's perplexity. A missing run reads "not run", a null in reported.yaml
+`val_ppl` is the validate stage's perplexity in the paper's convention, `val_ppl_ce` the pure cross-entropy one. A missing run reads "not run", a null in reported.yaml
 "not reported".
 
 Each cell has a source: "ours" (runs we trained), "checkpoint" (a trained checkpoint we evaluated as the
@@ -34,6 +34,8 @@ from exoformer.report.recipe import is_deliberate_variant, run_differences, shor
 
 AVERAGE = "avg6"
 PERPLEXITY = "val_ppl"
+"""The paper's convention (exoformer/eval/validation.py); CE_PERPLEXITY is exp of the pure cross-entropy."""
+CE_PERPLEXITY = "val_ppl_ce"
 PERCENT_COLUMNS = (*TASKS, AVERAGE)
 OTHER_METRIC = {"acc": "acc_norm", "acc_norm": "acc"}
 FORMATS = ("md", "latex", "csv", "long")
@@ -153,6 +155,8 @@ def _per_seed(rows: pd.DataFrame, column: str, metric_for: dict[str, str], spec:
     """(value, stderr) of one column for one run, in display units (% for accuracies)."""
     if column == PERPLEXITY:
         return _value(rows, "validation", "ppl", spec, table)
+    if column == CE_PERPLEXITY:
+        return _value(rows, "validation", "ppl_ce", spec, table)
     if column in TASKS:
         got = _value(rows, column, metric_for[column], spec, table)
         return None if got is None else (100 * got[0], None if got[1] is None else 100 * got[1])
