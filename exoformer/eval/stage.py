@@ -64,9 +64,9 @@ def evaluate_stage(ctx: StageContext) -> dict[str, Any]:
 
     spec, run_dir, files = ctx.spec, Path(ctx.run_dir), ctx.files
     device = ctx.device or "cpu"
+    model, _ = load_model_from_run(run_dir, steps=spec.train.steps, map_location=device)
     ev = spec.eval
     check_local_scoring_device(ev.precision, device, where=f"{spec.name}: eval.precision")
-    model, _ = load_model_from_run(run_dir, steps=spec.train.steps, map_location=device)
     model = scoring_model(model, ev.precision)
     tokenizer = for_data(resolve_data_dir(spec.train.data))  # compact vocabulary for smoke runs, else GPT-2
     ctx.say(f"evaluate: suite {ev.suite}, {ev.num_fewshot}-shot, batch {ev.batch_size}, scoring {ev.precision}"
