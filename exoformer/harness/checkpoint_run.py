@@ -143,9 +143,10 @@ def resolve_checkpoint_spec(registry: Registry, path: str | Path, *, as_row: str
                             precision: str | None = None, ckpt: dict | None = None) -> CheckpointSpec:
     """The CheckpointSpec of one file for one table row; reads (and fully imports) the file once, so every
     refusal (not a checkpoint, a pickle with code, unknown layout, missing/unexpected keys, a shape or vocab we
-    cannot express, the wrong row) happens here, before any run directory exists. `precision` (the CLI's
+    cannot express, the wrong row, NaN or inf weights) happens here, before any run directory exists. `precision` (the CLI's
     --precision) sets `eval.precision`; None keeps the spec's (`--set eval.precision=...` or the default)."""
     from exoformer.model.official_info import describe_checkpoint, read_checkpoint
+    from exoformer.train.finite import check_finite_weights
 
     if precision is not None and precision not in PRECISIONS:
         raise UserError(f"unknown precision {precision!r}", where="--precision",
@@ -157,7 +158,8 @@ def resolve_checkpoint_spec(registry: Registry, path: str | Path, *, as_row: str
     row_spec = registry.resolve(name, preset=preset, overrides=spec_sets)
     where = str(path)
     ckpt = read_checkpoint(path) if ckpt is None else ckpt
-    _, config = imported_model(path, ckpt)
+    model, config = imported_model(path, ckpt)
+    check_finite_weights(model.state_dict(), where=where)
     check_row_fits(config, row_spec.model, variant=row_spec.variant, row=as_row, where=where)
     info = describe_checkpoint(path, ckpt)
     # The run's final step is the imported step, so the result stages load exactly that checkpoint (a file that

@@ -34,7 +34,7 @@ from exoformer.report.recipe import is_deliberate_variant, run_differences, shor
 
 AVERAGE = "avg6"
 PERPLEXITY = "val_ppl"
-"""The paper's convention (exoformer/eval/validation.py); CE_PERPLEXITY is exp of the pure cross-entropy."""
+"""The paper's convention (the author's estimate_loss); CE_PERPLEXITY is exp of the pure cross-entropy."""
 CE_PERPLEXITY = "val_ppl_ce"
 PERCENT_COLUMNS = (*TASKS, AVERAGE)
 OTHER_METRIC = {"acc": "acc_norm", "acc_norm": "acc"}
@@ -233,6 +233,9 @@ def build_table(registry: Registry, table_id: str, frame: pd.DataFrame, *, prese
             rep = reported.get((table.id, row.id, column))
             cells[(row.id, column)] = _fill(table, row, column, runs, rep, OURS)
             checkpoint_cells[(row.id, column)] = _fill(table, row, column, checkpoint_runs, rep, CHECKPOINT)
+    in_table = {name for row in table.rows for name in row.specs}
+    notes.extend(f"DAMAGED {d['spec']} ({d['hash12']}): {d['why']}" for d in frame.attrs.get("damaged", [])
+                 if d["spec"] in in_table)
     shown = preset or (", ".join(sorted(presets_used)) if presets_used else "none")
     return BuiltTable(table=table, preset=shown, runs_root=str(runs_root), cells=cells, notes=notes,
                       checkpoint_cells=checkpoint_cells)

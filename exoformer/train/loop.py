@@ -38,6 +38,7 @@ from exoformer.train.checkpoint import (
     save_checkpoint,
 )
 from exoformer.train.config import TrainConfig
+from exoformer.train.finite import check_finite_model, check_finite_step
 from exoformer.train.loss import lm_loss, official_logged_loss
 from exoformer.train.optim import build_optimizers, set_schedules
 from exoformer.train.progress import Progress
@@ -270,6 +271,7 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                 shared = torch.stack([loss_sum / accumulation, torch.tensor(float(stop.requested), device=device)])
                 dist_util.all_reduce_sum(shared)
                 last_loss = float(shared[0]) / env.world_size
+                check_finite_step(step, last_loss, float(grad_norm))  # before this step's metrics line exists
                 stop_now = bool(shared[1] > 0)
                 elapsed = time.perf_counter() - started
                 lr = muon.param_groups[0]["lr"]
@@ -291,6 +293,7 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                     if board:
                         board.scalars(step, {"val/loss": ce})
                 if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop_now:
+                    check_finite_model(step, model)
                     save(step)
                 if stop_now and step < cfg.steps:
                     interrupted = True
