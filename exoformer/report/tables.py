@@ -214,6 +214,11 @@ def build_table(registry: Registry, table_id: str, frame: pd.DataFrame, *, prese
     check_columns(registry, table)
     reported = load_reported(registry, reported_file)
     notes: list[str] = []
+    if table_id == "claims":  # cells computed across runs (report/derived.py)
+        from exoformer.report.derived import METHOD_NOTE, add_derived_rows
+
+        frame = add_derived_rows(registry, frame, preset=preset, overrides=overrides)
+        notes.append(METHOD_NOTE)
     cells: dict[tuple[str, str], Cell] = {}
     checkpoint_cells: dict[tuple[str, str], Cell] = {}
     presets_used: set[str] = set()
