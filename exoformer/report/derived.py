@@ -4,7 +4,7 @@ For each spec of a `claims` table row and seed position k (row specs are paired 
 base and gated rows: s42 with s42, s1337 with s1337, ...):
 - `tokens_to_<ref>_loss_ratio` (ref = base, gated): the reference run's tokens / this run's tokens to first
   reach the reference's final validation loss, each read off its in-training validation curve
-  (metrics.jsonl, every `train.val_every` steps) by linear interpolation between the two logged points that
+  (the training log, every `train.val_every` steps) by linear interpolation between the two logged points that
   bracket the target (report/figures.tokens_to_reach, the same method the val-loss figure's ratios use). A
   curve that never reaches the target gives no value. (The paper: "matches the baseline's validation loss with
   1.84x fewer tokens", v1 abstract.)
