@@ -145,3 +145,22 @@ def test_the_html_report_shows_the_claims_verdicts(tmp_path, capsys):
     assert 'id="verdicts"' in page and "table1: dynamic-e-exoformer - gated, avg6" in page
     section = page.split('id="verdicts"')[1]
     assert "replicates (paper outside)" in line and "<td>replicates (paper outside)</td>" in section
+
+
+@pytest.mark.parametrize("edit, named", [
+    ("table1/dynamic-e-exoformer/avg6, subtrahend: table1/gated/avg6", "table1/nonexistent-row/avg6, subtrahend: table1/gated/avg6"),
+    ("table1/dynamic-e-exoformer/avg6, subtrahend: table1/gated/avg6", "table1/dynamic-e-exoformer/avg7, subtrahend: table1/gated/avg6"),
+])
+def test_a_claimed_difference_naming_no_row_or_metric_is_one_line(tmp_path, capsys, monkeypatch, edit, named):
+    from exoformer.harness.reported import DEFAULT_REPORTED
+
+    text = DEFAULT_REPORTED.read_text()
+    assert edit in text
+    bad = tmp_path / "reported.yaml"
+    bad.write_text(text.replace(edit, named, 1))
+    monkeypatch.setenv("EXOFORMER_REPORTED", str(bad))
+    seeded_rows(tmp_path / "runs", "gated", [0.5], [14.5])
+    assert main(["claims", "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "difference minuend" in err and "names no table cell" in err
+    assert "reported.yaml:" in err and "fix: write table/row/column of a declared cell" in err
