@@ -143,8 +143,9 @@ def resolve_checkpoint_spec(registry: Registry, path: str | Path, *, as_row: str
                             precision: str | None = None, ckpt: dict | None = None) -> CheckpointSpec:
     """The CheckpointSpec of one file for one table row; reads (and fully imports) the file once, so every
     refusal (not a checkpoint, a pickle with code, unknown layout, missing/unexpected keys, a shape or vocab we
-    cannot express, the wrong row, NaN or inf weights) happens here, before any run directory exists. `precision` (the CLI's
-    --precision) sets `eval.precision`; None keeps the spec's (`--set eval.precision=...` or the default)."""
+    cannot express, the wrong row, NaN or inf weights) happens here, before any run directory exists.
+    `precision` (the CLI's --precision) sets `eval.precision`; None keeps the spec's (`--set eval.precision=...`
+    or the default)."""
     from exoformer.model.official_info import describe_checkpoint, read_checkpoint
     from exoformer.train.finite import check_finite_weights
 

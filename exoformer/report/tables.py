@@ -5,7 +5,8 @@ paper's seed-42 run, the others seed replicates), with lm-eval's stderr of that 
 seeds exist, their sample standard deviation. Task accuracies use the table's metric convention (the paper
 does not say acc or acc_norm: docs/paper.md 2.2, 7.4) and are shown in % as the paper does; `avg6` is the mean
 of the six task accuracies per seed, its stderr sqrt(sum se_t^2) / 6 (tasks are independent samples).
-`val_ppl` is the validate stage's perplexity in the paper's convention, `val_ppl_ce` the pure cross-entropy one. A missing run reads "not run", a null in reported.yaml
+`val_ppl` is the validate stage's perplexity in the paper's convention, `val_ppl_ce` the pure cross-entropy
+one. A missing run reads "not run", a null in reported.yaml
 "not reported".
 
 Each cell has a source: "ours" (runs we trained), "checkpoint" (a trained checkpoint we evaluated as the

@@ -81,9 +81,9 @@ def _set_first(value):
     return lambda rows: [{**rows[0], "value": value}, *rows[1:]]
 
 
-def _other(value: float) -> float:
-    """Another accuracy in range."""
-    return 0.0 if value else 1.0
+def _flipped(row: dict) -> dict:
+    """The row with another accuracy in range."""
+    return {**row, "value": 0.0 if row["value"] else 1.0}
 
 
 def _rename(run: Path) -> None:
@@ -95,10 +95,9 @@ TAMPERING = {
     "accuracy 7.5": (lambda run: _tamper_eval(run, _set_first(7.5)), "outside its range"),
     "accuracy above 100": (lambda run: _tamper_eval(run, _set_first(150.0)), "outside its range"),
     "duplicate row": (lambda run: _tamper_eval(run, lambda rows: [*rows, rows[0]]), "duplicate rows"),
-    "conflicting row": (lambda run: _tamper_eval(run, lambda rows: [*rows, {**rows[0], "value": _other(rows[0]["value"])}]),
-                        "conflicting"),
-    "disagrees with the stage": (lambda run: _tamper_eval(run, lambda rows: [{**rows[0], "value": _other(rows[0]["value"])},
-                                                                              *rows[1:]]), "stage recorded"),
+    "conflicting row": (lambda run: _tamper_eval(run, lambda rows: [*rows, _flipped(rows[0])]), "conflicting"),
+    "disagrees with the stage": (lambda run: _tamper_eval(run, lambda rows: [_flipped(rows[0]), *rows[1:]]),
+                                 "stage recorded"),
     "renamed spec": (_rename, "under 'gated-s42'"),
 }
 

@@ -10,7 +10,9 @@ from exoformer.harness.registry import Registry
 from exoformer.harness.reported import load_reported
 
 SEEDS = [42, 1337, 2027]
-SMOKE_HASHES = {  # smoke identity: independent of the paper presets' recipe (they change with the spec schema, e.g. eval.precision, and the smoke world's code)
+# smoke identity: independent of the paper presets' recipe (they change with the spec schema, e.g. eval.precision,
+# and with the smoke world's code)
+SMOKE_HASHES = {
     "base-s42": "ed99c603eb13a16148bfe7ee26d93abe95b538437a193502011066b7e665d96a",
     "dynamic-e-exoformer-s42": "535863df22830e8b4e4e3d800c74150c8b10caa92eaeb3ec594018d83022e7f4",
 }

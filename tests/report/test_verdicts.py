@@ -147,9 +147,12 @@ def test_the_html_report_shows_the_claims_verdicts(tmp_path, capsys):
     assert "replicates (paper outside)" in line and "<td>replicates (paper outside)</td>" in section
 
 
+CLAIMED = "table1/dynamic-e-exoformer/avg6, subtrahend: table1/gated/avg6"
+
+
 @pytest.mark.parametrize("edit, named", [
-    ("table1/dynamic-e-exoformer/avg6, subtrahend: table1/gated/avg6", "table1/nonexistent-row/avg6, subtrahend: table1/gated/avg6"),
-    ("table1/dynamic-e-exoformer/avg6, subtrahend: table1/gated/avg6", "table1/dynamic-e-exoformer/avg7, subtrahend: table1/gated/avg6"),
+    (CLAIMED, CLAIMED.replace("dynamic-e-exoformer", "nonexistent-row")),
+    (CLAIMED, CLAIMED.replace("dynamic-e-exoformer/avg6", "dynamic-e-exoformer/avg7")),
 ])
 def test_a_claimed_difference_naming_no_row_or_metric_is_one_line(tmp_path, capsys, monkeypatch, edit, named):
     from exoformer.harness.reported import DEFAULT_REPORTED
