@@ -18,9 +18,9 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", default="table1", help="the table of ROW (default: table1)")
     parser.add_argument("--suite", default=None, choices=("paper", "smoke"),
                         help="evaluation suite (default: the preset's)")
-    parser.add_argument("--precision", default="bf16", choices=("bf16", "fp32"),
-                        help="evaluation and validation precision: bf16 as the author's run_eval.py (default), "
-                             "or fp32")
+    parser.add_argument("--precision", default=None, choices=("bf16", "fp32"),
+                        help="scoring (and validation) precision, the same as --set eval.precision=...: bf16 as "
+                             "the author's run_eval.py (default), or fp32 (not comparable with the paper)")
     parser.add_argument("--backend", default="local", help="inline | local | slurm (default: local)")
     parser.add_argument("--profile", default=None, help="cluster profile in slurm/profiles/")
     parser.add_argument("--jobs", type=int, default=None, metavar="N", help="local backend: jobs side by side")
@@ -49,7 +49,7 @@ def evaluate_verb(args: argparse.Namespace) -> int:
             info = {**spec.imported, "file": spec.checkpoint_path, "sha256": spec.checkpoint_sha256,
                     "size": spec.checkpoint_size, "model_config": spec.model.to_dict()}
             print(format_checkpoint_info(info) + f"\n  as         {args.table} row {args.as_row} "
-                  f"({spec.name}, preset {spec.preset}, {args.precision})", flush=True)
+                  f"({spec.name}, preset {spec.preset}, scoring {spec.eval.precision})", flush=True)
     planned = plan_checkpoints(reg, specs, runs_root=options.runs_root(args), force=args.force,
                                retry_failed=args.retry_failed, profile=args.profile, overrides=args.overrides)
     target = f"{args.table}:{args.as_row}"

@@ -58,19 +58,33 @@ def table_verb(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bootstrap_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap", default="1000", metavar="N",
+                        help="replicates of the paired bootstrap behind the row-difference intervals (default 1000)")
+
+
 def diff_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="TARGET", help="table id (see `reproduce.py list`)")
+    _bootstrap_option(parser)
     options.add_reading(parser)
 
 
 def diff_verb(args: argparse.Namespace) -> int:
     from exoformer.report.diff import diff_table, exit_code, render_diff
     from exoformer.report.tables import build_table
+    from exoformer.report.verdicts import check_bootstrap, column_maxima, render_maxima, render_verdicts, table_verdicts
 
+    n_boot = check_bootstrap(args.bootstrap)
     registry, root, frame = _read(args, _table_check(args.target))
     built = build_table(registry, args.target, frame, preset=args.preset, runs_root=root, overrides=args.overrides)
     result = diff_table(built)
     print(render_diff(result), end="")
+    better = {m: registry.metrics[m].better for m in built.table.columns if m in registry.metrics}
+    extra = [*render_maxima(built, column_maxima(registry).get(args.target, {}), better),
+             *render_verdicts(table_verdicts(registry, frame, built, preset=args.preset, overrides=args.overrides,
+                                             n_boot=n_boot))]
+    if extra:
+        print("\n" + "\n".join(extra))
     return exit_code(result)
 
 
@@ -100,16 +114,22 @@ def figure_verb(args: argparse.Namespace) -> int:
 
 
 def claims_arguments(parser: argparse.ArgumentParser) -> None:
+    _bootstrap_option(parser)
     options.add_reading(parser)
 
 
 def claims_verb(args: argparse.Namespace) -> int:
     from exoformer.harness.claims_schema import check_claims
     from exoformer.report.claims import build_claims, render_markdown
+    from exoformer.report.verdicts import all_verdicts, check_bootstrap, render_verdicts
 
-    registry, _, frame = _read(args, check_claims)
+    n_boot = check_bootstrap(args.bootstrap)
+    registry, root, frame = _read(args, check_claims)
     claims = build_claims(registry, frame, preset=args.preset, overrides=args.overrides)
     print(render_markdown(claims, preset=args.preset), end="")
+    verdicts = all_verdicts(registry, frame, preset=args.preset, runs_root=str(root), overrides=args.overrides,
+                            n_boot=n_boot)
+    print("\n" + "\n".join(render_verdicts(verdicts)))
     return 0
 
 

@@ -7,10 +7,10 @@ context spaces move into the continuation, context+continuation are encoded toge
 How this differs from the author's adapter (docs/official_code.md section 5), on purpose:
 - batched: requests sorted by total length (longest first), right-padded, one forward per batch, results
   put back in request order; the author scores one request per forward (batch size 1);
-- log-softmax in fp32 whatever the model dtype (the author takes it on bf16 logits), and only at the
-  positions that predict a continuation token: with a model that has `hidden_states` and `lm_head`
-  (ExoTransformer) the head runs on those rows alone, so (B, T, V) logits never exist
-  (`exoformer.eval.scoring`);
+- the log-softmax follows the scoring precision (exoformer/eval/precision.py: `bf16` on bf16 logits as the
+  author's, `fp32` in fp32), and is taken only at the positions that predict a continuation token: with a
+  model that has `hidden_states` and `lm_head` (ExoTransformer) the head runs on those rows alone, so
+  (B, T, V) logits never exist (`exoformer.eval.scoring`);
 - the context/continuation split is lm-eval's (encode whole, split at len(encode(context))), not a binary
   search on decoded text;
 - `loglikelihood_rolling` uses lm-eval's rolling windows instead of one forward per token, and
@@ -61,10 +61,11 @@ class ExoLM(TemplateLM):
     The model is put in eval mode for each call (its previous mode is restored afterwards) and moved to
     `device`. A model with `hidden_states(idx)` and `lm_head` is scored lean (the head only where a token is
     scored); `full_logits=True` scores from `model(idx)` instead, the reference the benchmarks compare with.
+    `precision` is the scoring precision (the caller casts the weights: exoformer.eval.scoring.scoring_model).
     """
 
     def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | None = None, batch_size: int = 32,
-                 device: str | torch.device = "cpu", full_logits: bool = False) -> None:
+                 device: str | torch.device = "cpu", full_logits: bool = False, precision: str = "fp32") -> None:
         super().__init__()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise UserError(f"batch size must be a positive integer, got {batch_size!r}", where="eval.batch_size",
@@ -89,7 +90,8 @@ class ExoLM(TemplateLM):
         self._device = torch.device(device)
         self._rank, self._world_size = _group_rank_and_size()
         self.model = model.to(self._device)
-        self.scorer = Scorer(self.model, pad_id=self.eot_token_id, device=self._device, full_logits=full_logits)
+        self.scorer = Scorer(self.model, pad_id=self.eot_token_id, device=self._device, full_logits=full_logits,
+                             precision=precision)
 
     @property
     def lean(self) -> bool:
@@ -114,7 +116,7 @@ class ExoLM(TemplateLM):
         params = sum(p.numel() for p in self.model.parameters())
         dtype = next(self.model.parameters()).dtype if params else None
         return {"model_num_parameters": params, "model_dtype": str(dtype), "max_length": self.max_length,
-                "eval_batch_size": self.batch_size}
+                "eval_batch_size": self.batch_size, "scoring_precision": self.scorer.precision}
 
     # ---- data parallel (lm-eval splits each task's documents by rank and gathers the metrics on rank 0) ----
 

@@ -2,8 +2,9 @@
 
 Settings follow the author's `run_eval.py` (docs/official_code.md section 5): 5-shot, full splits, lm-eval's
 task-default prompts and splits, and lm-eval's default seeds (`DEFAULT_SEEDS`: random 0, numpy 1234,
-torch 1234, few-shot sampler 1234), which fix the few-shot demonstrations. The differences are in the
-adapter (`ExoLM`: batched, fp32 log-softmax) and in reading the datasets from local files.
+torch 1234, few-shot sampler 1234), which fix the few-shot demonstrations. The scoring precision is explicit
+(exoformer/eval/precision.py; the author's bf16 by default). The differences are in the adapter (`ExoLM`:
+batched) and in reading the datasets from local files.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 
 from exoformer.environ import temporary_env
 from exoformer.errors import UserError
+from exoformer.eval.precision import DEFAULT_SCORING, check_scoring_precision
+from exoformer.eval.samples import compact_samples
 
 # lm-eval 0.4.13's simple_evaluate defaults, passed explicitly so results never depend on a future default.
 DEFAULT_SEEDS = {"random_seed": 0, "numpy_random_seed": 1234, "torch_random_seed": 1234, "fewshot_random_seed": 1234}
@@ -35,14 +38,17 @@ def default_cache_dir() -> Path:
 
 def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathLike | None = None,
              num_fewshot: int = 5, batch_size: int = 32, limit: int | float | None = None,
-             device: str = "cpu", cache_dir: str | os.PathLike | None = None) -> dict[str, Any] | None:
+             device: str = "cpu", cache_dir: str | os.PathLike | None = None, precision: str = DEFAULT_SCORING,
+             keep_samples: bool = False) -> dict[str, Any] | None:
     """Run lm-eval's `simple_evaluate` on `suite` and return its results dict, JSON-safe and without samples.
 
     `model` is an ExoTransformer (wrapped in `ExoLM(model, tokenizer, batch_size, device)`) or an
     `lm_eval` LM instance (used as is). For the paper suite `data_dir` defaults to `$EXOFORMER_TASK_DIR`;
     hub datasets are never fetched (the offline flags are set while evaluating). `limit` is lm-eval's
-    per-task document limit, for tests only. Under a torch.distributed group the documents are split across
-    the ranks (exoformer.eval.lm.ExoLM); rank 0 gets the results and every other rank None.
+    per-task document limit, for tests only. `precision` is the scoring precision (the caller casts the
+    weights: exoformer.eval.scoring.scoring_model). `keep_samples` adds "per_sample", lm-eval's per-document
+    metrics in the compact form of exoformer/eval/samples.py. Under a torch.distributed group the documents
+    are split across the ranks (exoformer.eval.lm.ExoLM); rank 0 gets the results and every other rank None.
     """
     from exoformer.eval.suites import task_configs
 
@@ -68,14 +74,18 @@ def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathL
 
         from exoformer.eval.lm import ExoLM
 
-        lm = model if isinstance(model, LM) else ExoLM(model, tokenizer, batch_size=batch_size, device=device)
+        lm = model if isinstance(model, LM) else ExoLM(model, tokenizer, batch_size=batch_size, device=device,
+                                                      precision=check_scoring_precision(precision))
         results = lm_eval.simple_evaluate(
             model=lm, tasks=configs, num_fewshot=num_fewshot, batch_size=batch_size, device=device, limit=limit,
-            log_samples=False, task_manager=TaskManager(include_defaults=False), **DEFAULT_SEEDS)
+            log_samples=keep_samples, task_manager=TaskManager(include_defaults=False), **DEFAULT_SEEDS)
     if results is None:  # a rank other than 0 of a data-parallel evaluation: its share went to rank 0
         return None
     results = dict(results)
-    results.pop("samples", None)
+    samples = results.pop("samples", None)
+    if keep_samples:
+        results["per_sample"] = compact_samples(samples)
+    results["scoring_precision"] = precision
     return json_safe(results)
 
 

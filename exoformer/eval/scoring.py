@@ -3,7 +3,11 @@
 A multiple-choice request scores a handful of tokens, yet a plain forward builds logits for every position:
 at batch 16, 1,024 tokens and the checkpoints' 57,601-row vocabulary that is 3.8 GB in fp32, nearly all
 thrown away. Here the LM head runs only on the hidden states of the positions that predict a continuation
-token, a bounded number of rows at a time, and each chunk's log-softmax is taken in fp32.
+token, a bounded number of rows at a time.
+
+The scoring precision (exoformer/eval/precision.py) decides the numerics: `fp32` takes each chunk's
+log-softmax in fp32; `bf16` runs the forward under bf16 autocast on bf16 weights (`scoring_model`) and takes
+the log-softmax on bf16 logits, as the author's run_eval.py does (docs/official_code.md hazard H4).
 
 `Scorer` is the token side of the lm-eval adapter (`exoformer.eval.lm.ExoLM`) without lm-eval: requests
 sorted by length (longest first), right-padded batches, results in request order. Benchmarks use it
@@ -14,7 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import contextlib
+
 import torch
+
+from exoformer.eval.precision import check_scoring_precision
 
 Result = tuple[float, bool]
 """(sum of the continuation's log-probs, whether the continuation is the greedy output)."""
@@ -23,14 +31,36 @@ CHUNK_ELEMENTS = 1 << 23
 """Logit elements (rows x vocabulary) scored at once: 32 MiB of fp32 logits per chunk."""
 
 
+def scoring_model(model: torch.nn.Module, precision: str) -> torch.nn.Module:
+    """`model` (cast in place) as `precision` scores it: bf16 Linear/Embedding weights for `bf16` (the author's
+    `to_mixed_precision`; norms and coefficients stay fp32), every parameter fp32 for `fp32`."""
+    check_scoring_precision(precision)
+    if precision == "fp32":
+        return model.float()
+    for module in model.modules():
+        if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+            module.to(torch.bfloat16)
+    return model
+
+
+def forward_context(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """bf16 autocast for `bf16` (the model mixes bf16 weights with fp32 gains), nothing for `fp32`."""
+    if precision == "bf16":
+        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def continuation_logprobs(rows: torch.Tensor, targets: torch.Tensor, vocab_size: int,
                           to_logits: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                          chunk_elements: int = CHUNK_ELEMENTS) -> tuple[torch.Tensor, torch.Tensor]:
+                          chunk_elements: int = CHUNK_ELEMENTS,
+                          precision: str = "fp32") -> tuple[torch.Tensor, torch.Tensor]:
     """(float64 log-prob of each target, whether it is the argmax) for `rows` (N, X) and `targets` (N,).
 
     `to_logits` maps a block of rows to (n, vocab_size) logits (the LM head on hidden states); None means
-    `rows` already are logits. At most `chunk_elements` logits exist at a time.
+    `rows` already are logits. At most `chunk_elements` logits exist at a time. The log-softmax is taken in
+    fp32 (`fp32`) or on bf16 logits (`bf16`, the author's bf16 log-probs).
     """
+    logit_dtype = torch.bfloat16 if check_scoring_precision(precision) == "bf16" else torch.float32
     if rows.shape[0] != targets.shape[0]:
         raise ValueError(f"{rows.shape[0]} rows for {targets.shape[0]} targets")
     step = max(1, chunk_elements // vocab_size)
@@ -38,7 +68,7 @@ def continuation_logprobs(rows: torch.Tensor, targets: torch.Tensor, vocab_size:
     for start in range(0, rows.shape[0], step):
         block, block_targets = rows[start:start + step], targets[start:start + step]
         logits = block if to_logits is None else to_logits(block)
-        logp = torch.log_softmax(logits.float(), dim=-1)
+        logp = torch.log_softmax(logits.to(logit_dtype), dim=-1)
         del logits
         logprobs.append(logp.gather(-1, block_targets[:, None])[:, 0].double())
         greedy.append(logp.argmax(-1) == block_targets)
@@ -69,12 +99,14 @@ class Scorer:
 
     Lean (the LM head only at scored positions) when the model has `hidden_states(idx)` and an `lm_head`
     module, unless `full_logits`; otherwise from `model(idx)` logits. `pad_id` right-pads batches (it is
-    never scored). The caller chooses eval mode; scoring runs without autograd.
+    never scored). The caller chooses eval mode; scoring runs without autograd. `precision` is the scoring
+    precision (exoformer/eval/precision.py); the model's weights are the caller's (`scoring_model` casts them).
     """
 
     def __init__(self, model: torch.nn.Module, *, pad_id: int, device: torch.device,
-                 full_logits: bool = False) -> None:
+                 full_logits: bool = False, precision: str = "fp32") -> None:
         self.model, self.pad_id, self.device = model, pad_id, torch.device(device)
+        self.precision = check_scoring_precision(precision)
         self.max_length = model.config.seq_len
         self.lean = not full_logits and callable(getattr(model, "hidden_states", None)) and isinstance(
             getattr(model, "lm_head", None), torch.nn.Module)
@@ -130,13 +162,16 @@ class Scorer:
                                   for p in range(length - len(target), length)], dtype=torch.long,
                                  device=self.device)
         flat_targets = torch.tensor([t for target in targets for t in target], dtype=torch.long, device=self.device)
-        if self.lean:
-            picked = self.model.hidden_states(idx)[rows, positions]  # (N, d)
-            vocab = self.vocab_size or self.model.lm_head.out_features
-            token_logprobs, greedy = continuation_logprobs(picked, flat_targets, vocab, to_logits=self.model.lm_head)
-        else:
-            picked = self.model(idx)[rows, positions]  # (B, T, V) -> (N, V)
-            token_logprobs, greedy = continuation_logprobs(picked, flat_targets, picked.shape[-1])
+        with forward_context(self.precision, self.device):
+            if self.lean:
+                picked = self.model.hidden_states(idx)[rows, positions]  # (N, d)
+                vocab = self.vocab_size or self.model.lm_head.out_features
+                token_logprobs, greedy = continuation_logprobs(picked, flat_targets, vocab,
+                                                               to_logits=self.model.lm_head, precision=self.precision)
+            else:
+                picked = self.model(idx)[rows, positions]  # (B, T, V) -> (N, V)
+                token_logprobs, greedy = continuation_logprobs(picked, flat_targets, picked.shape[-1],
+                                                               precision=self.precision)
         counts = [len(t) for t in targets]
         sums = [float(s.sum()) for s in torch.split(token_logprobs.cpu(), counts)]
         all_greedy = [bool(g.all()) for g in torch.split(greedy.cpu(), counts)]
@@ -145,6 +180,7 @@ class Scorer:
     @torch.no_grad()
     def last_logits(self, idx: torch.Tensor) -> torch.Tensor:
         """(B, V) logits of the last position (the head on one row per sequence when lean)."""
-        if self.lean:
-            return self.model.lm_head(self.model.hidden_states(idx)[:, -1])
-        return self.model(idx)[:, -1]
+        with forward_context(self.precision, self.device):
+            if self.lean:
+                return self.model.lm_head(self.model.hidden_states(idx)[:, -1])
+            return self.model(idx)[:, -1]

@@ -4,11 +4,14 @@ The checkpoint (the author's released `ckpt_step:N.pt` or a `checkpoints/step_N.
 an ordinary run directory `<root>/<row's first spec name>/<hash12>/`:
 - its Spec is the row's spec resolved under the preset, with the model replaced by what the importer read from
   the file and the spike-score probe dropped (there is no training log);
-- its identity is sha256(checkpoint sha256 + eval settings): the evaluation, its precision, the validation data
-  settings and the analysis; the payload carries `source: checkpoint`, so it never equals a trained spec's hash;
+- its identity is sha256(checkpoint sha256 + eval settings): the evaluation (its scoring precision
+  `eval.precision` included), the validation data settings and the analysis; the payload carries
+  `source: checkpoint`, so it never equals a trained spec's hash;
 - its train stage imports the file into checkpoints/ in our format (nothing is trained); validate, evaluate
-  and analyse are the ordinary stages reading that model. Evaluation precision is `bf16` (the author's
-  run_eval.py: bf16 matmuls, hazard H4 in docs/official_code.md) or `fp32`; validation follows it.
+  and analyse are the ordinary stages reading that model. The evaluate stage is the same scoring path as a
+  trained run's (exoformer/eval/stage.py), at the scoring precision `eval.precision` (exoformer/eval/precision.py:
+  `bf16` as the author's run_eval.py by default, or `fp32`). Validation runs at the row's train.precision (as its
+  trained run validates), or in fp32 under fp32 scoring.
 Planning reuses exoformer.harness.plan.assess and launching exoformer.harness.launch.launch, so dedup, resume
 and the inline/local/slurm backends behave as for any run.
 """
@@ -29,8 +32,8 @@ from exoformer.harness.spec import Spec, _plain
 from exoformer.stage import StageContext
 
 SOURCE = "checkpoint"
-PRECISIONS = {"bf16": "official-pure-bf16", "fp32": "fp32"}
-"""Evaluation precision -> the train.precision the validate stage runs under."""
+PRECISIONS = ("bf16", "fp32")
+"""Scoring precisions the --precision option accepts (exoformer/eval/precision.py)."""
 VALIDATION_FIELDS = ("data", "seq_len", "micro_batch_seqs", "final_val_tokens", "doc_masking", "z_loss", "precision")
 """TrainConfig fields the validate stage reads: part of a checkpoint run's identity (the rest is inert)."""
 VARIANT_FIELDS = ("gated", "anchor", "mix_paths", "anchor_norm_paths", "granularity", "dynamic")
@@ -45,13 +48,12 @@ class CheckpointSpec(Spec):
     checkpoint_size: int
     as_row: str
     table: str
-    eval_precision: str = "bf16"
     imported: dict = field(default_factory=dict, compare=False)
     """What the importer learned (exoformer.model.official_info.describe_checkpoint), minus the file identity."""
 
     def semantic(self) -> dict:
         return {"source": SOURCE, "checkpoint_sha256": self.checkpoint_sha256, "model": self.model.to_dict(),
-                "eval": _plain(_asdict(self.eval)), "eval_precision": self.eval_precision,
+                "eval": _plain(_asdict(self.eval)),
                 "validation": {k: getattr(self.train, k) for k in VALIDATION_FIELDS},
                 "analysis": _plain(_asdict(self.analysis))}
 
@@ -61,14 +63,13 @@ class CheckpointSpec(Spec):
                 "eval": _plain(_asdict(self.eval)), "analysis": _plain(_asdict(self.analysis)),
                 "placement": _asdict(self.placement)}
         return {**base, "source": SOURCE, "as_row": self.as_row, "table": self.table,
-                "eval_precision": self.eval_precision,
                 "checkpoint": {"path": self.checkpoint_path, "sha256": self.checkpoint_sha256,
                                "size": self.checkpoint_size, **self.imported},
                 "hash": self.hash}
 
     def stage_functions(self) -> dict:
         """Stages that differ from the ordinary pipeline's (exoformer.harness.pipeline.stage_function)."""
-        return {"train": import_stage, "evaluate": evaluate_at_precision}
+        return {"train": import_stage}
 
 
 def _asdict(obj: Any) -> dict:
@@ -132,26 +133,35 @@ def check_row_fits(config, row_model, *, variant: str, row: str, where: str) -> 
 
 def resolve_checkpoint_spec(registry: Registry, path: str | Path, *, as_row: str, table: str = "table1",
                             preset: str | None = None, overrides: list[str] | tuple[str, ...] = (),
-                            precision: str = "bf16", ckpt: dict | None = None) -> CheckpointSpec:
+                            precision: str | None = None, ckpt: dict | None = None) -> CheckpointSpec:
     """The CheckpointSpec of one file for one table row; reads (and fully imports) the file once, so every
     refusal (not a checkpoint, a pickle with code, unknown layout, missing/unexpected keys, a shape or vocab we
-    cannot express, the wrong row) happens here, before any run directory exists."""
+    cannot express, the wrong row, NaN or inf weights) happens here, before any run directory exists.
+    `precision` (the CLI's --precision) sets `eval.precision`; None keeps the spec's (`--set eval.precision=...`
+    or the default)."""
     from exoformer.model.official_info import describe_checkpoint, read_checkpoint
+    from exoformer.train.finite import check_finite_weights
 
-    if precision not in PRECISIONS:
+    if precision is not None and precision not in PRECISIONS:
         raise UserError(f"unknown precision {precision!r}", where="--precision",
                         fix=did_you_mean(precision, PRECISIONS))
     name = row_spec_name(registry, table, as_row)
     spec_sets, _ = split_overrides(overrides)
+    if precision is not None:
+        spec_sets = [*spec_sets, f"eval.precision={precision}"]
     row_spec = registry.resolve(name, preset=preset, overrides=spec_sets)
     where = str(path)
     ckpt = read_checkpoint(path) if ckpt is None else ckpt
-    _, config = imported_model(path, ckpt)
+    model, config = imported_model(path, ckpt)
+    check_finite_weights(model.state_dict(), where=where)
     check_row_fits(config, row_spec.model, variant=row_spec.variant, row=as_row, where=where)
     info = describe_checkpoint(path, ckpt)
     # The run's final step is the imported step, so the result stages load exactly that checkpoint (a file that
     # does not say its step becomes the run's only checkpoint, labelled step 1).
-    train = replace(row_spec.train, precision=PRECISIONS[precision], steps=int(info.get("step") or 1))
+    # Validation as the row's trained run validates (its train.precision) under the default bf16 scoring, so the
+    # same weights give the same val_ppl either way; fp32 scoring validates in fp32.
+    validation_precision = "fp32" if row_spec.eval.precision == "fp32" else row_spec.train.precision
+    train = replace(row_spec.train, precision=validation_precision, steps=int(info.get("step") or 1))
     if train.seq_len > config.seq_len:
         raise UserError(f"validation sequences of {train.seq_len} tokens exceed the checkpoint's context of "
                         f"{config.seq_len}", where=where, fix=f"add --set train.seq_len={config.seq_len}")
@@ -164,8 +174,7 @@ def resolve_checkpoint_spec(registry: Registry, path: str | Path, *, as_row: str
                           preset=row_spec.preset, seed=row_spec.seed, model=config, train=train, eval=row_spec.eval,
                           analysis=analysis, placement=row_spec.placement, source=where,
                           checkpoint_path=info["file"], checkpoint_sha256=info["sha256"],
-                          checkpoint_size=info["size"], as_row=as_row, table=table, eval_precision=precision,
-                          imported=imported)
+                          checkpoint_size=info["size"], as_row=as_row, table=table, imported=imported)
 
 
 def _check_vocab(data: str, vocab_size: int, *, where: str) -> None:
@@ -244,26 +253,8 @@ def import_stage(ctx: StageContext) -> dict[str, Any]:
     saved = save_checkpoint(ctx.files.checkpoints, step, state, keep=1)
     record = ctx.files.read_provenance()
     record["checkpoint"] = {"path": str(path), "sha256": digest, "size": path.stat().st_size,
-                            "eval_precision": spec.eval_precision, **spec.imported}
+                            "eval_precision": spec.eval.precision, **spec.imported}
     ctx.files.write_provenance(record)
     ctx.say(f"import: {spec.imported.get('layout')} from {path} -> {ctx.files.display(saved)}")
     return {"imported": str(path), "sha256": digest, "step": step, "tokens": tokens,
             "layout": spec.imported.get("layout"), "checkpoint": ctx.files.display(saved)}
-
-
-def evaluate_at_precision(ctx: StageContext) -> dict[str, Any]:
-    """The ordinary evaluate stage, under bf16 autocast for `bf16` (weights saved in bf16 stay exact)."""
-    import torch
-
-    from exoformer.eval.stage import evaluate_stage
-
-    spec: CheckpointSpec = ctx.spec
-    if spec.eval_precision == "fp32":
-        result = evaluate_stage(ctx)
-    else:
-        from exoformer.eval.stage import stage_device
-
-        device = torch.device(stage_device(ctx))
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            result = evaluate_stage(ctx)
-    return {**result, "precision": spec.eval_precision}

@@ -17,6 +17,7 @@ The rules:
   measured ~2-3x the fp32 step on 2 cores), and `auto` is fp32 there. `compile: true` is allowed on CPU
   too: it runs (same losses) and only costs compile time.
 - `model.attention: flex` trains only on CUDA (no FlexAttention backward on CPU); `auto` is sdpa on CPU.
+- bf16 scoring (`eval.precision`, exoformer/eval/precision.py) needs such a device as well.
 - batch_tokens must be a multiple of seq_len x micro_batch_seqs x ranks (TrainConfig.accumulation_steps).
 """
 
@@ -115,6 +116,14 @@ def check_placement(specs: list[Spec], profile: Profile | None, backend_name: st
 
 
 def _check_precision(spec: Spec, device: DeviceInfo) -> None:
+    from exoformer.eval.precision import check_scoring_device
+
+    _check_train_precision(spec, device)
+    check_scoring_device(spec.eval.precision, kind=device.kind, name=device.name, bf16=device.bf16,
+                         where=f"{spec.name}: eval.precision")
+
+
+def _check_train_precision(spec: Spec, device: DeviceInfo) -> None:
     precision = spec.train.precision
     in_bf16 = precision in BF16_PRECISIONS or (precision == "auto" and device.kind == "cuda")
     if in_bf16 and not device.bf16:

@@ -41,6 +41,8 @@ class RunInfo:
     """For a checkpoint run: the table row it stands for (spec file key `as_row`)."""
     table: str | None = None
     """For a checkpoint run: the table that row belongs to (spec file key `table`)."""
+    damage: str | None = None
+    """Why a finished run reads DAMAGED (exoformer/harness/row_integrity.py); None otherwise."""
 
     @property
     def path(self) -> Path:
@@ -87,10 +89,13 @@ def read_run_info(run: RunDir) -> RunInfo:
     if source not in SOURCES:
         raise UserError(f"the run's spec file says source {source!r}", where=str(run.spec_file),
                         fix=f"source is one of {', '.join(SOURCES)} (absent = {OURS})")
+    from exoformer.harness.row_integrity import reading_state
+
+    state, damage = reading_state(run, None if status is None else status.state, str(data["name"]))
     return RunInfo(run=run, spec=str(data["name"]), seed=int(seed) if isinstance(seed, int) else 0,
                    preset=str(data.get("preset", "")), hash12=run.path.name,
                    suite=str((data.get("eval") or {}).get("suite", "")),
-                   state=None if status is None else status.state, source=source,
+                   state=state, damage=damage, source=source,
                    as_row=None if data.get("as_row") is None else str(data["as_row"]),
                    table=None if data.get("table") is None else str(data["table"]))
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from exoformer.data import SMOKE_DATA, smoke_key
 from exoformer.errors import UserError, did_you_mean
+from exoformer.eval.precision import check_scoring_precision
 from exoformer.eval.suites import SUITES
 from exoformer.harness.hashing import hash12, semantic_hash
 from exoformer.limits import MAX_INT, check_finite, check_name, check_seed, check_size
@@ -41,6 +42,8 @@ class EvalConfig:
     """Loglikelihood requests per forward pass (hashed: it can change bf16 numerics)."""
     limit: int | None = None
     """Examples per task; null = all (anything else is not the paper's number)."""
+    precision: str = "bf16"
+    """Scoring precision (exoformer/eval/precision.py): 'bf16' as the author's run_eval.py, or 'fp32'."""
 
     def __post_init__(self) -> None:
         if self.suite not in SUITES:
@@ -53,6 +56,7 @@ class EvalConfig:
             raise UserError(f"must be positive or null, got {self.limit}", where="eval.limit", fix="use null")
         for name in ("batch_size", "num_fewshot", "limit"):
             check_size(getattr(self, name), where=f"eval.{name}")
+        check_scoring_precision(self.precision)
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

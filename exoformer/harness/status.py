@@ -120,6 +120,12 @@ def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = N
     if started:
         end_ts = ended.timestamp() if ended else time.time()
         elapsed = max(0.0, end_ts - started.timestamp())
+    if status is not None and run_dir.is_dir():
+        from exoformer.harness.row_integrity import reading_state
+
+        state, damage = reading_state(RunDir(run_dir), status.state)
+        if damage:
+            status = runs.Status(**{**status.to_dict(), "state": state, "reason": damage})
     return {"spec": spec_name or run_dir.parent.name, "hash": run_dir.name,
             "state": status.state if status else "NEW", "stage": status.stage if status else None,
             "step": last.get("step") if last else 0, "total_steps": total_steps,

@@ -32,6 +32,8 @@ ATTENTION_KERNELS = ("sdpa", "flex", "auto")
 """Attention implementation: torch's scaled_dot_product_attention, FlexAttention (CUDA) with a block mask, or
 auto: FlexAttention on CUDA and sdpa elsewhere (the paper presets: flex skips masked blocks; CPU has no flex
 backward)."""
+DYNAMIC_FC2_INITS = ("zero", "official")
+"""Initial dynamic-MLP fc2 weight: zero, or trunc-normal(init_std) as the official code ends up with (hazard H5)."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -79,6 +81,9 @@ class ModelConfig:
     """Hidden width of the dynamic-coefficient MLP."""
     coef_init: float = 0.5
     """Initial effective value of both coefficients (static: the coefficient; dynamic: coefficient x 0.5 gate)."""
+    dynamic_fc2_init: str = "zero"
+    """Initial dynamic-MLP fc2 weight, one of DYNAMIC_FC2_INITS: 'zero' (scales exactly 0.5, what the official code
+    means) or 'official' (trunc-normal(init_std), what it does by accident: hazard H5, docs/official_code.md)."""
 
     # --- implementation ---
     attention: str = "sdpa"
@@ -181,6 +186,9 @@ def _validate(cfg: ModelConfig) -> None:
     if cfg.granularity not in GRANULARITIES:
         raise bad("granularity", f"unknown granularity {cfg.granularity!r}",
                   did_you_mean(cfg.granularity, GRANULARITIES))
+    if cfg.dynamic_fc2_init not in DYNAMIC_FC2_INITS:
+        raise bad("dynamic_fc2_init", f"unknown init {cfg.dynamic_fc2_init!r}",
+                  did_you_mean(cfg.dynamic_fc2_init, DYNAMIC_FC2_INITS))
     if cfg.attention not in ATTENTION_KERNELS:
         raise bad("attention", f"unknown attention {cfg.attention!r}", did_you_mean(cfg.attention, ATTENTION_KERNELS))
     for name in ("mix_paths", "anchor_norm_paths", "post_mix_norm_paths"):

@@ -510,7 +510,8 @@ class ExoTransformer(nn.Module):
     @torch.no_grad()
     def init_weights(self) -> None:
         """Trunc-normal(std, +-cutoff*std) for Linear/Embedding; zeros for ZeroInitLinear (attention out-proj,
-        MLP fc2, LM head, dynamic fc2 incl. bias); gains 1; coefficients at their init (docs/official_code.md 1.1)."""
+        MLP fc2, LM head, dynamic fc2 incl. bias; the dynamic fc2 weight trunc-normal under
+        `dynamic_fc2_init: official`, hazard H5); gains 1; coefficients at their init (docs/official_code.md 1.1)."""
         std, cut = self.config.init_std, self.config.init_cutoff * self.config.init_std
         for module in self.modules():
             if isinstance(module, ZeroInitLinear):
@@ -526,6 +527,10 @@ class ExoTransformer(nn.Module):
                 module.coef_self.fill_(module.init)
             elif isinstance(module, Rotary):
                 module.reset_tables()
+        if self.config.dynamic_fc2_init == "official":  # hazard H5: the official init re-draws the fc2 weight
+            for module in self.modules():
+                if isinstance(module, DynamicCoefficients):
+                    nn.init.trunc_normal_(module.fc2.weight, mean=0.0, std=std, a=-cut, b=cut)
 
     def hidden_states(self, idx: torch.Tensor, doc_starts: torch.Tensor | None = None, *,
                       trace: Tracer | None = None) -> torch.Tensor:

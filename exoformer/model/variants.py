@@ -26,7 +26,7 @@ VARIANTS_NAME = "variants.yaml"
 SHAPE_FIELDS = ("n_layer", "n_head", "d_model", "vocab_size", "seq_len", "mlp_ratio", "rope_theta", "norm_eps",
                 "init_std", "init_cutoff")
 VARIANT_FIELDS = ("gated", "mix_paths", "anchor", "anchor_norm_paths", "post_mix_norm_paths", "granularity",
-                  "dynamic", "dynamic_hidden", "coef_init")
+                  "dynamic", "dynamic_hidden", "coef_init", "dynamic_fc2_init")
 SECTIONS = ("variants", "shapes", "aliases")
 _FIELD_TYPES = {f.name: str(f.type) for f in fields(ModelConfig)}
 

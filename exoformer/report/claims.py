@@ -1,9 +1,9 @@
 """The paper's mechanistic claims (experiments/claims.yaml) beside our measurements (docs/paper.md 4.4).
 
 Each declared claim reads per-run metrics from the long table (collect's frame; the analyse stage's rows,
-task "analysis") for the specs of table rows: a value is the mean over the row's seeds whose run has it,
-each spec's run being the one run_index.pick_run picks (as tables and figures do); a row without such a run
-reads "not run". The paper's numbers are reported cells of results/paper/reported.yaml (or literals).
+task "analysis", and the cross-run rows of report/derived.py, task "derived") for the specs of table rows: a
+value is the mean over the row's seeds whose run has it, each spec's run being the one run_index.pick_run picks
+(as tables and figures do); a row without such a run reads "not run". The paper's numbers are reported cells of results/paper/reported.yaml (or literals).
 A measurement from runs that differ from the paper's recipe (report/recipe.py) is marked † with a note
 saying what differs. Torch-free.
 """
@@ -20,6 +20,7 @@ from exoformer.harness.registry import Registry
 from exoformer.harness.reported import load_reported
 from exoformer.harness.run_index import CHECKPOINT
 from exoformer.report import NOT_REPORTED, NOT_RUN
+from exoformer.report.derived import DERIVED_TASK, add_derived_rows
 from exoformer.report.recipe import run_differences, shorten
 from exoformer.report.tables import MARK, pick_runs
 
@@ -66,7 +67,7 @@ def measure(registry: Registry, frame: pd.DataFrame, read: Read, *, preset: str 
         spec = registry.resolve(name, preset=preset, overrides=overrides)
         of_preset = frame[frame["preset"] == spec.preset]
         rows = pick_runs(of_preset, name, spec.hash12, notes=[], registry=registry, exact=bool(overrides))
-        hit = rows[(rows["task"] == ANALYSIS_TASK) & (rows["metric"] == read.metric)]["value"].dropna()
+        hit = rows[rows["task"].isin((ANALYSIS_TASK, DERIVED_TASK)) & (rows["metric"] == read.metric)]["value"].dropna()
         if not hit.empty:
             found.append((name, float(hit.iloc[-1])))
             differs += run_differences(registry, name, rows["run_dir"].iloc[0])
@@ -87,6 +88,7 @@ def build_claims(registry: Registry, frame: pd.DataFrame, *, preset: str | None 
     """One Claim per declared claim, in declaration order, from `frame` (collect's long table)."""
     check_claims(registry)
     cells = load_reported(registry, reported_path)
+    frame = add_derived_rows(registry, frame, preset=preset, overrides=overrides)
 
     def paper(number: PaperNumber) -> float | None:
         if number.table is None:

@@ -81,14 +81,21 @@ def collect(runs_root: str | os.PathLike, *, preset: str | None = None, specs: l
 
     A run that SUCCEEDED but has no evaluation output is an error (its results were lost); an unfinished
     run simply contributes no rows (its cells read "not run"). With `registry`, a checkpoint run's rows are
-    filed under its row's first spec (without, under the name its spec file gives).
+    filed under its row's first spec (without, under the name its spec file gives). A DAMAGED run contributes
+    no rows; `frame.attrs["damaged"]` lists them (spec, hash12, run_dir, why) for the verbs' notes.
     """
     wanted = set(specs) if specs is not None else None
     rows: list[dict[str, Any]] = []
+    damaged: list[dict[str, str]] = []
     for run in find_runs(runs_root, preset=preset):
         name = row_spec(run, registry)
         if wanted is not None and name not in wanted:
             continue
+        if run.damage:  # exoformer/harness/row_integrity.py: none of its numbers is shown
+            damaged.append({"spec": name, "hash12": run.hash12, "run_dir": str(run.path), "why": run.damage})
+            continue
         check_outputs(run)
         rows.extend(run_rows(run, name))
-    return pd.DataFrame(rows, columns=[*COLUMNS, *EXTRA_COLUMNS])
+    frame = pd.DataFrame(rows, columns=[*COLUMNS, *EXTRA_COLUMNS])
+    frame.attrs["damaged"] = damaged
+    return frame

@@ -5,7 +5,9 @@ Tolerance of a cell (all in the cell's display units: % for accuracies):
   stderr of our value (for avg6 combined over the six tasks: sqrt(sum se_t^2) / 6), sd the sample
   standard deviation over seeds when the row has two or more seeds with results (the reported number is
   one seed's run, so seed-to-seed spread is part of the expected gap);
-- val_ppl: max(PPL_RELATIVE_TOLERANCE * reported, Z * sd): 1.5% of the reported perplexity. The paper's
+- val_ppl (the paper's convention, the author's estimate_loss: docs/official_code.md H3; the pure
+  cross-entropy perplexity is the separate metric val_ppl_ce):
+  max(PPL_RELATIVE_TOLERANCE * reported, Z * sd): 1.5% of the reported perplexity. The paper's
   rows are 0.3-4.5% apart (14.09 to 14.79) and a 10B-token run's seed spread is well under 1%, so a
   1.5% gap means a different recipe or data, not noise [inference: the paper reports one seed];
 - any other metric: Z * sd when there are seeds to spread, else OTHER_RELATIVE_TOLERANCE (10%).

@@ -312,6 +312,7 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
     """Write DIR/index.html (and its figures, CSVs and run files) for TARGETs; returns the index path."""
     from exoformer.io import atomic_write_text
     from exoformer.report.collect import collect
+    from exoformer.report.verdicts import verdicts_section
 
     root = Path(runs_root)
     check_apart(out_dir, runs_roots=[root], registries=[registry.directory])
@@ -343,6 +344,7 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
         f"{len(shown_runs)} run directories; built {when}. Static page: no server, no network.</p>",
         f"<nav>{nav}</nav>",
         f'<h2 id="tables">Tables ({len(chosen.tables)})</h2>', LEGEND, *sections,
+        verdicts_section(registry, frame, preset=preset, runs_root=str(root)),
         f'<h2 id="figures">Figures ({len(drawn)})</h2>', *(figure_html(item, out) for item in drawn),
         f'<h2 id="runs">Runs ({len(shown_runs)})</h2>',
         '<p class="note">state as each run&#39;s status record says (reproduce.py status reconciles it with '

@@ -5,7 +5,8 @@ paper's seed-42 run, the others seed replicates), with lm-eval's stderr of that 
 seeds exist, their sample standard deviation. Task accuracies use the table's metric convention (the paper
 does not say acc or acc_norm: docs/paper.md 2.2, 7.4) and are shown in % as the paper does; `avg6` is the mean
 of the six task accuracies per seed, its stderr sqrt(sum se_t^2) / 6 (tasks are independent samples).
-`val_ppl` is the validate stage's perplexity. A missing run reads "not run", a null in reported.yaml
+`val_ppl` is the validate stage's perplexity in the paper's convention, `val_ppl_ce` the pure cross-entropy
+one. A missing run reads "not run", a null in reported.yaml
 "not reported".
 
 Each cell has a source: "ours" (runs we trained), "checkpoint" (a trained checkpoint we evaluated as the
@@ -35,6 +36,8 @@ from exoformer.report.recipe import is_deliberate_variant, run_differences, shor
 
 AVERAGE = "avg6"
 PERPLEXITY = "val_ppl"
+"""The paper's convention (the author's estimate_loss); CE_PERPLEXITY is exp of the pure cross-entropy."""
+CE_PERPLEXITY = "val_ppl_ce"
 PERCENT_COLUMNS = (*TASKS, AVERAGE)
 OTHER_METRIC = {"acc": "acc_norm", "acc_norm": "acc"}
 FORMATS = ("md", "latex", "csv", "long")
@@ -154,6 +157,8 @@ def _per_seed(rows: pd.DataFrame, column: str, metric_for: dict[str, str], spec:
     """(value, stderr) of one column for one run, in display units (% for accuracies)."""
     if column == PERPLEXITY:
         return _value(rows, "validation", "ppl", spec, table)
+    if column == CE_PERPLEXITY:
+        return _value(rows, "validation", "ppl_ce", spec, table)
     if column in TASKS:
         got = _value(rows, column, metric_for[column], spec, table)
         return None if got is None else (100 * got[0], None if got[1] is None else 100 * got[1])
@@ -211,6 +216,11 @@ def build_table(registry: Registry, table_id: str, frame: pd.DataFrame, *, prese
     check_columns(registry, table)
     reported = load_reported(registry, reported_file)
     notes: list[str] = []
+    if table_id == "claims":  # cells computed across runs (report/derived.py)
+        from exoformer.report.derived import METHOD_NOTE, add_derived_rows
+
+        frame = add_derived_rows(registry, frame, preset=preset, overrides=overrides)
+        notes.append(METHOD_NOTE)
     cells: dict[tuple[str, str], Cell] = {}
     checkpoint_cells: dict[tuple[str, str], Cell] = {}
     presets_used: set[str] = set()
@@ -230,6 +240,9 @@ def build_table(registry: Registry, table_id: str, frame: pd.DataFrame, *, prese
             rep = reported.get((table.id, row.id, column))
             cells[(row.id, column)] = _fill(table, row, column, runs, rep, OURS)
             checkpoint_cells[(row.id, column)] = _fill(table, row, column, checkpoint_runs, rep, CHECKPOINT)
+    in_table = {name for row in table.rows for name in row.specs}
+    notes.extend(f"DAMAGED {d['spec']} ({d['hash12']}): {d['why']}" for d in frame.attrs.get("damaged", [])
+                 if d["spec"] in in_table)
     shown = preset or (", ".join(sorted(presets_used)) if presets_used else "none")
     return BuiltTable(table=table, preset=shown, runs_root=str(runs_root), cells=cells, notes=notes,
                       checkpoint_cells=checkpoint_cells)

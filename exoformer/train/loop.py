@@ -39,7 +39,8 @@ from exoformer.train.checkpoint import (
     save_checkpoint,
 )
 from exoformer.train.config import TrainConfig
-from exoformer.train.loss import LossForward, chunked_lm_loss, official_logged_loss
+from exoformer.train.finite import check_finite_model, check_finite_step
+from exoformer.train.loss import LossForward, chunked_lm_loss, official_logged_loss, validation_conventions
 from exoformer.train.optim import build_optimizers, set_schedules
 from exoformer.train.progress import Progress
 from exoformer.train.schedule import lr_multiplier_for, momentum_for
@@ -274,6 +275,7 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                 shared = torch.stack([loss_sum / accumulation, torch.tensor(float(stop.requested), device=device)])
                 dist_util.all_reduce_sum(shared)
                 last_loss = float(shared[0]) / env.world_size
+                check_finite_step(step, last_loss, float(grad_norm))  # before this step's metrics line exists
                 stop_now = bool(shared[1] > 0)
                 elapsed = time.perf_counter() - started
                 lr = muon.param_groups[0]["lr"]
@@ -295,6 +297,7 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                     if board:
                         board.scalars(step, {"val/loss": ce})
                 if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop_now:
+                    check_finite_model(step, model)
                     save(step)
                 if stop_now and step < cfg.steps:
                     interrupted = True
@@ -311,13 +314,13 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
 def final_validation(model_config: ModelConfig, train_config: TrainConfig, out_dir: str | Path, *,
                      tokens: int | None = None, device: str | torch.device | None = None,
                      build_model: ModelBuilder | None = None) -> dict:
-    """Validation loss and perplexity of the run's final checkpoint (verified: a missing or damaged one is a
-    UserError naming it) on the first `tokens` validation tokens (default train_config.final_val_tokens), in
-    order. Under a torch.distributed group the batches are split across its ranks (rank r takes batches r, r+W,
-    ...) and the sums all-reduced, so every rank returns the same numbers as one process would.
-    The mean is token-weighted (the official full-val mean is unweighted over batches, hazard H11).
-    `val_loss` is pure CE (ppl = exp(val_loss)); `val_loss_official` adds the z term twice as the official
-    logs do (H3)."""
+    """Validation of the run's final checkpoint (verified: a missing or damaged one is a UserError naming it) on
+    the first `tokens` validation tokens (default train_config.final_val_tokens), in order, in batches of
+    `train.micro_batch_seqs` sequences with the forward as in training (precision, document masking). Both
+    conventions of exoformer.train.loss.validation_conventions: `val_loss`/`val_ppl` as the author's
+    `estimate_loss` reports them, `val_loss_ce`/`val_ppl_ce` pure cross-entropy. Under a torch.distributed group
+    the batches are split across its ranks (rank r takes batches r, r+W, ...) and gathered, so every rank
+    returns the same numbers as one process would."""
     env = dist_util.distributed_env()
     device = dist_util.pick_device(device, env)
     state = load_final_checkpoint(out_dir, train_config.steps)
@@ -331,10 +334,33 @@ def final_validation(model_config: ModelConfig, train_config: TrainConfig, out_d
     model.to(device)
     data_dir = resolve_data_dir(train_config.data)
     budget = train_config.final_val_tokens if tokens is None else tokens
-    rank, world_size = dist_util.group_rank_and_size()  # each rank scores its share; evaluate() sums them
+    rank, world_size = dist_util.group_rank_and_size()
     batches = validation_batches(data_dir, seq_len=train_config.seq_len, batch_seqs=train_config.micro_batch_seqs,
                                  max_seqs=max(1, budget // train_config.seq_len), vocab_size=model_config.vocab_size,
                                  eot=eot_id_for(data_dir), rank=rank, world_size=world_size)
-    ce, z, n = evaluate(model, batches, device=device, precision=precision, doc_masking=train_config.doc_masking)
-    return {"val_loss": ce, "val_ppl": math.exp(ce), "tokens": n, "step": state["step"],
-            "val_loss_official": official_logged_loss(ce, z, train_config.z_loss)}
+    per_batch = batch_criteria(model, batches, device=device, precision=precision,
+                               doc_masking=train_config.doc_masking)
+    return {**validation_conventions(per_batch, train_config.z_loss), "step": state["step"]}
+
+
+@torch.no_grad()
+def batch_criteria(model: nn.Module, batches: Iterable[Batch], *, device: str | torch.device, precision: str,
+                   doc_masking: bool) -> list[tuple[float, float, int]]:
+    """Per batch (mean CE, mean lse^2, tokens), in stream order over the batches of every rank (this rank scored
+    batches rank, rank + W, ...)."""
+    rank, world_size = dist_util.group_rank_and_size()
+    was_training = model.training
+    model.eval()
+    mine = []
+    for i, batch in enumerate(batches):
+        x, y = batch.x.to(device), batch.y.to(device)
+        with autocast_for(precision, torch.device(device)):
+            hidden = model.hidden_states(x, batch.doc_starts.to(device) if doc_masking else None)
+            _, ce, z = chunked_lm_loss(hidden, model.lm_head.weight, y, 0.0)
+        mine.append((i * world_size + rank, float(ce), float(z), int(y.numel())))
+    model.train(was_training)
+    if world_size > 1:
+        shares: list = [None] * world_size
+        torch.distributed.all_gather_object(shares, mine)
+        mine = [item for share in shares for item in share]
+    return [(ce, z, n) for _, ce, z, n in sorted(mine)]

@@ -12,6 +12,8 @@ instead of several fp32 copies of B x T x V (benchmarks/bench_loss_memory.py mea
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -90,3 +92,22 @@ def _combine(ce: Tensor, z: Tensor, z_loss: float) -> tuple[Tensor, Tensor, Tens
 def official_logged_loss(ce: float, z: float, z_loss: float) -> float:
     """The loss value the official code logs and validates with flash-attn installed (z-loss twice, H3)."""
     return ce + 2.0 * z_loss * z
+
+
+def validation_conventions(per_batch: list[tuple[float, float, int]], z_loss: float) -> dict[str, float | int]:
+    """Both validation conventions from per-batch (mean CE, mean lse^2, tokens) in stream order.
+
+    The paper's perplexities come from the author's `estimate_loss` (docs/official_code.md 4.5 and hazard H3):
+    for each batch the training criterion's mean over its tokens, which with flash-attn counts the z term twice
+    (`official_logged_loss`), then the unweighted mean over batches; perplexity is exp of that mean. That is
+    `val_loss` / `val_ppl`, what tables show and `diff` compares with the paper. `val_loss_ce` / `val_ppl_ce`
+    are the token-weighted mean of pure cross-entropy and its exp, kept as their own metric.
+    """
+    tokens = sum(n for _, _, n in per_batch)
+    if not per_batch or tokens == 0:
+        return {"val_loss": math.nan, "val_ppl": math.nan, "val_loss_ce": math.nan, "val_ppl_ce": math.nan,
+                "tokens": 0, "batches": 0}
+    official = sum(official_logged_loss(ce, z, z_loss) for ce, z, _ in per_batch) / len(per_batch)
+    ce_mean = sum(ce * n for ce, _, n in per_batch) / tokens
+    return {"val_loss": official, "val_ppl": math.exp(official), "val_loss_ce": ce_mean,
+            "val_ppl_ce": math.exp(ce_mean), "tokens": tokens, "batches": len(per_batch)}

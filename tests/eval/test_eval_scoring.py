@@ -97,3 +97,17 @@ def test_lean_greedy_generation_equals_the_full_logits_path():
     lean = ExoLM(model, CharTokenizer(), batch_size=2).generate_until(reqs, disable_tqdm=True)
     full = ExoLM(model, CharTokenizer(), batch_size=2, full_logits=True).generate_until(reqs, disable_tqdm=True)
     assert lean == full and any(lean)
+
+
+def test_bf16_scoring_takes_the_log_softmax_on_bf16_logits_as_the_author():
+    from exoformer.eval.scoring import continuation_logprobs
+
+    torch.manual_seed(0)
+    logits = torch.randn(6, 50) * 4
+    targets = torch.randint(0, 50, (6,))
+    got, _ = continuation_logprobs(logits, targets, 50, precision="bf16")
+    author = torch.log_softmax(logits.to(torch.bfloat16), dim=-1).gather(-1, targets[:, None])[:, 0].double()
+    exact, _ = continuation_logprobs(logits, targets, 50, precision="fp32")
+    assert torch.equal(got, author)
+    assert not torch.equal(got, exact)
+    assert torch.allclose(exact, torch.log_softmax(logits.double(), -1).gather(-1, targets[:, None])[:, 0], atol=1e-5)

@@ -91,7 +91,8 @@ def test_every_semantic_field_changes_the_hash(registry, key):
 
 @pytest.mark.parametrize("override", ["seed=7", "variant=e-exoformer", "model.granularity=scalar",
                                       "model.post_mix_norm_paths=[q]", "model.anchor_norm_paths=[q,k]", "model.anchor=h1", "train.data=smoke", "train.precision=fp32",
-                                      "eval.suite=smoke", "eval.limit=10", "analysis.seq_len=512",
+                                      "eval.suite=smoke", "eval.limit=10", "eval.precision=fp32",
+                                      "analysis.seq_len=512",
                                       "analysis.probes=[token_similarity]", "analysis.ablations=[none]"])
 def test_identity_fields_change_the_hash(registry, override):
     assert registry.resolve("dynamic-e-exoformer-s42", overrides=[override]).hash != \
@@ -102,7 +103,8 @@ def test_sampled_fields_cover_every_dataclass_field():
     covered = {k.split(".")[1] for k in SEMANTIC}
     for cls in (EvalConfig, AnalysisConfig):
         for f in fields(cls):
-            assert f.name in covered or f.name in ("suite", "limit", "probes", "ablations", "seq_len"), f.name
+            assert f.name in covered or f.name in ("suite", "limit", "precision", "probes", "ablations",
+                                                   "seq_len"), f.name
 
 
 def test_hashes_are_stable_across_processes_and_match_the_golden_file():

@@ -288,8 +288,8 @@ def test_the_450m_alias_is_defined_once_in_the_variants_table(tmp_path):
     assert reg.resolve("base-s42").shape == "450m-ungated" and reg.resolve("gated-s42").shape == "450m-gated"
     reg_dir = _registry(tmp_path, "{}\n")
     text = (reg_dir / "variants.yaml").read_text()
-    (reg_dir / "variants.yaml").write_text(text.replace("ungated: 450m-ungated}", "ungated: 1b}"))
-    assert Registry(reg_dir).resolve("base-s42").shape == "1b"  # changing the one definition moves every spec
+    (reg_dir / "variants.yaml").write_text(text.replace("ungated: 450m-ungated}", "ungated: 1b-ungated}"))
+    assert Registry(reg_dir).resolve("base-s42").shape == "1b-ungated"  # changing the one definition moves every spec
 
 
 def test_a_registry_without_variants_is_refused(tmp_path):

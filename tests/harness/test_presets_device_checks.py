@@ -62,9 +62,17 @@ def test_bf16_on_a_gpu_without_bf16_is_refused_with_the_fp32_fix(registry, preci
     err = error_of([spec], load_profile("cpu"), "local", device=V100)
     assert err.where == "train.precision of gated-s42" and "V100" in err.problem and precision in err.problem
     assert err.fix.startswith("--set train.precision=fp32")
-    check_placement([registry.resolve("gated-s42", overrides=["train.precision=fp32"])], load_profile("cpu"),
-                    "local", device=V100)
+    check_placement([registry.resolve("gated-s42", overrides=["train.precision=fp32", "eval.precision=fp32"])],
+                    load_profile("cpu"), "local", device=V100)
     check_placement([spec], load_profile("cpu"), "local", device=H100)
+
+
+def test_bf16_scoring_on_a_gpu_without_bf16_is_refused_with_the_fp32_fix(registry):
+    spec = registry.resolve("gated-s42", overrides=["train.precision=fp32"])
+    err = error_of([spec], load_profile("cpu"), "local", device=V100)
+    assert err.where == "gated-s42: eval.precision" and "V100" in err.problem and "bf16" in err.problem
+    assert err.fix.startswith("--set eval.precision=fp32")
+    check_placement([spec], load_profile("cpu"), "local", device=CPU)
 
 
 def test_slurm_judges_bf16_by_the_profiles_gpu_name(registry):

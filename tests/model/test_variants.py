@@ -15,7 +15,7 @@ EXPECTED_NAMES = {
     "s-exoformer", "dynamic-e-exoformer", "dynamic-h-exoformer", "dynamic-s-exoformer",
     "e-exoformer-no-anchor-norm", "e-exoformer-postnorm-qkv", "e-exoformer-postnorm-qkvg",
     "static-e-exoformer-from-h1", "static-e-exoformer-from-h2", "dynamic-e-exoformer-from-h1",
-    "dynamic-e-exoformer-from-h2", "e-nuresformer-vg", "e-exoformer-vg",
+    "dynamic-e-exoformer-from-h2", "e-nuresformer-vg", "e-exoformer-vg", "dynamic-e-exoformer-fc2-official",
 }
 
 # docs/official_code.md section 2, counted by the author's code at vocab 57,601.
@@ -37,7 +37,7 @@ OFFICIAL_COUNTS = [
 
 def test_every_paper_variant_is_named():
     assert set(list_variants()) == EXPECTED_NAMES
-    assert {"450m-gated", "450m-ungated", "1b", "smoke", "tiny", "proxy"} <= set(list_shapes())
+    assert {"450m-gated", "450m-ungated", "1b-gated", "1b-ungated", "smoke", "tiny", "proxy"} <= set(list_shapes())
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))

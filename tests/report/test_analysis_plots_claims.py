@@ -47,7 +47,7 @@ def test_claims_compare_runs_with_the_paper(registry, tmp_path):
 def test_claims_verb_prints_not_run_without_runs(tmp_path, capsys):
     assert main(["claims", "--preset", "smoke", "--runs-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert out.count("| not run |") == 2 and out.count("not run vs not run") == 2
+    assert out.count("| not run |") == 4 and out.count("not run vs not run") == 2
     assert "| ~2x |" in out and "| 321 vs 181 |" in out
 
 

@@ -149,10 +149,11 @@ def test_figures_of_a_subset_say_which_models_they_show(drawn):
         return " ".join(text for text, _, note in layout.texts if note and text.startswith("shows ")).replace("\n", " ")
 
     similarity = note("layer-similarity")
-    assert similarity.startswith("shows 5 of the 7 models of table1: Base Transformer, Gated Attention, ")
-    assert "not in this figure: ResFormer, Gating + ResFormer" in similarity
+    assert similarity.startswith("shows 5 of the 9 models of table1: Base Transformer, Gated Attention, ")
+    assert "not in this figure: ResFormer, Gating + ResFormer, H-ExoFormer, S-ExoFormer" in similarity
     assert "not run: " in note("val-loss-1b") and note("val-loss-1b").startswith("shows 3 of the 7 models")
-    assert note("attention-sink") == ""  # every Table 1 model is drawn
+    # every Table 1 model with a run is drawn; the synthetic runs have none of the static H-/S-ExoFormer rows
+    assert note("attention-sink").endswith("Dynamic E-ExoFormer (not run: H-ExoFormer, S-ExoFormer)")
 
 
 @pytest.mark.parametrize("low,high", [(0.6, 1.9), (0.93, 3.2), (0.2, 1.05), (-2.0, 1.2)])

@@ -89,7 +89,7 @@ def test_shrunk_spec_cells_are_judged_on_rank_only_in_diff(tmp_path, capsys):
 
 def test_diff_with_nothing_compared_exits_1_and_says_why(tmp_path, capsys):
     assert main(["diff", "table1", "--runs-dir", str(tmp_path)]) == 1
-    assert "nothing was compared: no run has results for this table (56 cells not run)" in capsys.readouterr().out
+    assert "nothing was compared: no run has results for this table (72 cells not run)" in capsys.readouterr().out
     make_run(tmp_path, "gated-s42", accuracies=uniform(0.31), ppl=138.65, overrides=SHRUNK)  # one row: no rank
     result = diff_table(_built(tmp_path))
     assert not result.compared and exit_code(result) == 1
@@ -159,13 +159,13 @@ def test_csv_is_the_markdown_table_and_long_is_the_cell_frame(tmp_path):
     _shrunk_rows(tmp_path / "shrunk")
     built = _built(tmp_path)
     wide = pd.read_csv(io.StringIO(render(built, "csv")))
-    assert len(wide) == len(built.table.rows) == 7
+    assert len(wide) == len(built.table.rows) == 9
     assert list(wide.columns[:4]) == ["row", "model", "val_ppl", "val_ppl paper"]
     gated = wide[wide["row"] == "gated"].iloc[0]
     assert gated["val_ppl"] == 14.0 and gated["val_ppl paper"] == 14.64 and gated["source"] == "ours"
     assert pd.isna(wide[wide["row"] == "base"].iloc[0]["val_ppl"])
     long = pd.read_csv(io.StringIO(render(built, "long")))
-    assert len(long) == 7 * 8 and set(long["source"]) == {"ours"}
+    assert len(long) == 9 * 8 and set(long["source"]) == {"ours"}
     shrunk = pd.read_csv(io.StringIO(render(_built(tmp_path / "shrunk"), "csv")))
     assert "eval.limit=20" in shrunk[shrunk["row"] == "gated"].iloc[0]["not comparable"]
 

@@ -102,8 +102,8 @@ def test_table_naming_an_unknown_metric_is_a_one_line_error(tmp_path):
 
 
 def test_convention_naming_a_metric_the_results_lack_is_a_one_line_error(tmp_path):
-    reg = _registry_copy(tmp_path, '    paper_ref: "v4 Table 1, p. 5"\n',
-                         '    paper_ref: "v4 Table 1, p. 5"\n    convention: {winogrande: acc_norm}\n')
+    line = '    columns: [val_ppl, arc_challenge, arc_easy, hellaswag, openbookqa, piqa, winogrande, avg6]\n'
+    reg = _registry_copy(tmp_path, line, line + '    convention: {winogrande: acc_norm}\n')
     make_run(tmp_path, "base-s42", accuracies=uniform(0.5))
     with pytest.raises(UserError) as err:
         build_table(reg, "table1", collect(tmp_path), runs_root=tmp_path)
