@@ -13,7 +13,6 @@ summary for `stages/<name>.json`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +62,7 @@ def evaluate_stage(ctx: StageContext) -> dict[str, Any]:
                        limit=ev.limit, device=device)
     rows = long_rows(results, spec=spec.name, seed=spec.seed)
     atomic_write_text(files.eval_results, dumps(results))
-    atomic_write_text(files.eval_rows, "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))
+    files.write_rows(files.eval_rows, rows)
     summary = {f"{r['task']}/{r['metric']}": r["value"] for r in rows}
     ctx.say("evaluate: " + ", ".join(f"{k} {v:.4f}" for k, v in summary.items() if v is not None))
     return {"suite": ev.suite, "rows": len(rows), "metrics": summary, "file": files.display(files.eval_rows)}
