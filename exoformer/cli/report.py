@@ -18,7 +18,7 @@ def _read(args: argparse.Namespace, check=None):
     if check is not None:
         check(registry)
     root = options.existing_runs_root(args)
-    return registry, root, collect(root, preset=args.preset, registry=registry)
+    return registry, root, collect(root, preset=args.preset, registry=registry, overrides=args.overrides)
 
 
 def _table_check(table_id: str):

@@ -1,4 +1,15 @@
-"""The runs under a runs root, by spec, and the one rule that picks the run a spec's results come from.
+"""The runs under a runs root, by spec, read through a derived cache, and the one rule that picks the run a
+spec's results come from.
+
+The index is a cache per spec directory (`RunDir.index_file(root, name)`), never the source of truth: each
+entry holds what the reading verbs need to choose runs (the spec file's identity fields, the recorded run
+identity, the status state, which result files exist) keyed by the modification times of the run directory
+and of its result and stage-record folders and of its status record. Every file the entry depends on is
+written atomically (a rename into one of those folders), so a changed run has a changed key and is read
+again; an entry whose key does not match, an index file that cannot be read, is not ours or is damaged,
+is simply rebuilt. The index is rewritten atomically when anything changed, and a root that cannot be
+written still reads (without the cache). Asking for some specs reads only their directories, so a table
+costs what its runs cost, not what the root holds.
 
 A spec can have several run directories: its current hash, and older ones (runs made with `--set`
 overrides, or before a registry edit changed its config). Tables, figures and claims all ask `pick_run`
@@ -7,25 +18,28 @@ which one to read, so they never disagree about it. Torch-free; reads run direct
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import yaml
 
 from exoformer.errors import UserError
-from exoformer.rundir import RunDir, iter_run_dirs
+from exoformer.io import atomic_write_json
+from exoformer.run_identity import CHECKPOINT, OURS, SOURCES, RunIdentity
+from exoformer.rundir import RunDir, index_file, run_dirs_of_spec, spec_names_under
 
-OURS, CHECKPOINT = "ours", "checkpoint"
-SOURCES = (OURS, CHECKPOINT)
-"""Where a run's weights come from; the paper's own numbers are the third source, "paper" (reported.yaml)."""
+__all__ = ["CHECKPOINT", "OURS", "SOURCES", "RunInfo", "find_runs", "pick_run", "runs_by_spec", "read_run_spec"]
+
+INDEX_VERSION = 1
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class RunInfo:
-    """Identity and state of one run directory, as its spec file and status record say."""
+    """Identity and state of one run directory, as its spec file, identity file and status record say."""
 
     run: RunDir
     spec: str
@@ -41,6 +55,12 @@ class RunInfo:
     """For a checkpoint run: the table row it stands for (spec file key `as_row`)."""
     table: str | None = None
     """For a checkpoint run: the table that row belongs to (spec file key `table`)."""
+    identity: RunIdentity | None = None
+    """The identity recorded at launch; None for a run launched before identity files existed."""
+    outputs: tuple[str, ...] = ()
+    """Which result files and stage records exist: names from OUTPUTS."""
+    mtime: float = 0.0
+    """The run directory's modification time (pick_run's tie-breaker among non-current runs)."""
 
     @property
     def path(self) -> Path:
@@ -48,7 +68,14 @@ class RunInfo:
 
     @property
     def has_eval(self) -> bool:
-        return any(p.is_file() for p in (self.run.eval_rows, self.run.analysis_rows, self.run.validation))
+        return any(name in self.outputs for name in ("eval_rows", "analysis_rows", "validation"))
+
+    def has(self, output: str) -> bool:
+        return output in self.outputs
+
+
+OUTPUTS = ("eval_rows", "analysis_rows", "validation", "stage:evaluate", "stage:validate")
+"""The result files and stage records an index entry says exist (RunDir attribute names; `stage:` records)."""
 
 
 class HasRunDir(Protocol):
@@ -78,8 +105,14 @@ def read_run_spec(run: RunDir) -> dict:
     return data
 
 
+def _outputs(run: RunDir) -> tuple[str, ...]:
+    found = [name for name in OUTPUTS[:3] if getattr(run, name).is_file()]
+    found += [f"stage:{stage}" for stage in ("evaluate", "validate") if run.stage_done(stage)]
+    return tuple(found)
+
+
 def read_run_info(run: RunDir) -> RunInfo:
-    """The RunInfo of one run directory; a damaged spec file is a UserError naming it."""
+    """The RunInfo of one run directory read from its files; a damaged spec or identity file is a UserError."""
     data = read_run_spec(run)
     status = run.read_status()
     seed = data.get("seed", 0)
@@ -87,37 +120,127 @@ def read_run_info(run: RunDir) -> RunInfo:
     if source not in SOURCES:
         raise UserError(f"the run's spec file says source {source!r}", where=str(run.spec_file),
                         fix=f"source is one of {', '.join(SOURCES)} (absent = {OURS})")
+    try:
+        mtime = run.path.stat().st_mtime
+    except OSError:
+        mtime = 0.0
     return RunInfo(run=run, spec=str(data["name"]), seed=int(seed) if isinstance(seed, int) else 0,
                    preset=str(data.get("preset", "")), hash12=run.path.name,
                    suite=str((data.get("eval") or {}).get("suite", "")),
                    state=None if status is None else status.state, source=source,
                    as_row=None if data.get("as_row") is None else str(data["as_row"]),
-                   table=None if data.get("table") is None else str(data["table"]))
+                   table=None if data.get("table") is None else str(data["table"]),
+                   identity=run.identity(), outputs=_outputs(run), mtime=mtime)
 
 
-def recorded_overrides(run: RunDir) -> list[str]:
-    """The `--set KEY=VALUE` overrides of the command that created the run (its provenance), in order.
+# ------------------------------------------------------------------------------------------ the cache
 
-    They tell a deliberate variant of a spec (run with --set) from a stale run (the spec's definition
-    changed since); a run without a recorded command has none.
-    """
-    command = run.read_provenance().get("command")
-    if not isinstance(command, list):
-        return []
-    words = [str(w) for w in command]
-    out = []
-    for i, word in enumerate(words):
-        if word == "--set" and i + 1 < len(words):
-            out.append(words[i + 1])
-        elif word.startswith("--set="):
-            out.append(word[len("--set="):])
+def _mtime_ns(path: Path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
+def entry_key(run: RunDir) -> list[int] | None:
+    """What an index entry is valid for: the run directory's inode and modification time, those of its result
+    and stage-record folders, and the status record's time and size; None when the directory is gone."""
+    try:
+        top = os.stat(run.path)
+    except OSError:
+        return None
+    try:
+        status = os.stat(run.status_file)
+        status_key = [status.st_mtime_ns, status.st_size]
+    except OSError:
+        status_key = [0, 0]
+    return [top.st_ino, top.st_mtime_ns, _mtime_ns(run.eval_dir), _mtime_ns(run.analysis_dir),
+            _mtime_ns(run.stages_dir), *status_key]
+
+
+def _info_to_json(info: RunInfo) -> dict[str, Any]:
+    return {"spec": info.spec, "seed": info.seed, "preset": info.preset, "suite": info.suite, "state": info.state,
+            "source": info.source, "as_row": info.as_row, "table": info.table, "outputs": list(info.outputs),
+            "mtime": info.mtime, "identity": None if info.identity is None else info.identity.to_dict()}
+
+
+def _info_from_json(run: RunDir, data: Any) -> RunInfo | None:
+    """The RunInfo of a cached entry; None when the entry is not one this version wrote (then it is rebuilt)."""
+    try:
+        identity = data["identity"]
+        return RunInfo(run=run, spec=str(data["spec"]), seed=int(data["seed"]), preset=str(data["preset"]),
+                       hash12=run.path.name, suite=str(data["suite"]),
+                       state=None if data["state"] is None else str(data["state"]), source=str(data["source"]),
+                       as_row=data["as_row"], table=data["table"],
+                       outputs=tuple(o for o in data["outputs"] if o in OUTPUTS), mtime=float(data["mtime"]),
+                       identity=None if identity is None else RunIdentity.from_dict(identity, where="index"))
+    except (KeyError, TypeError, ValueError, UserError):
+        return None
+
+
+def _load_index(path: Path) -> dict[str, Any]:
+    """The cached entries of one spec directory; {} when the file is missing, unreadable or not ours."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != INDEX_VERSION or not isinstance(data.get("runs"), dict):
+        return {}
+    return data["runs"]
+
+
+def spec_runs(root: Path, name: str) -> list[RunInfo]:
+    """Every run directory of spec directory `root/name` (those holding a spec file), in path order, through
+    the index (entries read again when their key changed; the index rewritten when anything did)."""
+    dirs = run_dirs_of_spec(root, name)
+    cache_path = index_file(root, name)
+    cached = _load_index(cache_path)
+    entries: dict[str, Any] = {}
+    out: list[RunInfo] = []
+    changed = set(cached) != {rd.path.name for rd in dirs}
+    for rd in dirs:
+        key = entry_key(rd)
+        if key is None:
+            changed = True
+            continue
+        old = cached.get(rd.path.name)
+        info = None
+        if isinstance(old, dict) and old.get("key") == key:
+            if old.get("info") is None:  # a directory without a spec file: not a run (yet)
+                entries[rd.path.name] = old
+                continue
+            info = _info_from_json(rd, old["info"])
+        if info is None:
+            changed = True
+            if not rd.spec_file.is_file():
+                entries[rd.path.name] = {"key": key, "info": None}
+                continue
+            info = read_run_info(rd)
+        entries[rd.path.name] = {"key": key, "info": _info_to_json(info)}
+        out.append(info)
+    if changed:
+        try:
+            atomic_write_json(cache_path, {"version": INDEX_VERSION, "runs": entries})
+        except OSError:  # a read-only runs root still reads, without the cache
+            pass
     return out
 
 
-def find_runs(runs_root: str | os.PathLike, *, preset: str | None = None) -> list[RunInfo]:
-    """Every run directory under `runs_root` (optionally of one preset), in path order."""
-    runs = [read_run_info(run) for run in iter_run_dirs(runs_root)]
+def find_runs(runs_root: str | os.PathLike, *, preset: str | None = None,
+              specs: Iterable[str] | None = None) -> list[RunInfo]:
+    """Every run under `runs_root` (optionally of one preset, and only in the directories of `specs`), in path
+    order. Checkpoint runs live in their row's first spec's directory, so `specs` finds them by that name."""
+    root = Path(runs_root)
+    if not root.is_dir():
+        return []
+    names = spec_names_under(root) if specs is None else sorted(set(specs))
+    runs = [info for name in names if is_spec_dir_name(name) for info in spec_runs(root, name)]
     return [r for r in runs if preset is None or r.preset == preset]
+
+
+def is_spec_dir_name(name: str) -> bool:
+    """A name that can be a spec directory (not a hidden folder of the root such as the index, not a path)."""
+    return bool(name) and not name.startswith(".") and "/" not in name and name not in (".", "..")
 
 
 def pick_run(candidates: Sequence[Candidate], *, current_hash12: str | None, exact: bool = False) -> Candidate | None:
@@ -132,7 +255,12 @@ def pick_run(candidates: Sequence[Candidate], *, current_hash12: str | None, exa
             return run
     if not candidates or exact:
         return None
-    return max(candidates, key=lambda run: Path(run.path).stat().st_mtime)
+    return max(candidates, key=_mtime_of)
+
+
+def _mtime_of(run: HasRunDir) -> float:
+    mtime = getattr(run, "mtime", None)
+    return mtime if isinstance(mtime, float) and mtime else Path(run.path).stat().st_mtime
 
 
 def runs_by_spec(runs: Sequence[RunInfo]) -> dict[tuple[str, str], list[RunInfo]]:

@@ -282,8 +282,8 @@ def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], o
     if not table_ids:
         raise UserError(f"figure {figure.id!r}: an accuracy bar chart needs a table (specs: [table:ID])",
                         where=figure.source, fix="write specs: [table:table1]")
-    built = build_table(registry, table_ids[0], collect(runs_root, preset=preset, registry=registry), preset=preset,
-                        runs_root=runs_root, overrides=overrides)
+    frame = collect(runs_root, preset=preset, registry=registry, overrides=overrides)
+    built = build_table(registry, table_ids[0], frame, preset=preset, runs_root=runs_root, overrides=overrides)
     columns = [s.split(".", 1)[1] for s in figure.series if s.startswith("eval.")]
     plt = _pyplot()
     rows = built.table.rows
