@@ -75,7 +75,7 @@ def show_arguments(parser: argparse.ArgumentParser) -> None:
 def show_verb(args: argparse.Namespace) -> int:
     reg = options.registry(args)
     spec = reg.resolve(args.name, preset=args.preset, overrides=args.overrides)
-    directory = runs.run_dir_for(spec, options.runs_root(args))
+    directory = runs.run_dir_for(spec, options.existing_runs_root(args, default_may_be_missing=True))
     status, has_ckpt = _state(spec, args)
     info = {"spec": spec.to_dict(), "hash": spec.hash, "hash12": spec.hash12,
             "parameters": spec.model.num_parameters(), "run_dir": str(directory),

@@ -61,6 +61,8 @@ class RunInfo:
     """Which result files and stage records exist: names from OUTPUTS."""
     mtime: float = 0.0
     """The run directory's modification time (pick_run's tie-breaker among non-current runs)."""
+    steps: int | None = None
+    """The spec's training steps (`status` shows progress against it)."""
 
     @property
     def path(self) -> Path:
@@ -130,38 +132,49 @@ def read_run_info(run: RunDir) -> RunInfo:
                    state=None if status is None else status.state, source=source,
                    as_row=None if data.get("as_row") is None else str(data["as_row"]),
                    table=None if data.get("table") is None else str(data["table"]),
-                   identity=run.identity(), outputs=_outputs(run), mtime=mtime)
+                   identity=run.identity(), outputs=_outputs(run), mtime=mtime, steps=_steps(data))
+
+
+def _steps(data: dict) -> int | None:
+    steps = (data.get("train") or {}).get("steps") if isinstance(data.get("train"), dict) else None
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
 
 
 # ------------------------------------------------------------------------------------------ the cache
 
-def _mtime_ns(path: Path) -> int:
+def _mtime_ns(path: str) -> int:
     try:
         return os.stat(path).st_mtime_ns
     except OSError:
         return 0
 
 
+_KEY_FOLDERS = tuple(os.path.basename(getattr(RunDir("."), name)) for name in ("eval_dir", "analysis_dir",
+                                                                              "stages_dir"))
+_RECORD_NAME = os.path.basename(RunDir(".").status_file)
+
+
 def entry_key(run: RunDir) -> list[int] | None:
     """What an index entry is valid for: the run directory's inode and modification time, those of its result
     and stage-record folders, and the status record's time and size; None when the directory is gone."""
+    top_path = str(run.path)
     try:
-        top = os.stat(run.path)
+        top = os.stat(top_path)
     except OSError:
         return None
     try:
-        status = os.stat(run.status_file)
-        status_key = [status.st_mtime_ns, status.st_size]
+        record = os.stat(os.path.join(top_path, _RECORD_NAME))
+        record_key = [record.st_mtime_ns, record.st_size]
     except OSError:
-        status_key = [0, 0]
-    return [top.st_ino, top.st_mtime_ns, _mtime_ns(run.eval_dir), _mtime_ns(run.analysis_dir),
-            _mtime_ns(run.stages_dir), *status_key]
+        record_key = [0, 0]
+    return [top.st_ino, top.st_mtime_ns, *(_mtime_ns(os.path.join(top_path, f)) for f in _KEY_FOLDERS),
+            *record_key]
 
 
 def _info_to_json(info: RunInfo) -> dict[str, Any]:
     return {"spec": info.spec, "seed": info.seed, "preset": info.preset, "suite": info.suite, "state": info.state,
             "source": info.source, "as_row": info.as_row, "table": info.table, "outputs": list(info.outputs),
-            "mtime": info.mtime, "identity": None if info.identity is None else info.identity.to_dict()}
+            "mtime": info.mtime, "steps": info.steps, "identity": None if info.identity is None else info.identity.to_dict()}
 
 
 def _info_from_json(run: RunDir, data: Any) -> RunInfo | None:
@@ -173,6 +186,7 @@ def _info_from_json(run: RunDir, data: Any) -> RunInfo | None:
                        state=None if data["state"] is None else str(data["state"]), source=str(data["source"]),
                        as_row=data["as_row"], table=data["table"],
                        outputs=tuple(o for o in data["outputs"] if o in OUTPUTS), mtime=float(data["mtime"]),
+                       steps=data["steps"] if isinstance(data["steps"], int) else None,
                        identity=None if identity is None else RunIdentity.from_dict(identity, where="index"))
     except (KeyError, TypeError, ValueError, UserError):
         return None
@@ -204,18 +218,20 @@ def spec_runs(root: Path, name: str) -> list[RunInfo]:
             changed = True
             continue
         old = cached.get(rd.path.name)
-        info = None
         if isinstance(old, dict) and old.get("key") == key:
             if old.get("info") is None:  # a directory without a spec file: not a run (yet)
                 entries[rd.path.name] = old
                 continue
             info = _info_from_json(rd, old["info"])
-        if info is None:
-            changed = True
-            if not rd.spec_file.is_file():
-                entries[rd.path.name] = {"key": key, "info": None}
+            if info is not None:
+                entries[rd.path.name] = old
+                out.append(info)
                 continue
-            info = read_run_info(rd)
+        changed = True
+        if not rd.spec_file.is_file():
+            entries[rd.path.name] = {"key": key, "info": None}
+            continue
+        info = read_run_info(rd)
         entries[rd.path.name] = {"key": key, "info": _info_to_json(info)}
         out.append(info)
     if changed:

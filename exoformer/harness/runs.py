@@ -55,8 +55,26 @@ def runs_root(cli_dir: str | None = None) -> Path:
     return Path(chosen).expanduser().absolute() if chosen else DEFAULT_RUNS_ROOT
 
 
+def check_runs_root(root: Path, *, where: str = "--runs-dir", missing_ok: bool = False) -> None:
+    """The one error line of a runs root that cannot hold runs: a file, a dangling symbolic link, or (unless
+    `missing_ok`: `run` creates it) a missing directory. Every verb calls this, so all say the same."""
+    root = Path(root)
+    if root.is_dir():
+        return
+    fix = f"name the directory that holds the run directories (--runs-dir DIR or ${RUNS_ENV})"
+    if root.is_symlink() and not root.exists():
+        raise UserError(f"runs root {root} is a symbolic link to nothing ({os.readlink(root)})", where=where,
+                        fix=fix)
+    if root.exists():
+        raise UserError(f"runs root {root} is not a directory", where=where, fix=fix)
+    if not missing_ok:
+        raise UserError(f"runs root {root} does not exist", where=where,
+                        fix=fix + ", or run something first (reproduce.py run TARGET --preset smoke)")
+
+
 def check_writable(root: Path) -> None:
     """Fail early, in one line, when the runs root cannot hold run directories (nothing is created elsewhere)."""
+    check_runs_root(root, where=f"--runs-dir or ${RUNS_ENV}", missing_ok=True)
     probe = root
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent

@@ -136,3 +136,36 @@ def collect(runs_root: str | os.PathLike, *, preset: str | None = None, specs: l
     for run, name in named:
         rows.extend(run_rows(run, name))
     return pd.DataFrame(rows, columns=[*COLUMNS, *EXTRA_COLUMNS])
+
+
+def own_preset(registry: Registry, spec: str) -> str | None:
+    """The preset a spec resolves under when no --preset is given (None for a spec the registry lacks)."""
+    return registry.resolve(spec).preset if spec in registry.specs else None
+
+
+def choose_preset(registry: Registry, runs_root: str | os.PathLike, specs: list[str], preset: str | None, *,
+                  what: str) -> tuple[str | None, str | None]:
+    """(the preset a reading verb reads for `specs`, one line to print or None): README "Which runs the
+    reading verbs read".
+
+    No --preset: each spec's own preset, unless none of `specs` has results under its own preset while some
+    have results under other presets; then the preset most of them ran under (ties: by name) is read, its
+    cells marked not comparable, and the line says so. `--preset P` with no results under P while other
+    presets have some: P is read (cells "not run") and the line names the flag to add.
+    """
+    found = [run for run in find_runs(runs_root, specs=set(specs)) if run.has_eval]
+    if preset is not None:
+        others = sorted({run.preset for run in found} - {preset})
+        if others and not any(run.preset == preset for run in found):
+            return preset, (f"note: {what} has no runs of preset {preset}; runs exist under preset "
+                            f"{', '.join(others)}: add --preset {others[0]}")
+        return preset, None
+    own = {spec: own_preset(registry, spec) for spec in specs}
+    if not found or any(run.preset == own.get(row_spec(run, registry)) for run in found):
+        return None, None
+    counts: dict[str, int] = {}
+    for run in found:
+        counts[run.preset] = counts.get(run.preset, 0) + 1
+    chosen = min(counts, key=lambda p: (-counts[p], p))
+    return chosen, (f"note: {what} has no runs under its specs' own preset; reading preset {chosen} (not "
+                    f"comparable with the paper; add --preset {chosen} to ask for it)")

@@ -135,7 +135,8 @@ def figure_runs(registry: Registry, figure: Figure, runs_root: str | os.PathLike
             for row in registry.tables[item[6:]].rows:
                 for name in row.specs:
                     labels.setdefault(name, style.label_of(row.id, row.label))
-    by_spec = runs_by_spec([r for r in find_runs(runs_root, preset=preset) if r.source == OURS])
+    by_spec = runs_by_spec([r for r in find_runs(runs_root, preset=preset, specs=registry.figure_specs(figure))
+                            if r.source == OURS])
     out = []
     for name in registry.figure_specs(figure):
         spec = registry.resolve(name, preset=preset, overrides=overrides)
