@@ -105,13 +105,19 @@ def main_bench() -> int:
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", default=None, metavar="FILE", help="write a cProfile of `table` on BIG")
+    parser.add_argument("--keep", default=None, metavar="DIR",
+                        help="build the roots in DIR and keep them; a DIR that holds them already is reused")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp)
+        base = Path(args.keep or tmp)
         t0 = time.perf_counter()
-        big, small, names = build_roots(base, args.runs)
-        print(f"built {args.runs} run directories ({len(names)} spec names, {len(names)} current) in "
-              f"{time.perf_counter() - t0:.1f} s")
+        if args.keep and (base / "small").is_dir():
+            big, small = base / "big", base / "small"
+            print(f"reusing the run directories under {base}")
+        else:
+            big, small, names = build_roots(base, args.runs)
+            print(f"built {args.runs} run directories ({len(names)} spec names, {len(names)} current) in "
+                  f"{time.perf_counter() - t0:.1f} s")
         run_verb(["table", TABLE, "--runs-dir", str(small)])  # imports, registry caches
         first = run_verb(["table", TABLE, "--runs-dir", str(big)])  # builds BIG's run index
         print(f"table {TABLE} on BIG, first call (builds the run index): {first:.2f} s")

@@ -508,12 +508,12 @@ def iter_run_dirs(root: str | os.PathLike) -> list[RunDir]:
 
 def run_dirs_of_spec(root: str | os.PathLike, name: str) -> list[RunDir]:
     """The `<root>/<name>/<hash12>/` directories (with or without a spec file yet), sorted by name."""
+    base = os.path.join(root, name)
     try:
-        entries = sorted(e.name for e in os.scandir(Path(root) / name) if e.is_dir(follow_symlinks=False)
-                         and is_hash12(e.name))
+        entries = sorted(e.name for e in os.scandir(base) if is_hash12(e.name) and e.is_dir(follow_symlinks=False))
     except OSError:
         return []
-    return [RunDir(Path(root) / name / entry) for entry in entries]
+    return [RunDir(os.path.join(base, entry)) for entry in entries]
 
 
 def spec_names_under(root: str | os.PathLike) -> list[str]:

@@ -155,14 +155,26 @@ def report_verb(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_view(verb):
+    """The verb reads each spec directory of the runs root once (run_index.one_view)."""
+    def run(args: argparse.Namespace) -> int:
+        from exoformer.harness.run_index import one_view
+
+        with one_view():
+            return verb(args)
+
+    return run
+
+
 VERBS = [
     options.Verb("table", "rebuild a table of the paper from the runs, beside the reported values",
-                 table_arguments, table_verb),
+                 table_arguments, _one_view(table_verb)),
     options.Verb("diff", "compare reproduced and reported values of a table (exit 1 when a cell is outside "
-                 "tolerance or nothing could be compared)", diff_arguments, diff_verb),
-    options.Verb("figure", "draw a figure of the paper from the runs (PNG and PDF)", figure_arguments, figure_verb),
+                 "tolerance or nothing could be compared)", diff_arguments, _one_view(diff_verb)),
+    options.Verb("figure", "draw a figure of the paper from the runs (PNG and PDF)", figure_arguments,
+                 _one_view(figure_verb)),
     options.Verb("claims", "the paper's mechanistic claims (attention sink, over-smoothing, appendix C) beside our "
-                 "measurements", claims_arguments, claims_verb),
+                 "measurements", claims_arguments, _one_view(claims_verb)),
     options.Verb("report", "a static HTML report (tables, figures, run status) of the runs, for a browser",
-                 report_arguments, report_verb),
+                 report_arguments, _one_view(report_verb)),
 ]

@@ -23,7 +23,8 @@ def _target_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _plan(args: argparse.Namespace, *, write: bool = False) -> list[PlannedRun]:
     return plan(options.registry(args), args.target, preset=args.preset, overrides=args.overrides,
-                runs_root=options.writable_runs_root(args), all_seeds=args.all_seeds, force=getattr(args, "force", False),
+                runs_root=options.writable_runs_root(args), all_seeds=args.all_seeds,
+                force=getattr(args, "force", False),
                 retry_failed=getattr(args, "retry_failed", False), profile=args.profile, write=write)
 
 
@@ -251,7 +252,7 @@ def status_verb(args: argparse.Namespace) -> int:
         raise UserError(f"--interval must be positive, got {args.interval}", where="--interval", fix="e.g. 5")
     root = options.existing_runs_root(args)
     if args.target is None:
-        dirs = [(run.path, run.spec, run.steps) for run in find_runs(root)]
+        dirs = [(run.path, run.spec, run.steps) for run in find_runs(root)]  # the index: no spec file parsed
     else:
         from exoformer.harness.plan import resolve_target
 

@@ -1,12 +1,12 @@
 """The runs under a runs root, by spec, read through a derived cache, and the one rule that picks the run a
 spec's results come from.
 
-The index is a cache per spec directory (`RunDir.index_file(root, name)`), never the source of truth: each
-entry holds what the reading verbs need to choose runs (the spec file's identity fields, the recorded run
-identity, the status state, which result files exist) keyed by the modification times of the run directory
-and of its result and stage-record folders and of its status record. Every file the entry depends on is
-written atomically (a rename into one of those folders), so a changed run has a changed key and is read
-again; an entry whose key does not match, an index file that cannot be read, is not ours or is damaged,
+The index is a cache per spec directory (`rundir.index_file(root, name)`), never the source of truth: each
+entry holds what the reading verbs need to choose runs (the spec file's name, seed, preset, source and row,
+the status state, which result files exist) keyed by the modification times of the run directory
+and of its two result folders. Every file the entry depends on is written atomically (a rename into one of
+those folders, or followed by a status record renamed into the run directory), so a changed run has a
+changed key and is read again; an entry whose key does not match, an index file that cannot be read, is not ours or is damaged,
 is simply rebuilt. The index is rewritten atomically when anything changed, and a root that cannot be
 written still reads (without the cache). Asking for some specs reads only their directories, so a table
 costs what its runs cost, not what the root holds.
@@ -18,9 +18,11 @@ which one to read, so they never disagree about it. Torch-free; reads run direct
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -29,17 +31,19 @@ import yaml
 
 from exoformer.errors import UserError
 from exoformer.io import atomic_write_json
-from exoformer.run_identity import CHECKPOINT, OURS, SOURCES, RunIdentity
+from exoformer.run_identity import CHECKPOINT, OURS, SOURCES
 from exoformer.rundir import RunDir, index_file, run_dirs_of_spec, spec_names_under
 
-__all__ = ["CHECKPOINT", "OURS", "SOURCES", "RunInfo", "find_runs", "pick_run", "runs_by_spec", "read_run_spec"]
+__all__ = ["CHECKPOINT", "OURS", "SOURCES", "RunInfo", "find_runs", "one_view", "pick_run", "runs_by_spec",
+           "read_run_spec"]
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class RunInfo:
-    """Identity and state of one run directory, as its spec file, identity file and status record say."""
+    """What the reading verbs choose runs by, as a run directory's spec file and status record say (the run's
+    identity is read from its own file, for the runs chosen: report/recipe.py)."""
 
     run: RunDir
     spec: str
@@ -55,8 +59,6 @@ class RunInfo:
     """For a checkpoint run: the table row it stands for (spec file key `as_row`)."""
     table: str | None = None
     """For a checkpoint run: the table that row belongs to (spec file key `table`)."""
-    identity: RunIdentity | None = None
-    """The identity recorded at launch; None for a run launched before identity files existed."""
     outputs: tuple[str, ...] = ()
     """Which result files and stage records exist: names from OUTPUTS."""
     mtime: float = 0.0
@@ -114,7 +116,7 @@ def _outputs(run: RunDir) -> tuple[str, ...]:
 
 
 def read_run_info(run: RunDir) -> RunInfo:
-    """The RunInfo of one run directory read from its files; a damaged spec or identity file is a UserError."""
+    """The RunInfo of one run directory read from its files; a damaged spec file is a UserError."""
     data = read_run_spec(run)
     status = run.read_status()
     seed = data.get("seed", 0)
@@ -132,7 +134,7 @@ def read_run_info(run: RunDir) -> RunInfo:
                    state=None if status is None else status.state, source=source,
                    as_row=None if data.get("as_row") is None else str(data["as_row"]),
                    table=None if data.get("table") is None else str(data["table"]),
-                   identity=run.identity(), outputs=_outputs(run), mtime=mtime, steps=_steps(data))
+                   outputs=_outputs(run), mtime=mtime, steps=_steps(data))
 
 
 def _steps(data: dict) -> int | None:
@@ -149,47 +151,44 @@ def _mtime_ns(path: str) -> int:
         return 0
 
 
-_KEY_FOLDERS = tuple(os.path.basename(getattr(RunDir("."), name)) for name in ("eval_dir", "analysis_dir",
-                                                                              "stages_dir"))
-_RECORD_NAME = os.path.basename(RunDir(".").status_file)
+_KEY_FOLDERS = tuple(os.path.basename(getattr(RunDir("."), name)) for name in ("eval_dir", "analysis_dir"))
 
 
 def entry_key(run: RunDir) -> list[int] | None:
-    """What an index entry is valid for: the run directory's inode and modification time, those of its result
-    and stage-record folders, and the status record's time and size; None when the directory is gone."""
+    """What an index entry is valid for: the run directory's inode and modification time and those of its two
+    result folders; None when the directory is gone. The status record and the stage records are renamed into
+    the run directory or followed by a status write, so the directory's time covers them."""
     top_path = str(run.path)
     try:
         top = os.stat(top_path)
     except OSError:
         return None
-    try:
-        record = os.stat(os.path.join(top_path, _RECORD_NAME))
-        record_key = [record.st_mtime_ns, record.st_size]
-    except OSError:
-        record_key = [0, 0]
-    return [top.st_ino, top.st_mtime_ns, *(_mtime_ns(os.path.join(top_path, f)) for f in _KEY_FOLDERS),
-            *record_key]
+    return [top.st_ino, top.st_mtime_ns, *(_mtime_ns(os.path.join(top_path, f)) for f in _KEY_FOLDERS)]
 
 
-def _info_to_json(info: RunInfo) -> dict[str, Any]:
-    return {"spec": info.spec, "seed": info.seed, "preset": info.preset, "suite": info.suite, "state": info.state,
-            "source": info.source, "as_row": info.as_row, "table": info.table, "outputs": list(info.outputs),
-            "mtime": info.mtime, "steps": info.steps, "identity": None if info.identity is None else info.identity.to_dict()}
+_FIELDS = ("spec", "seed", "preset", "suite", "state", "source", "as_row", "table", "outputs", "mtime", "steps")
+"""The RunInfo fields an index entry holds, in the order of its `info` list."""
+
+
+def _info_to_json(info: RunInfo) -> list[Any]:
+    return [list(info.outputs) if name == "outputs" else getattr(info, name) for name in _FIELDS]
 
 
 def _info_from_json(run: RunDir, data: Any) -> RunInfo | None:
     """The RunInfo of a cached entry; None when the entry is not one this version wrote (then it is rebuilt)."""
     try:
-        identity = data["identity"]
-        return RunInfo(run=run, spec=str(data["spec"]), seed=int(data["seed"]), preset=str(data["preset"]),
-                       hash12=run.path.name, suite=str(data["suite"]),
-                       state=None if data["state"] is None else str(data["state"]), source=str(data["source"]),
-                       as_row=data["as_row"], table=data["table"],
-                       outputs=tuple(o for o in data["outputs"] if o in OUTPUTS), mtime=float(data["mtime"]),
-                       steps=data["steps"] if isinstance(data["steps"], int) else None,
-                       identity=None if identity is None else RunIdentity.from_dict(identity, where="index"))
-    except (KeyError, TypeError, ValueError, UserError):
+        spec, seed, preset, suite, state, source, as_row, table, outputs, mtime, steps = data
+        checks = (isinstance(spec, str), isinstance(seed, int), isinstance(preset, str), isinstance(suite, str),
+                  state is None or isinstance(state, str), source in SOURCES, as_row is None or isinstance(as_row, str),
+                  table is None or isinstance(table, str), isinstance(outputs, list), isinstance(mtime, float),
+                  steps is None or isinstance(steps, int))
+    except (TypeError, ValueError):
         return None
+    if not all(checks):
+        return None
+    return RunInfo(run=run, spec=spec, seed=seed, preset=preset, hash12=run.path.name, suite=suite, state=state,
+                   source=source, as_row=as_row, table=table, outputs=tuple(o for o in outputs if o in OUTPUTS),
+                   mtime=mtime, steps=steps)
 
 
 def _load_index(path: Path) -> dict[str, Any]:
@@ -203,9 +202,33 @@ def _load_index(path: Path) -> dict[str, Any]:
     return data["runs"]
 
 
+_VIEW: contextvars.ContextVar[dict | None] = contextvars.ContextVar("run_index_view", default=None)
+
+
+@contextlib.contextmanager
+def one_view() -> Iterator[None]:
+    """Within, each spec directory is read once: a reading verb that builds several tables and figures sees one
+    consistent view of the runs root and pays for each directory once (`status --watch` opens one per refresh)."""
+    token = _VIEW.set({})
+    try:
+        yield
+    finally:
+        _VIEW.reset(token)
+
+
 def spec_runs(root: Path, name: str) -> list[RunInfo]:
     """Every run directory of spec directory `root/name` (those holding a spec file), in path order, through
     the index (entries read again when their key changed; the index rewritten when anything did)."""
+    view = _VIEW.get()
+    if view is not None and (str(root), name) in view:
+        return list(view[(str(root), name)])
+    found = _spec_runs(root, name)
+    if view is not None:
+        view[(str(root), name)] = found
+    return list(found)
+
+
+def _spec_runs(root: Path, name: str) -> list[RunInfo]:
     dirs = run_dirs_of_spec(root, name)
     cache_path = index_file(root, name)
     cached = _load_index(cache_path)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import Registry
-from exoformer.harness.run_index import CHECKPOINT, RunInfo, find_runs
+from exoformer.harness.run_index import CHECKPOINT, RunInfo, find_runs, one_view
 from exoformer.report import NOT_REPORTED, NOT_RUN
 from exoformer.report.collect import choose_preset, collect
 from exoformer.report.diff import OUTSIDE, WITHIN, CellDiff, TableDiff, diff_table
@@ -367,6 +367,14 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
     reading verbs read"). Tables with results come first; a table without any is one line saying what to run
     on this machine (`gpu`: None = look). The runs listed are those the tables and figures read.
     """
+    with one_view():
+        return _build_report(registry, targets, runs_root=runs_root, out_dir=out_dir, preset=preset,
+                             overrides=overrides, gpu=gpu)
+
+
+def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os.PathLike,
+                  out_dir: str | os.PathLike, preset: str | None, overrides: list[str] | tuple[str, ...],
+                  gpu: bool | None) -> Path:
     from exoformer.io import atomic_write_text
 
     root = Path(runs_root)
@@ -386,10 +394,12 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
         specs = registry.tables[tid].spec_names()
         read, note = choose_preset(registry, root, specs, preset, what=f"table {tid}")
         frame = collect(root, preset=read, specs=specs, registry=registry, overrides=overrides)
-        built = build_table(registry, tid, frame, preset=read, runs_root=root, overrides=overrides)
-        cells = [*built.cells.values(), *built.checkpoint_cells.values()]
-        if not any(c.value is not None for c in cells):
-            empty.append(f"<li><b>{html.escape(tid)}</b>: {html.escape(built.table.title)}: {NOT_RUN}; "
+        built = None if frame.empty else build_table(registry, tid, frame, preset=read, runs_root=root,
+                                                     overrides=overrides)
+        if built is None or not any(c.value is not None for c in [*built.cells.values(),
+                                                                  *built.checkpoint_cells.values()]):
+            title = registry.tables[tid].title
+            empty.append(f"<li><b>{html.escape(tid)}</b>: {html.escape(title)}: {NOT_RUN}; "
                          f"<code>{html.escape(run_hint(tid, gpu=gpu, registry=registry, runs_root=root))}</code>"
                          "</li>")
             continue

@@ -109,8 +109,6 @@ def _derived(registry: Registry, run_dir: str, mtime_ns: int) -> RunIdentity:
 
 def identity_of(registry: Registry, run: RunLike) -> RunIdentity:
     """The run's identity: recorded at launch, else derived (once per run and process)."""
-    if isinstance(run, RunInfo) and run.identity is not None:
-        return run.identity
     rd = run.run if isinstance(run, RunInfo) else run if isinstance(run, RunDir) else RunDir(run)
     recorded = rd.identity()
     if recorded is not None:
