@@ -6,8 +6,8 @@ entry holds what the reading verbs need to choose runs (the spec file's name, se
 the status state, which result files exist) keyed by the modification times of the run directory
 and of its two result folders. Every file the entry depends on is written atomically (a rename into one of
 those folders, or followed by a status record renamed into the run directory), so a changed run has a
-changed key and is read again; an entry whose key does not match, an index file that cannot be read, is not ours or is damaged,
-is simply rebuilt. The index is rewritten atomically when anything changed, and a root that cannot be
+changed key and is read again; an entry whose key does not match, and an index file that cannot be read,
+is not ours or is damaged, is simply rebuilt. The index is rewritten atomically when anything changed, and a root that cannot be
 written still reads (without the cache). Asking for some specs reads only their directories, so a table
 costs what its runs cost, not what the root holds.
 

@@ -207,7 +207,7 @@ def cell_html(cell: Cell, verdict: CellDiff | None = None, checkpoint: Cell | No
     if checkpoint is not None:
         body += f' / <span class="checkpoint">{html.escape(_shown(checkpoint))}</span>'
     body += f' / <span class="paper">{html.escape(fmt_reported(cell))}</span>'
-    if verdict is not None and verdict.delta is not None:
+    if verdict is not None and verdict.delta is not None and math.isfinite(verdict.delta):
         body += f' <span class="delta">Δ{verdict.delta:+.2f}</span>'
     if not comparable:
         body += f'<span class="mark" title="{html.escape(why or "not comparable", quote=True)}">≁</span>'

@@ -210,6 +210,11 @@ def test_cell_html_colours_by_the_diff_verdict_and_shows_ours_and_paper():
                                                                   tolerance=1.0, status="within"))
     assert 'class="cell within"' in within and "61.23" in within and "/ <span class=\"paper\">61.00" in within
     assert 'data-ours="61.234"' in within and "delta +0.23" in within and 'class="checkpoint"' not in within
+    assert '61.00</span> <span class="delta">Δ+0.23</span>' in within  # the delta beside the paper's value
+    undefined = report_html.cell_html(_cell(float("nan"), 0.05), CellDiff(row="base", label="B", column="piqa",
+                                                                           reproduced=float("nan"), reported=0.05,
+                                                                           delta=float("nan")))
+    assert "Δ" not in undefined
     outside = report_html.cell_html(_cell(50.0, 61.0), CellDiff(row="base", label="B", column="piqa",
                                                                  reproduced=50.0, reported=61.0, delta=-11.0,
                                                                  tolerance=1.0, status="OUTSIDE"))
