@@ -21,6 +21,7 @@ from typing import Any
 
 from exoformer.errors import UserError
 from exoformer.io import atomic_write_json, atomic_write_text
+from exoformer.run_identity import RunIdentity
 
 PENDING, RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "INTERRUPTED"
 DAMAGED = "DAMAGED"
@@ -33,6 +34,8 @@ ACTIVE_STATES = (PENDING, RUNNING)
 LAUNCH_LOCK = ".launch.lock"
 MANIFEST = "manifest.json"
 JOBS_DIR = ".jobs"
+RUN_INDEX_DIR = ".index"
+"""The reading verbs' derived cache of the runs, one file per spec directory (exoformer/harness/run_index.py)."""
 
 _SUBDIRS = ("stages", "checkpoints", "eval", "analysis", "logs")
 _JOB_LOCK = ".job.lock"
@@ -104,6 +107,11 @@ class RunDir:
     @property
     def spec_file(self) -> Path:
         return self.path / "spec.yaml"
+
+    @property
+    def identity_file(self) -> Path:
+        """The run's identity, written once at launch (exoformer/run_identity.py)."""
+        return self.path / "identity.json"
 
     @property
     def provenance_file(self) -> Path:
@@ -295,6 +303,33 @@ class RunDir:
     def traceback_path(self, log_path: Path) -> Path:
         return self.logs / f"{Path(log_path).stem}.traceback.txt"
 
+    # ------------------------------------------------------------------------------------------ identity
+    def identity(self) -> RunIdentity | None:
+        """The identity recorded at launch; None for a run launched before identity files existed. A damaged
+        file is a UserError naming it (a wrong identity would silently change what a table compares)."""
+        path = self.identity_file
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            raise UserError(f"the run identity cannot be read ({type(err).__name__})", where=str(path),
+                            fix="the run directory is damaged: re-run it with --force") from None
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise UserError("the run identity is not JSON", where=str(path),
+                            fix="the run directory is damaged: re-run it with --force") from None
+        return RunIdentity.from_dict(data, where=str(path))
+
+    def write_identity(self, identity: RunIdentity) -> bool:
+        """Write the identity unless the run already has one (it is written once, when the run is created);
+        True when written."""
+        if self.identity_file.exists():
+            return False
+        atomic_write_json(self.identity_file, identity.to_dict())
+        return True
+
     # ------------------------------------------------------------------------------------------ provenance
     def read_provenance(self) -> dict[str, Any]:
         try:
@@ -314,14 +349,31 @@ class RunDir:
         self.write_provenance(record)
 
     # ------------------------------------------------------------------------------------------ metrics
-    def metrics(self, kind: str | None = None, *, problems: list[str] | None = None) -> Iterator[dict[str, Any]]:
-        """Lines of metrics.jsonl (optionally of one `kind`), in file order. A damaged line is skipped and
-        described as `file:line: why` in `problems` (when given): never a traceback."""
+    def metrics(self, kind: str | None = None, *, problems: list[str] | None = None,
+                strict: bool = False) -> Iterator[dict[str, Any]]:
+        """Lines of metrics.jsonl (optionally of one `kind`), in file order (`numbered_metrics` with the line
+        numbers)."""
+        for _, row in self.numbered_metrics(kind, problems=problems, strict=strict):
+            yield row
+
+    def numbered_metrics(self, kind: str | None = None, *, problems: list[str] | None = None,
+                         strict: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(line number, line) of metrics.jsonl, optionally of one `kind`, in file order: the one reader of the file.
+
+        Tolerant by default: a missing file has no lines, a damaged line is skipped and described as
+        `file:line: why` in `problems` (when given), never a traceback. `strict` (a result computed from the
+        lines): a missing file or a damaged line is a UserError naming file:line, except a torn last line (a
+        crash while appending), which is skipped.
+        """
+        path = self.metrics_file
         try:
-            data = self.metrics_file.read_bytes()
+            data = path.read_bytes()
         except OSError:
+            if strict:
+                raise UserError("no metrics.jsonl", where=str(path), fix="train the run first (reproduce.py run ...)")
             return
-        for number, raw in enumerate(data.splitlines(), start=1):
+        lines = data.splitlines()
+        for number, raw in enumerate(lines, start=1):
             if not raw.strip():
                 continue
             try:
@@ -329,11 +381,14 @@ class RunDir:
             except (UnicodeDecodeError, json.JSONDecodeError):
                 row = None
             if not isinstance(row, dict):
+                if strict and number != len(lines):
+                    raise UserError("not a JSON object line", where=f"{path}:{number}",
+                                    fix="repair or delete the line")
                 if problems is not None:
-                    problems.append(f"{self.metrics_file}:{number}: not a JSON object line (skipped)")
+                    problems.append(f"{path}:{number}: not a JSON object line (skipped)")
                 continue
             if kind is None or row.get("kind") == kind:
-                yield row
+                yield number, row
 
     def last_train_line(self) -> dict[str, Any] | None:
         """The newest `kind: train` line of metrics.jsonl, reading only the file's tail."""
@@ -364,8 +419,13 @@ class RunDir:
         return [t for t, _ in ordered], [v for _, v in ordered]
 
     # ------------------------------------------------------------------------------------------ results
-    def write_rows(self, path: Path, rows: list[dict[str, Any]]) -> None:
-        atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
+    def write_rows(self, path: Path, rows: list[dict[str, Any]]) -> Path:
+        """Write a long-format result file (eval_rows, analysis_rows): one JSON object per line, each with task,
+        metric and value, the shape `result_rows` reads. The one writer of those files."""
+        for row in rows:
+            if not isinstance(row, dict) or not {"task", "metric", "value"} <= set(row):
+                raise ValueError(f"a result row needs task, metric and value, got {row!r}")
+        return atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
 
     def result_rows(self, spec_name: str) -> list[dict[str, Any]]:
         """Every long-format result row of the run (evaluate, analyse, validate); a damaged file is a UserError
@@ -449,6 +509,29 @@ def iter_run_dirs(root: str | os.PathLike) -> list[RunDir]:
         return []
     spec_name = RunDir(root).spec_file.name
     return [RunDir(p.parent) for p in sorted(root.glob(f"*/*/{spec_name}")) if is_hash12(p.parent.name)]
+
+
+def run_dirs_of_spec(root: str | os.PathLike, name: str) -> list[RunDir]:
+    """The `<root>/<name>/<hash12>/` directories (with or without a spec file yet), sorted by name."""
+    base = os.path.join(root, name)
+    try:
+        entries = sorted(e.name for e in os.scandir(base) if is_hash12(e.name) and e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+    return [RunDir(os.path.join(base, entry)) for entry in entries]
+
+
+def spec_names_under(root: str | os.PathLike) -> list[str]:
+    """The spec directories of a runs root (its own hidden files and folders left out), sorted."""
+    try:
+        return sorted(e.name for e in os.scandir(root) if not e.name.startswith(".") and e.is_dir())
+    except OSError:
+        return []
+
+
+def index_file(root: str | os.PathLike, name: str) -> Path:
+    """The run index's cache file of spec directory `root/name`."""
+    return Path(root) / RUN_INDEX_DIR / f"{name}.json"
 
 
 def read_status(path: str | os.PathLike) -> Status | None:

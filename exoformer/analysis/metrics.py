@@ -11,18 +11,16 @@ by hidden state 0..L, where 0 is the embedding output and i is the output of blo
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from exoformer.errors import UserError
+from exoformer.rundir import RunDir
 
 SPARSE_GATE_THRESHOLD = 0.2
 """A gate score below this counts as closed (docs/official_code.md 6.2, 'sparsity')."""
@@ -299,37 +297,23 @@ def spike_score(values: Sequence[float] | np.ndarray, window: int = 1000, n_sigm
     return 100.0 * float(mask.sum()) / x.size
 
 
-def spike_scores_from_metrics(path: str | os.PathLike, *, window: int = 1000, n_sigma: float = 7.0,
+def spike_scores_from_metrics(run: RunDir, *, window: int = 1000, n_sigma: float = 7.0,
                               min_history: int | None = None) -> dict:
-    """Spike scores of a run's gradient norm and training loss, read from its metrics.jsonl.
+    """Spike scores of a run's gradient norm and training loss, read from its metrics (RunDir.numbered_metrics,
+    strict: a damaged line other than a torn last one is an error naming file:line).
 
     Uses the lines with kind == "train" (docs/architecture.md), ordered by step; a step logged twice
     (a resumed run) keeps its last line. Missing and non-finite values are left out of the series and counted.
-    A torn last line (a crash while appending) is skipped; any other unreadable line is an error.
     Returns {"window", "n_sigma", "min_history", "grad_norm": {...}, "loss": {...}} where each series
     has score_pct (None when undefined), spikes, values, scored and dropped (missing or non-finite).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise UserError("no metrics.jsonl", where=str(path), fix="train the run first (reproduce.py run ...)")
     by_step: dict[int, dict] = {}
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for number, record in run.numbered_metrics("train", strict=True):
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines):
-                break
-            raise UserError(f"line {number} is not JSON", where=f"{path}:{number}",
+            by_step[int(record["step"])] = record
+        except (KeyError, TypeError, ValueError):
+            raise UserError("train line without an integer 'step'", where=f"{run.metrics_file}:{number}",
                             fix="repair or delete the line") from None
-        if isinstance(record, dict) and record.get("kind") == "train":
-            try:
-                by_step[int(record["step"])] = record
-            except (KeyError, TypeError, ValueError):
-                raise UserError("train line without an integer 'step'", where=f"{path}:{number}",
-                                fix="repair or delete the line") from None
     min_history = window if min_history is None else min_history
     result: dict = {"window": window, "n_sigma": n_sigma, "min_history": min_history}
     for key in ("grad_norm", "loss"):

@@ -15,13 +15,12 @@ returns a small summary for `stages/analyse.json` (docs/architecture.md "Runs").
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError
-from exoformer.io import atomic_write_json, atomic_write_text
+from exoformer.io import atomic_write_json
 from exoformer.model.config import PATHS
 from exoformer.rundir import RunDir
 from exoformer.stage import StageContext
@@ -67,7 +66,7 @@ def analyse_stage(ctx: StageContext) -> dict:
     if "spike_scores" in selected:
         from exoformer.analysis.metrics import spike_scores_from_metrics
 
-        spikes = spike_scores_from_metrics(files.metrics_file)
+        spikes = spike_scores_from_metrics(files)
         spikes = {"format": FORMAT, "spec": spec.name, **spikes}
         atomic_write_json(files.spikes, spikes)
         summary["spikes_json"] = files.display(files.spikes)
@@ -97,7 +96,7 @@ def analyse_stage(ctx: StageContext) -> dict:
                   f"{probes['run']['checkpoint']} -> analysis/probes.json ({summary['seconds']:.1f} s)")
 
     if rows:
-        atomic_write_text(files.analysis_rows, "".join(json.dumps(row) + "\n" for row in rows))
+        files.write_rows(files.analysis_rows, rows)
         summary["long_jsonl"] = files.display(files.analysis_rows)
     return summary
 

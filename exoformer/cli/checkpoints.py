@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from exoformer.cli import options
-from exoformer.cli.runs import launch_and_report, print_plan
+from exoformer.cli.runs import launch_and_report, launch_options, print_plan
 
 
 def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,13 +50,13 @@ def evaluate_verb(args: argparse.Namespace) -> int:
                     "size": spec.checkpoint_size, "model_config": spec.model.to_dict()}
             print(format_checkpoint_info(info) + f"\n  as         {args.table} row {args.as_row} "
                   f"({spec.name}, preset {spec.preset}, scoring {spec.eval.precision})", flush=True)
-    planned = plan_checkpoints(reg, specs, runs_root=options.runs_root(args), force=args.force,
+    planned = plan_checkpoints(reg, specs, runs_root=options.writable_runs_root(args), force=args.force,
                                retry_failed=args.retry_failed, profile=args.profile, overrides=args.overrides)
     target = f"{args.table}:{args.as_row}"
     if args.dry_run:
         print_plan(planned, target, as_json=args.json)
         return 0
-    return launch_and_report(reg, planned, args, target=target)[0]
+    return launch_and_report(reg, planned, launch_options(args), target=target)[0]
 
 
 VERBS = [options.Verb("evaluate", "evaluate checkpoint files (the author's released ones, or ours) as a table row: "

@@ -21,10 +21,15 @@ def add_runs_dir(parser: argparse.ArgumentParser) -> None:
                         help="runs root (default: $EXOFORMER_RUNS_DIR, else results/runs)")
 
 
+READING_PRESET_HELP = ("read the runs of this preset (default: each spec's own preset, e.g. 450m; when none of "
+                       "the target's specs has results under its own preset but some have under another, that "
+                       "preset is read, marked not comparable, with a note naming the flag; with --preset P "
+                       "and no results under P, a note names the preset that has them)")
+
+
 def add_preset(parser: argparse.ArgumentParser, *, reading: bool = False) -> None:
     parser.add_argument("--preset", default=None,
-                        help="read the runs of this preset (default: each spec's own preset)" if reading
-                        else "resolve under this preset instead of each spec's own")
+                        help=READING_PRESET_HELP if reading else "resolve under this preset instead of each spec's own")
 
 
 def add_overrides(parser: argparse.ArgumentParser) -> None:
@@ -60,21 +65,29 @@ def runs_root(args: argparse.Namespace) -> Path:
     return runs.runs_root(args.runs_dir)
 
 
+def _root_option(args: argparse.Namespace) -> str:
+    """Which setting chose the runs root: --runs-dir, $EXOFORMER_RUNS_DIR or the default."""
+    if getattr(args, "runs_dir", None) is not None:
+        return "--runs-dir"
+    return f"${runs.RUNS_ENV}" if os.environ.get(runs.RUNS_ENV) else "runs root"
+
+
 def existing_runs_root(args: argparse.Namespace, *, default_may_be_missing: bool = False) -> Path:
-    """The runs root of a verb that reads runs: one that does not exist is an error (a typo would otherwise
-    read as "not run" everywhere). `default_may_be_missing`: the default root of a fresh clone is fine."""
+    """The runs root of a verb that reads runs: one that is a file, a dangling link or missing is the one
+    error line of runs.check_runs_root (a typo would otherwise read as "not run" everywhere).
+    `default_may_be_missing`: the default root of a fresh clone is fine (`list`)."""
     root = runs_root(args)
-    if root.is_dir():
-        return root
-    if root.exists():
-        raise UserError(f"runs root {root} is a file, not a directory", where="--runs-dir",
-                        fix="name the directory that holds the run directories")
-    named = args.runs_dir is not None or bool(os.environ.get(runs.RUNS_ENV))
-    if default_may_be_missing and not named:
-        return root
-    where = "--runs-dir" if args.runs_dir is not None else (f"${runs.RUNS_ENV}" if named else str(root))
-    raise UserError(f"runs root {root} does not exist", where=where,
-                    fix="name the directory that holds the runs (--runs-dir DIR), or run something first")
+    where = _root_option(args)
+    runs.check_runs_root(root, where=where, missing_ok=default_may_be_missing and where == "runs root")
+    return root
+
+
+def writable_runs_root(args: argparse.Namespace) -> Path:
+    """The runs root of a verb that writes runs (`run`, `evaluate`): a missing one is created when its parent
+    can hold it; a file or a dangling link is the same error line as for the reading verbs."""
+    root = runs_root(args)
+    runs.check_runs_root(root, where=_root_option(args), missing_ok=True)
+    return root
 
 
 class Verb:

@@ -23,18 +23,37 @@ def _state(spec, args) -> tuple[str | None, bool]:
 def list_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pattern", nargs="?", default="*", help="glob over spec, table and figure names")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--preset", default=None,
+                        help="resolve each spec under this preset and show the status of that run (default: each "
+                             "spec's own preset; when none of the listed specs has a run there but runs of another "
+                             "preset exist, a note names the flag to add)")
     options.add_runs_dir(parser)
     options.add_registry(parser)
 
 
+def _other_presets_note(specs, status: dict[str, str], root, preset: str | None) -> str | None:
+    """One line naming the --preset to add when none of `specs` has a run under the preset listed."""
+    from exoformer.harness.run_index import find_runs
+
+    if any(state != "-" for state in status.values()) or not root.is_dir():
+        return None
+    listed = {s.preset for s in specs}
+    others = sorted({r.preset for r in find_runs(root, specs={s.name for s in specs})} - listed)
+    if not others:
+        return None
+    which = f"preset {preset}" if preset else "their own presets"
+    return f"note: none of these specs has a run under {which}; runs exist under preset {', '.join(others)}: " \
+           f"add --preset {others[0]}"
+
+
 def list_verb(args: argparse.Namespace) -> int:
     reg = options.registry(args)
-    options.existing_runs_root(args, default_may_be_missing=True)
+    root = options.existing_runs_root(args, default_may_be_missing=True)
 
     def match(name: str) -> bool:
         return fnmatch.fnmatchcase(name, args.pattern)
 
-    specs = [reg.resolve(name) for name in reg.specs if match(name)]
+    specs = [reg.resolve(name, preset=args.preset) for name in reg.specs if match(name)]
     status = {s.name: _state(s, args)[0] or "-" for s in specs}
     tables = [t for t in reg.tables.values() if match(t.id)]
     figures = [f for f in reg.figures.values() if match(f.id)]
@@ -63,6 +82,9 @@ def list_verb(args: argparse.Namespace) -> int:
         for f in figures:
             print(f"  {f.id:<26} {f.kind:<9} {f.title}")
     print(f"\n{len(specs)} specs, {len(tables)} tables, {len(figures)} figures")
+    note = _other_presets_note(specs, status, root, args.preset)
+    if note:
+        print(note)
     return 0
 
 
@@ -75,7 +97,7 @@ def show_arguments(parser: argparse.ArgumentParser) -> None:
 def show_verb(args: argparse.Namespace) -> int:
     reg = options.registry(args)
     spec = reg.resolve(args.name, preset=args.preset, overrides=args.overrides)
-    directory = runs.run_dir_for(spec, options.runs_root(args))
+    directory = runs.run_dir_for(spec, options.existing_runs_root(args, default_may_be_missing=True))
     status, has_ckpt = _state(spec, args)
     info = {"spec": spec.to_dict(), "hash": spec.hash, "hash12": spec.hash12,
             "parameters": spec.model.num_parameters(), "run_dir": str(directory),

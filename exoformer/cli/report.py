@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from exoformer.cli import options
 
 TABLE_FORMATS = ("md", "latex", "csv", "long")
 
 
-def _read(args: argparse.Namespace, check=None):
-    """(registry, existing runs root, long frame) of a reading verb: the runs of --preset, checkpoints filed
+def _read(args: argparse.Namespace, specs_of, what: str, check=None):
+    """(registry, existing runs root, long frame, preset read) of a reading verb: the runs of the preset the
+    README's rule chooses (collect.choose_preset) for the specs `specs_of(registry)` names, checkpoints filed
     under their rows. `check(registry)` first: a wrong target is reported before a missing runs root."""
     from exoformer.report.collect import collect
 
@@ -18,7 +20,30 @@ def _read(args: argparse.Namespace, check=None):
     if check is not None:
         check(registry)
     root = options.existing_runs_root(args)
-    return registry, root, collect(root, preset=args.preset, registry=registry)
+    specs = specs_of(registry)
+    preset = reading_preset(registry, root, specs, args.preset, what=what)
+    return registry, root, collect(root, preset=preset, specs=specs, registry=registry,
+                                   overrides=args.overrides), preset
+
+
+def reading_preset(registry, root, specs: list[str], preset: str | None, *, what: str) -> str | None:
+    """The preset to read (README "Which runs the reading verbs read"); its one-line note goes to stderr."""
+    from exoformer.report.collect import choose_preset
+
+    chosen, note = choose_preset(registry, root, specs, preset, what=what)
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    return chosen
+
+
+def _table_specs(table_id: str):
+    return lambda registry: registry.tables[table_id].spec_names()
+
+
+def _claim_specs(registry) -> list[str]:
+    return list(dict.fromkeys(name for claim in registry.claims.values() for read in claim.reads
+                              for row in registry.tables[read.table].rows if row.id == read.row
+                              for name in row.specs))
 
 
 def _table_check(table_id: str):
@@ -48,8 +73,9 @@ def table_verb(args: argparse.Namespace) -> int:
     if args.out:
         check_out_dir(args.out)
         check_apart(args.out, runs_roots=[options.runs_root(args)], registries=[options.registry(args).directory])
-    registry, root, frame = _read(args, _table_check(args.table))
-    built = build_table(registry, args.table, frame, preset=args.preset, runs_root=root, overrides=args.overrides)
+    registry, root, frame, preset = _read(args, _table_specs(args.table), f"table {args.table}",
+                                          _table_check(args.table))
+    built = build_table(registry, args.table, frame, preset=preset, runs_root=root, overrides=args.overrides)
     text = render(built, args.format)
     if args.out:
         print(f"wrote {write_table(text, args.table, args.format, args.out)}")
@@ -75,13 +101,14 @@ def diff_verb(args: argparse.Namespace) -> int:
     from exoformer.report.verdicts import check_bootstrap, column_maxima, render_maxima, render_verdicts, table_verdicts
 
     n_boot = check_bootstrap(args.bootstrap)
-    registry, root, frame = _read(args, _table_check(args.target))
-    built = build_table(registry, args.target, frame, preset=args.preset, runs_root=root, overrides=args.overrides)
+    registry, root, frame, preset = _read(args, _table_specs(args.target), f"table {args.target}",
+                                          _table_check(args.target))
+    built = build_table(registry, args.target, frame, preset=preset, runs_root=root, overrides=args.overrides)
     result = diff_table(built)
     print(render_diff(result), end="")
     better = {m: registry.metrics[m].better for m in built.table.columns if m in registry.metrics}
     extra = [*render_maxima(built, column_maxima(registry).get(args.target, {}), better),
-             *render_verdicts(table_verdicts(registry, frame, built, preset=args.preset, overrides=args.overrides,
+             *render_verdicts(table_verdicts(registry, frame, built, preset=preset, overrides=args.overrides,
                                              n_boot=n_boot))]
     if extra:
         print("\n" + "\n".join(extra))
@@ -107,8 +134,11 @@ def figure_verb(args: argparse.Namespace) -> int:
 
         raise UserError(f"unknown figure {args.figure!r}", where="FIGURE", fix=did_you_mean(args.figure,
                                                                                              registry.figures))
-    for path in draw(registry, args.figure, runs_root=options.existing_runs_root(args),
-                     out_dir=args.out, preset=args.preset, overrides=args.overrides):
+    root = options.existing_runs_root(args)
+    preset = reading_preset(registry, root, registry.figure_specs(registry.figures[args.figure]), args.preset,
+                            what=f"figure {args.figure}")
+    for path in draw(registry, args.figure, runs_root=root, out_dir=args.out, preset=preset,
+                     overrides=args.overrides):
         print(f"wrote {path}")
     return 0
 
@@ -124,10 +154,10 @@ def claims_verb(args: argparse.Namespace) -> int:
     from exoformer.report.verdicts import all_verdicts, check_bootstrap, render_verdicts
 
     n_boot = check_bootstrap(args.bootstrap)
-    registry, root, frame = _read(args, check_claims)
-    claims = build_claims(registry, frame, preset=args.preset, overrides=args.overrides)
-    print(render_markdown(claims, preset=args.preset), end="")
-    verdicts = all_verdicts(registry, frame, preset=args.preset, runs_root=str(root), overrides=args.overrides,
+    registry, root, frame, preset = _read(args, _claim_specs, "claims", check_claims)
+    claims = build_claims(registry, frame, preset=preset, overrides=args.overrides)
+    print(render_markdown(claims, preset=preset), end="")
+    verdicts = all_verdicts(registry, frame, preset=preset, runs_root=str(root), overrides=args.overrides,
                             n_boot=n_boot)
     print("\n" + "\n".join(render_verdicts(verdicts)))
     return 0
@@ -143,20 +173,32 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
 def report_verb(args: argparse.Namespace) -> int:
     from exoformer.report.html import build_report
 
-    index = build_report(options.registry(args), list(args.targets), runs_root=options.runs_root(args),
-                         out_dir=args.out, preset=args.preset)
+    index = build_report(options.registry(args), list(args.targets), runs_root=options.existing_runs_root(args),
+                         out_dir=args.out, preset=args.preset, overrides=args.overrides)
     print(f"wrote {index}")
     return 0
 
 
+def _one_view(verb):
+    """The verb reads each spec directory of the runs root once (run_index.one_view)."""
+    def run(args: argparse.Namespace) -> int:
+        from exoformer.harness.run_index import one_view
+
+        with one_view():
+            return verb(args)
+
+    return run
+
+
 VERBS = [
     options.Verb("table", "rebuild a table of the paper from the runs, beside the reported values",
-                 table_arguments, table_verb),
+                 table_arguments, _one_view(table_verb)),
     options.Verb("diff", "compare reproduced and reported values of a table (exit 1 when a cell is outside "
-                 "tolerance or nothing could be compared)", diff_arguments, diff_verb),
-    options.Verb("figure", "draw a figure of the paper from the runs (PNG and PDF)", figure_arguments, figure_verb),
+                 "tolerance or nothing could be compared)", diff_arguments, _one_view(diff_verb)),
+    options.Verb("figure", "draw a figure of the paper from the runs (PNG and PDF)", figure_arguments,
+                 _one_view(figure_verb)),
     options.Verb("claims", "the paper's mechanistic claims (attention sink, over-smoothing, appendix C) beside our "
-                 "measurements", claims_arguments, claims_verb),
+                 "measurements", claims_arguments, _one_view(claims_verb)),
     options.Verb("report", "a static HTML report (tables, figures, run status) of the runs, for a browser",
-                 report_arguments, report_verb),
+                 report_arguments, _one_view(report_verb)),
 ]

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 
 from exoformer.cli import options
 from exoformer.errors import UserError
@@ -22,7 +23,8 @@ def _target_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _plan(args: argparse.Namespace, *, write: bool = False) -> list[PlannedRun]:
     return plan(options.registry(args), args.target, preset=args.preset, overrides=args.overrides,
-                runs_root=options.runs_root(args), all_seeds=args.all_seeds, force=getattr(args, "force", False),
+                runs_root=options.writable_runs_root(args), all_seeds=args.all_seeds,
+                force=getattr(args, "force", False),
                 retry_failed=getattr(args, "retry_failed", False), profile=args.profile, write=write)
 
 
@@ -114,8 +116,7 @@ def run_verb(args: argparse.Namespace) -> int:
         return 0
     reg = options.registry(args)
     planned = _plan(args)
-    code, final = launch_and_report(reg, planned, args, target=args.target,
-                                    tensorboard=args.tensorboard)
+    code, final = launch_and_report(reg, planned, launch_options(args), target=args.target)
     specs = [p.spec for p in planned]
     from exoformer.harness.backends import check_name
 
@@ -127,8 +128,31 @@ def run_verb(args: argparse.Namespace) -> int:
     return code
 
 
-def launch_and_report(reg, planned: list[PlannedRun], args: argparse.Namespace, *, target: str,
-                      tensorboard: bool = False) -> tuple[int, list[PlannedRun]]:
+@dataclass(kw_only=True, frozen=True, slots=True)
+class LaunchOptions:
+    """What `run` and `evaluate` launch with: the backend and its limits, the --set overrides (their
+    `profile.*` ones shape the profile), output as JSON, waiting for Slurm, TensorBoard files."""
+
+    backend: str = "local"
+    profile: str | None = None
+    jobs: int | None = None
+    threads: int | None = None
+    timeout_min: float | None = None
+    overrides: tuple[str, ...] = ()
+    json: bool = False
+    wait: bool = False
+    tensorboard: bool = False
+
+
+def launch_options(args: argparse.Namespace) -> LaunchOptions:
+    """The LaunchOptions of a parsed `run` or `evaluate` command line."""
+    return LaunchOptions(backend=args.backend, profile=args.profile, jobs=args.jobs, threads=args.threads,
+                         timeout_min=args.timeout_min, overrides=tuple(args.overrides), json=args.json,
+                         wait=args.wait, tensorboard=getattr(args, "tensorboard", False))
+
+
+def launch_and_report(reg, planned: list[PlannedRun], args: LaunchOptions, *,
+                      target: str) -> tuple[int, list[PlannedRun]]:
     """Launch a plan on the backend the options name, print decisions, progress and the summary; the exit code
     (130 after Ctrl-C, 1 when a spec ended neither done nor queued) and the plan as decided under the lock.
     Shared by `run` and `evaluate`."""
@@ -147,7 +171,7 @@ def launch_and_report(reg, planned: list[PlannedRun], args: argparse.Namespace, 
                            profile_overrides=profile_sets)
     started = time.time()
     try:
-        with temporary_env({TENSORBOARD_ENV: "1"} if tensorboard else {}):
+        with temporary_env({TENSORBOARD_ENV: "1"} if args.tensorboard else {}):
             final = launch(planned, backend, command=["reproduce.py", *sys.argv[1:]],
                            on_done=None if args.json else _announce,
                            on_decided=None if args.json else _print_decisions)
@@ -186,7 +210,7 @@ def _announce(item) -> None:
     print(f"{item.spec.name}: {state}" + (f" ({detail}; log {status.log})" if detail else ""), flush=True)
 
 
-def _summary(final: list[PlannedRun], seconds: float, backend, args, *, target: str) -> int:
+def _summary(final: list[PlannedRun], seconds: float, backend, args: LaunchOptions, *, target: str) -> int:
     rows = collect([(p.run_dir, p.spec.name, p.spec.train.steps) for p in final], {p.run_dir: p.root for p in final})
     for row, p in zip(rows, final):
         row["action"] = p.action
@@ -228,14 +252,14 @@ def status_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def status_verb(args: argparse.Namespace) -> int:
-    from exoformer.rundir import iter_run_dirs
+    from exoformer.harness.run_index import find_runs
 
     if not 0 < args.interval < float("inf"):  # also NaN
         raise UserError(f"must be a positive number of seconds, got {args.interval}", where="--interval",
                         fix="e.g. --interval 5")
-    root = options.runs_root(args)
+    root = options.existing_runs_root(args)
     if args.target is None:
-        dirs = [(rd.path, None, None) for rd in iter_run_dirs(root)]
+        dirs = [(run.path, run.spec, run.steps) for run in find_runs(root)]  # the index: no spec file parsed
     else:
         from exoformer.harness.plan import resolve_target
 

@@ -17,7 +17,6 @@ summary for `stages/<name>.json`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +95,7 @@ def evaluate_stage(ctx: StageContext) -> dict[str, Any]:
     rows = [{**row, "precision": ev.precision} for row in long_rows(results, spec=spec.name, seed=spec.seed)]
     atomic_write_json(samples_file(run_dir), per_sample)
     atomic_write_text(files.eval_results, dumps(results))
-    atomic_write_text(files.eval_rows, "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))
+    files.write_rows(files.eval_rows, rows)
     summary = {f"{r['task']}/{r['metric']}": r["value"] for r in rows}
     ctx.say("evaluate: " + ", ".join(f"{k} {v:.4f}" for k, v in summary.items() if v is not None))
     return {"suite": ev.suite, "rows": len(rows), "metrics": summary, "precision": ev.precision,

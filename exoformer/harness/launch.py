@@ -73,7 +73,7 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
                         continue
                     if again.action == RERUN and again.run_dir.exists():
                         _move_aside(again.run_dir)
-                    runs.prepare(again.spec, again.run_dir, command=command)
+                    runs.prepare(again.spec, again.run_dir, command=command, identity=again.identity)
                     RunDir(again.run_dir).clear_stop()
                     RunDir(again.run_dir).write_status(runs.Status(state=runs.PENDING, backend=backend.name,
                                                                    reason="queued by run"))

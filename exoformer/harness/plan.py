@@ -31,6 +31,7 @@ from exoformer.harness.registry import Registry
 from exoformer.harness.spec import Spec, parse_override, wanted_stages
 from exoformer.limits import check_runs_root_path
 from exoformer.harness.status import SlurmView, claim_alive, reconcile
+from exoformer.run_identity import RunIdentity
 from exoformer.rundir import RunDir
 
 RUN, RESUME, RERUN, SKIP = "run", "resume", "rerun", "skip"
@@ -56,6 +57,8 @@ class PlannedRun:
     cost: Cost
     force: bool = False
     retry_failed: bool = False
+    identity: RunIdentity | None = None
+    """What the run directory records as the run's identity when it is created (harness.runs.identity_for)."""
 
     @property
     def launches(self) -> bool:
@@ -171,7 +174,8 @@ def plan_specs(registry: Registry, specs: list[Spec], *, runs_root: str | Path |
                                        write=write)
         planned.append(PlannedRun(spec=spec, root=root, run_dir=runs.run_dir_for(spec, root), action=action,
                                   reason=reason, state=state, claim=claim, profile=name,
-                                  cost=cost(spec, profiles[name]), force=force, retry_failed=retry_failed))
+                                  cost=cost(spec, profiles[name]), force=force, retry_failed=retry_failed,
+                                  identity=runs.identity_for(registry, spec, overrides)))
     return planned
 
 

@@ -7,6 +7,7 @@ Layout: `tables: {table: {row: {column: {value, source, version[, note]} | {valu
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,8 +43,20 @@ def reported_path(explicit: str | os.PathLike | None = None) -> Path:
 
 def load_reported(registry: Registry, path: str | os.PathLike | None = None) -> dict[tuple[str, str, str],
                                                                                      Reported | None]:
-    """All cells keyed (table, row, column); None for an unknown cell. Raises UserError on any mismatch."""
+    """All cells keyed (table, row, column); None for an unknown cell. Raises UserError on any mismatch.
+    Parsed once per registry and file version (a report builds many tables from the same file)."""
     path = reported_path(path)
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = None
+    return dict(_load_reported(registry, str(path), stamp))
+
+
+@functools.lru_cache(maxsize=16)
+def _load_reported(registry: Registry, path_text: str, stamp: int | None) -> dict[tuple[str, str, str],
+                                                                                  Reported | None]:
+    path = Path(path_text)
     file = registry.display(path)
     data = load_yaml_with_lines(path, display=file)
     if not isinstance(data, dict):

@@ -17,10 +17,11 @@ from typing import Any
 import yaml
 
 from exoformer.errors import UserError
-from exoformer.harness.registry import REPO_ROOT
-from exoformer.harness.spec import AnalysisConfig, EvalConfig, Placement, Spec
+from exoformer.harness.registry import REPO_ROOT, Registry
+from exoformer.harness.spec import AnalysisConfig, EvalConfig, Placement, Spec, parse_override
 from exoformer.io import atomic_write_text
 from exoformer.model.config import ModelConfig
+from exoformer.run_identity import CHECKPOINT, OURS, RunIdentity, recipe_differences, scoring_of
 from exoformer.rundir import (  # noqa: F401 - the run states, re-exported for the harness's callers
     ACTIVE_STATES,
     DAMAGED,
@@ -54,8 +55,26 @@ def runs_root(cli_dir: str | None = None) -> Path:
     return Path(chosen).expanduser().absolute() if chosen else DEFAULT_RUNS_ROOT
 
 
+def check_runs_root(root: Path, *, where: str = "--runs-dir", missing_ok: bool = False) -> None:
+    """The one error line of a runs root that cannot hold runs: a file, a dangling symbolic link, or (unless
+    `missing_ok`: `run` creates it) a missing directory. Every verb calls this, so all say the same."""
+    root = Path(root)
+    if root.is_dir():
+        return
+    fix = f"name the directory that holds the run directories (--runs-dir DIR or ${RUNS_ENV})"
+    if root.is_symlink() and not root.exists():
+        raise UserError(f"runs root {root} is a symbolic link to nothing ({os.readlink(root)})", where=where,
+                        fix=fix)
+    if root.exists():
+        raise UserError(f"runs root {root} is not a directory", where=where, fix=fix)
+    if not missing_ok:
+        raise UserError(f"runs root {root} does not exist", where=where,
+                        fix=fix + ", or run something first (reproduce.py run TARGET --preset smoke)")
+
+
 def check_writable(root: Path) -> None:
     """Fail early, in one line, when the runs root cannot hold run directories (nothing is created elsewhere)."""
+    check_runs_root(root, where=f"--runs-dir or ${RUNS_ENV}", missing_ok=True)
     probe = root
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
@@ -122,13 +141,40 @@ def check_identity(spec: Spec, run_dir: Path) -> None:
                         where=str(path), fix="move that directory away; nothing was changed")
 
 
-def prepare(spec: Spec, run_dir: Path, *, command: list[str] | None = None) -> Path:
-    """Create the run directory, write its spec file and provenance (before the first step, STYLE 11)."""
+def identity_for(registry: Registry, spec: Spec, overrides: list[str] | tuple[str, ...] = ()) -> RunIdentity:
+    """The run identity of `spec` as resolved with `overrides` (`profile.*` ones never touch a spec): the one
+    place an identity is made (exoformer/run_identity.py says what each field means)."""
+    sets: dict[str, object] = {}
+    for text in overrides:
+        key, value = parse_override(text)
+        if not key.startswith("profile."):
+            sets[key] = value
+    data = spec.to_dict()
+    reference = registry.resolve(spec.name)
+    under = reference if spec.preset == reference.preset else registry.resolve(spec.name, preset=spec.preset)
+    checkpoint = data.get("source") == CHECKPOINT
+    differs = recipe_differences(data, reference.to_dict(), under.to_dict(), checkpoint=checkpoint)
+    return RunIdentity(spec=spec.name, seed=int(spec.seed), preset=spec.preset, hash12=spec.hash12,
+                       overrides=sets, reference_hash12=reference.hash12, preset_hash12=under.hash12,
+                       source=CHECKPOINT if checkpoint else OURS,
+                       as_row=data.get("as_row") if checkpoint else None,
+                       table=data.get("table") if checkpoint else None, scoring=scoring_of(data),
+                       differs=tuple(differs))
+
+
+def prepare(spec: Spec, run_dir: Path, *, command: list[str] | None = None,
+            identity: RunIdentity | None = None) -> Path:
+    """Create the run directory, write its spec file, its identity (once) and provenance (before the first
+    step, STYLE 11). Without `identity` (a run prepared outside `plan`) the reading layer derives one."""
     check_identity(spec, run_dir)
     rd = RunDir(run_dir)
     rd.create()
     if not rd.spec_file.is_file():
         atomic_write_text(rd.spec_file, yaml.safe_dump(spec.to_dict(), sort_keys=False))
+    if identity is not None:
+        if identity.hash12 != spec.hash12:
+            raise ValueError(f"identity of {identity.hash12} given for spec {spec.hash12}")
+        rd.write_identity(identity)
     record = rd.read_provenance()
     record.update(submit_provenance(command))
     rd.write_provenance(record)

@@ -81,7 +81,8 @@ def figure_runs(registry: Registry, figure: Figure, runs_root: str | os.PathLike
             for row in registry.tables[item[6:]].rows:
                 for name in row.specs:
                     labels.setdefault(name, style.label_of(row.id, row.label))
-    by_spec = runs_by_spec([r for r in find_runs(runs_root, preset=preset) if r.source == OURS])
+    by_spec = runs_by_spec([r for r in find_runs(runs_root, preset=preset, specs=registry.figure_specs(figure))
+                            if r.source == OURS])
     out = []
     for name in registry.figure_specs(figure):
         spec = registry.resolve(name, preset=preset, overrides=overrides)
@@ -258,8 +259,8 @@ def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], o
     if not table_ids:
         raise UserError(f"figure {figure.id!r}: an accuracy bar chart needs a table (specs: [table:ID])",
                         where=figure.source, fix="write specs: [table:table1]")
-    built = build_table(registry, table_ids[0], collect(runs_root, preset=preset, registry=registry), preset=preset,
-                        runs_root=runs_root, overrides=overrides)
+    frame = collect(runs_root, preset=preset, registry=registry, overrides=overrides)
+    built = build_table(registry, table_ids[0], frame, preset=preset, runs_root=runs_root, overrides=overrides)
     columns = [s.split(".", 1)[1] for s in figure.series if s.startswith("eval.")]
     plt = pyplot()
     from matplotlib import patheffects

@@ -22,8 +22,9 @@ from pathlib import Path
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import Registry
-from exoformer.harness.run_index import CHECKPOINT, RunInfo, find_runs
+from exoformer.harness.run_index import CHECKPOINT, RunInfo, find_runs, one_view
 from exoformer.report import NOT_REPORTED, NOT_RUN
+from exoformer.report.collect import choose_preset, collect
 from exoformer.report.diff import OUTSIDE, WITHIN, CellDiff, TableDiff, diff_table
 from exoformer.report.outputs import check_apart, read_run_file
 from exoformer.report.tables import (
@@ -61,12 +62,14 @@ PAGE_STYLE = """
 body { font-family: sans-serif; margin: 1.5em; color: #222; max-width: 1400px; }
 h1 { font-size: 1.5em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ccc; } h3 { font-size: 1.05em; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.85em; }
-th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; vertical-align: top; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; vertical-align: top; white-space: nowrap; }
+td.label, th.label { white-space: normal; } .delta { font-size: 0.8em; color: #555; margin-left: 3px; }
+.ours { font-weight: 600; } ul.empty { font-size: 0.9em; color: #555; } ul.empty code { color: #222; }
 th { background: #f0f0f0; } td.label, th.label { text-align: left; }
 td.within { background: #d9f2d9; } td.outside { background: #f8d0d0; } td.rank-only { background: #eef0f6; }
 td.not-run { color: #999; } td.not-reported { background: #fafafa; } td.no-tolerance { background: #fff4cc; }
 td.not-comparable { background-image: repeating-linear-gradient(45deg, transparent 0 6px, #0000000d 6px 9px); }
-.paper { color: #555; } .source { font-size: 0.75em; color: #666; margin-left: 2px; }
+.paper { color: #333; } .source { font-size: 0.75em; color: #666; margin-left: 2px; }
 .mark { color: #a33; font-weight: bold; margin-left: 2px; cursor: help; }
 .note { color: #555; font-size: 0.85em; } .legend span { padding: 1px 6px; margin-right: 6px; border: 1px solid #ccc; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
@@ -106,12 +109,24 @@ def check_out_dir(out_dir: str | os.PathLike) -> Path:
     return out
 
 
+def table_figure_ids(registry: Registry, table_id: str) -> list[str]:
+    """The figures drawn from a table's runs (declared with `table:<id>` among their specs)."""
+    return [fid for fid, fig in registry.figures.items() if f"table:{table_id}" in fig.specs]
+
+
 def select(registry: Registry, targets: list[str], runs: list[RunInfo]) -> Selection:
-    """Tables and figures to show. TARGETs are table or figure ids; none: every one that has a run."""
-    have = {r.spec for r in runs}
+    """Tables and figures to show. TARGETs are table or figure ids (a table brings the figures drawn from its
+    runs); none: every table (those without runs collapse to one line each) and every figure that has a run."""
+    have = {r.spec for r in runs if r.has_eval or r.state is not None}
     choices = [*registry.tables, *registry.figures]
     chosen = Selection()
-    for target in dict.fromkeys(targets or choices):
+    if not targets:
+        chosen.tables = list(registry.tables)
+        chosen.figures = [fid for fid, fig in registry.figures.items()
+                          if set(registry.figure_specs(fig)) & have]
+        chosen.specs = have
+        return chosen
+    for target in dict.fromkeys(targets):
         found = []  # an id may name both a table and a figure (spike-scores): show both
         if target in registry.tables:
             found.append(("table", set(registry.tables[target].spec_names())))
@@ -122,15 +137,40 @@ def select(registry: Registry, targets: list[str], runs: list[RunInfo]) -> Selec
                             fix=did_you_mean(target, choices))
         for kind, specs in found:
             if not specs & have:
-                if not targets:
-                    continue
                 raise UserError(f"no runs for {kind} {target!r} under the runs root", where="TARGET",
-                                fix=f"run them first (reproduce.py run {target}), or pass --runs-dir / --preset")
+                                fix=run_hint(target))
             target_list = chosen.tables if kind == "table" else chosen.figures
             if target not in target_list:
                 target_list.append(target)
+            if kind == "table":
+                chosen.figures += [f for f in table_figure_ids(registry, target) if f not in chosen.figures
+                                   and set(registry.figure_specs(registry.figures[f])) & have]
             chosen.specs |= specs & have
     return chosen
+
+
+def has_gpu() -> bool:
+    """Whether this machine has an NVIDIA GPU the harness could train on (without importing torch)."""
+    return Path("/dev/nvidiactl").exists() or Path("/proc/driver/nvidia/gpus").is_dir()
+
+
+def run_hint(target: str, *, gpu: bool | None = None, registry: Registry | None = None,
+             runs_root: Path | None = None) -> str:
+    """What to type to fill a table or figure on this machine: the smoke preset on a machine without a GPU (with
+    its CPU-minute estimate when `registry` is given), else `plan` first (the paper's runs cost GPU-hours)."""
+    gpu = has_gpu() if gpu is None else gpu
+    if gpu:
+        return f"reproduce.py plan {target} (its GPU-hours), then reproduce.py run {target}"
+    minutes = ""
+    if registry is not None:
+        try:
+            from exoformer.harness.plan import plan, totals
+
+            cpu = totals(plan(registry, target, preset="smoke", runs_root=runs_root))["cpu_minutes"]
+            minutes = "" if cpu is None else f" (about {max(1, round(cpu))} CPU-minutes)"
+        except UserError:
+            minutes = ""
+    return f"reproduce.py run {target} --preset smoke{minutes}"
 
 
 # ------------------------------------------------------------------------------------------ cells and tables
@@ -168,6 +208,8 @@ def cell_html(cell: Cell, verdict: CellDiff | None = None, checkpoint: Cell | No
     if checkpoint is not None:
         body += f' / <span class="checkpoint">{html.escape(_shown(checkpoint))}</span>'
     body += f' / <span class="paper">{html.escape(fmt_reported(cell))}</span>'
+    if verdict is not None and verdict.delta is not None and math.isfinite(verdict.delta):
+        body += f' <span class="delta">Δ{verdict.delta:+.2f}</span>'
     if not comparable:
         body += f'<span class="mark" title="{html.escape(why or "not comparable", quote=True)}">≁</span>'
     return f"<td {_attrs(attrs)}>{body}</td>"
@@ -223,19 +265,28 @@ LEGEND = ('<p class="legend note">colours (diff verdict per cell): <span class="
 # ------------------------------------------------------------------------------------------ figures
 
 def draw_figures(registry: Registry, figure_ids: list[str], *, runs_root: Path, out_dir: Path,
-                 preset: str | None) -> list[DrawnFigure]:
-    """Each figure drawn into out_dir/figures; one that cannot be drawn yet keeps its one-line reason."""
-    from exoformer.report.figures import draw
+                 preset: str | None, overrides: list[str] | tuple[str, ...] = (),
+                 gpu: bool | None = None) -> tuple[list[DrawnFigure], set[Path]]:
+    """Each figure drawn into out_dir/figures from the runs of the preset collect.choose_preset reads for it;
+    one that cannot be drawn yet keeps its one-line reason (a "run ..." fix says what runs on this machine).
+    Also returns the run directories the figures read."""
+    from exoformer.report.figures import draw, figure_runs
 
-    drawn = []
+    drawn, used = [], set()
     for fid in figure_ids:
-        item = DrawnFigure(figure_id=fid, title=registry.figures[fid].title)
+        figure = registry.figures[fid]
+        item = DrawnFigure(figure_id=fid, title=figure.title)
+        read, _ = choose_preset(registry, runs_root, registry.figure_specs(figure), preset, what=f"figure {fid}")
         try:
-            item.files = draw(registry, fid, runs_root=runs_root, out_dir=out_dir / "figures", preset=preset)
+            used |= {Path(ref[2]) for ref in figure_runs(registry, figure, runs_root, preset=read,
+                                                          overrides=overrides)}
+            item.files = draw(registry, fid, runs_root=runs_root, out_dir=out_dir / "figures", preset=read,
+                              overrides=overrides)
         except UserError as err:
-            item.error = str(err)
+            fix = run_hint(fid, gpu=gpu) if "reproduce.py run" in (err.fix or "") else err.fix
+            item.error = f"{err.problem} ({'fix: ' + fix if fix else ''})" if fix else err.problem
         drawn.append(item)
-    return drawn
+    return drawn, used
 
 
 def figure_html(item: DrawnFigure, out_dir: Path) -> str:
@@ -308,47 +359,95 @@ def run_rows_html(runs: list[RunInfo], out_dir: Path) -> str:
 # ------------------------------------------------------------------------------------------ page
 
 def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.PathLike,
-                 out_dir: str | os.PathLike, preset: str | None = None) -> Path:
-    """Write DIR/index.html (and its figures, CSVs and run files) for TARGETs; returns the index path."""
+                 out_dir: str | os.PathLike, preset: str | None = None,
+                 overrides: list[str] | tuple[str, ...] = (), gpu: bool | None = None) -> Path:
+    """Write DIR/index.html (and its figures, CSVs and run files) for TARGETs; returns the index path.
+
+    Each table and figure reads the preset collect.choose_preset chooses for it (README "Which runs the
+    reading verbs read"). Tables with results come first; a table without any is one line saying what to run
+    on this machine (`gpu`: None = look). The runs listed are those the tables and figures read.
+    """
+    with one_view():
+        return _build_report(registry, targets, runs_root=runs_root, out_dir=out_dir, preset=preset,
+                             overrides=overrides, gpu=gpu)
+
+
+def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os.PathLike,
+                  out_dir: str | os.PathLike, preset: str | None, overrides: list[str] | tuple[str, ...],
+                  gpu: bool | None) -> Path:
     from exoformer.io import atomic_write_text
-    from exoformer.report.collect import collect
-    from exoformer.report.verdicts import verdicts_section
+    from exoformer.report.verdicts import paper_differences, verdicts_section
 
     root = Path(runs_root)
     check_apart(out_dir, runs_roots=[root], registries=[registry.directory])
     out = check_out_dir(out_dir)
-    runs = find_runs(root, preset=preset) if root.is_dir() else []
+    runs = find_runs(root) if root.is_dir() else []
+    if preset is not None and not any(r.preset == preset for r in runs) and runs:
+        raise UserError(f"no runs of preset {preset} under {root}", where="--preset",
+                        fix=f"add --preset {sorted({r.preset for r in runs})[0]}, or leave --preset out")
     if not runs:
-        of_preset = f" of preset {preset}" if preset else ""
-        raise UserError(f"no runs{of_preset} under {root}", where="--runs-dir",
-                        fix="run something first (reproduce.py run TARGET), or point --runs-dir at a runs root")
+        raise UserError(f"no runs under {root}", where="--runs-dir",
+                        fix="run something first (reproduce.py run table1 --preset smoke), or point --runs-dir at "
+                        "a runs root")
     chosen = select(registry, targets, runs)
-    frame = collect(root, preset=preset)
-    sections = []
+    gpu = has_gpu() if gpu is None else gpu
+    sections, empty, read_dirs, presets_read = [], [], set(), set()
     for tid in chosen.tables:
-        built = build_table(registry, tid, frame, preset=preset, runs_root=root)
+        specs = registry.tables[tid].spec_names()
+        read, note = choose_preset(registry, root, specs, preset, what=f"table {tid}")
+        frame = collect(root, preset=read, specs=specs, registry=registry, overrides=overrides)
+        built = None if frame.empty else build_table(registry, tid, frame, preset=read, runs_root=root,
+                                                     overrides=overrides)
+        if built is None or not any(c.value is not None for c in [*built.cells.values(),
+                                                                  *built.checkpoint_cells.values()]):
+            title = registry.tables[tid].title
+            empty.append(f"<li><b>{html.escape(tid)}</b>: {html.escape(title)}: {NOT_RUN}; "
+                         f"<code>{html.escape(run_hint(tid, gpu=gpu, registry=registry, runs_root=root))}</code>"
+                         "</li>")
+            continue
+        read_dirs |= {Path(d) for d in frame["run_dir"].unique()}
+        presets_read.add(built.preset)
         csv_path = atomic_write_text(out / "tables" / f"{tid}.csv", to_frame(built).to_csv(index=False))
-        sections.append(table_html(diff_table(built), csv_path.relative_to(out).as_posix()))
-    drawn = draw_figures(registry, chosen.figures, runs_root=root, out_dir=out, preset=preset)
-    shown_runs = [r for r in runs if r.spec in chosen.specs]
+        section = table_html(diff_table(built), csv_path.relative_to(out).as_posix())
+        if note:
+            section = section.replace("</h3>", f'</h3>\n<p class="note">{html.escape(note)}</p>', 1)
+        sections.append(section)
+    drawn, used = draw_figures(registry, chosen.figures, runs_root=root, out_dir=out, preset=preset,
+                               overrides=overrides, gpu=gpu)
+    read_dirs |= used
+    shown_runs = [r for r in runs if r.path in read_dirs]
+    others = sum(1 for r in runs if r.path not in read_dirs)
+    claimed = list(dict.fromkeys(name for d in paper_differences(registry) if d.table in chosen.tables
+                                 for name in registry.tables[d.table].spec_names()))
+    verdicts = ""
+    if claimed:  # the same verdicts as the `claims` verb, on the preset the tables read
+        read, _ = choose_preset(registry, root, claimed, preset, what="claims")
+        vframe = collect(root, preset=read, specs=claimed, registry=registry, overrides=overrides)
+        verdicts = verdicts_section(registry, vframe, preset=read, runs_root=str(root))
     nav = "".join(f'<a href="#{anchor}">{name}</a>' for anchor, name in
                   (("tables", "Tables"), ("figures", "Figures"), ("runs", "Runs")))
-    shown_preset = html.escape(preset) if preset else "each spec&#39;s own"
+    shown_preset = html.escape(preset) if preset else "each spec&#39;s own, else the one that has runs"
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    empty_block = ([f'<p class="note">{len(empty)} tables have no runs yet (on this machine: '
+                    f'{"a GPU" if gpu else "no GPU, so the smoke preset"}):</p>', '<ul class="empty">', *empty,
+                    "</ul>"] if empty else [])
+    not_listed = (f'<p class="note">{others} other run directories under this root (other hashes, presets or '
+                  "variants) are not read by the tables and figures above; <code>reproduce.py status</code> lists "
+                  "them all.</p>" if others else "")
     page = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         "<title>ExoFormer reproduction report</title>", f"<style>{PAGE_STYLE}</style>",
         f"<script>{PAGE_SCRIPT}</script></head><body>",
         "<h1>ExoFormer reproduction report</h1>",
-        f'<p class="note">runs root {html.escape(str(root))}; preset {shown_preset}; '
-        f"{len(shown_runs)} run directories; built {when}. Static page: no server, no network.</p>",
+        f'<p class="note">runs root {html.escape(str(root))}; preset {shown_preset}'
+        f'{" (read: " + html.escape(", ".join(sorted(presets_read))) + ")" if presets_read else ""}; '
+        f"{len(shown_runs)} run directories read; built {when}. Static page: no server, no network.</p>",
         f"<nav>{nav}</nav>",
-        f'<h2 id="tables">Tables ({len(chosen.tables)})</h2>', LEGEND, *sections,
-        verdicts_section(registry, frame, preset=preset, runs_root=str(root)),
+        f'<h2 id="tables">Tables ({len(sections)} with runs, {len(empty)} without)</h2>',
+        *([LEGEND] if sections else []), *sections, *empty_block, verdicts,
         f'<h2 id="figures">Figures ({len(drawn)})</h2>', *(figure_html(item, out) for item in drawn),
         f'<h2 id="runs">Runs ({len(shown_runs)})</h2>',
         '<p class="note">state as each run&#39;s status record says (reproduce.py status reconciles it with '
         "the scheduler); files: copies of the run&#39;s spec, provenance, status and logs.</p>",
-        run_rows_html(shown_runs, out), "</body></html>", ""]
+        run_rows_html(shown_runs, out), not_listed, "</body></html>", ""]
     return atomic_write_text(out / INDEX, "\n".join(page))
-

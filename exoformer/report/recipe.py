@@ -1,10 +1,14 @@
-"""Is a run the table's reference recipe? The fields of its spec file that differ from the reference spec.
+"""Is a run the table's reference recipe? Read from the run's identity (exoformer/run_identity.py).
 
 A table's reference recipe is each row's specs resolved under their own preset (450m for the paper's
 tables) with no `--set`: what the paper ran. A run made under another preset, with `--set` overrides, a
 limited evaluation or fewer validation tokens measures something else, so every reading verb marks its
 cells "not comparable: <what differs>" instead of judging its absolute values against the paper's.
-Torch-free; spec files are read through run_index.
+
+What differs is computed once per run, when it is launched, and recorded in its identity file. A run
+launched before identity files existed has none: `derive_identity` derives it once per process from its
+spec file and the `--set` words of the command its provenance records (the registry's definitions of
+today), marked `recorded=False`. Torch-free.
 """
 
 from __future__ import annotations
@@ -15,65 +19,35 @@ from typing import Any
 
 from exoformer.errors import UserError
 from exoformer.harness.registry import Registry
-from exoformer.harness.run_index import read_run_spec, recorded_overrides
-from exoformer.harness.spec import Spec
+from exoformer.harness.run_index import RunInfo, read_run_spec
+from exoformer.harness.spec import Spec, parse_override
+from exoformer.run_identity import (
+    CHECKPOINT,
+    OURS,
+    REFERENCE_WORD,
+    RunIdentity,
+    flat_fields,
+    recipe_differences,
+    scoring_of,
+)
+from exoformer.run_identity import differences as _differences
 from exoformer.rundir import RunDir
 
-SECTIONS = ("model", "train", "eval", "analysis")
-"""The spec file's sections that decide a result (what the spec hash covers)."""
-FIRST = ("preset", "eval.limit", "eval.suite", "eval.num_fewshot", "train.final_val_tokens", "train.steps",
-         "train.data", "model.n_layer", "model.d_model")
-"""Fields named first in a `why`: the ones that most change what a number means."""
-CHECKPOINT_FIELDS = ("preset", "eval.", "train.final_val_tokens")
-"""For a checkpoint run only the evaluation recipe is ours to differ in (its weights are the paper's)."""
+__all__ = ["REFERENCE_WORD", "differences", "flat_fields", "identity_of", "is_deliberate_variant",
+           "run_differences", "shorten"]
+
 MAX_ITEMS = 4
 """A `why` names at most this many fields, then "+N more"."""
-REFERENCE_WORD = "paper"
+
+RunLike = RunInfo | RunDir | str | os.PathLike
+"""A run as the reading layer hands it around: its index entry, its RunDir, or (from a long table) its path."""
 
 
-def flat_fields(data: dict[str, Any]) -> dict[str, Any]:
-    """`preset` and every `section.field` of a spec mapping (a spec file or Spec.to_dict())."""
-    out: dict[str, Any] = {"preset": data.get("preset")}
-    for section in SECTIONS:
-        body = data.get(section)
-        if isinstance(body, dict):
-            out.update({f"{section}.{key}": value for key, value in body.items()})
-    return out
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(map(str, value)) + "]"
-    return str(value)
-
-
-def differences(run_spec: dict[str, Any], reference: Spec, *, checkpoint: bool = False,
+def differences(run_spec: dict[str, Any], reference: Spec | dict[str, Any], *, checkpoint: bool = False,
                 word: str = REFERENCE_WORD) -> list[str]:
-    """Human items for each field where the run's spec differs from `reference`, most telling first.
-
-    Fields absent from either side are not compared (a spec file of an older layout, a checkpoint's
-    partial spec). Items read "eval.limit=20" (reference null) or "train.steps=30 (paper 38147)", `word`
-    naming the reference.
-    """
-    ours, ref = flat_fields(run_spec), flat_fields(reference.to_dict())
-    keys = [k for k in ours if k in ref and _norm(ours[k]) != _norm(ref[k])]
-    if checkpoint:
-        keys = [k for k in keys if k == "preset" or k.startswith(CHECKPOINT_FIELDS[1:])]
-    keys.sort(key=lambda k: (FIRST.index(k) if k in FIRST else len(FIRST), k))
-    items = []
-    for key in keys:
-        label = "preset " if key == "preset" else f"{key}="
-        text = f"{label}{_show(ours[key])}"
-        if ref[key] is not None:
-            text += f" ({word} {_show(ref[key])})"
-        items.append(text)
-    return items
-
-
-def _norm(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
+    """run_identity.differences against a Spec or a spec mapping."""
+    ref = reference.to_dict() if isinstance(reference, Spec) else reference
+    return _differences(run_spec, ref, checkpoint=checkpoint, word=word)
 
 
 def shorten(items: list[str]) -> str:
@@ -83,44 +57,94 @@ def shorten(items: list[str]) -> str:
     return ", ".join(items[:MAX_ITEMS]) + f", +{len(items) - MAX_ITEMS} more"
 
 
+def _command_overrides(run: RunDir) -> list[str]:
+    """The `--set KEY=VALUE` words of the command its provenance records (runs without an identity only)."""
+    command = run.read_provenance().get("command")
+    words = [str(w) for w in command] if isinstance(command, list) else []
+    out = []
+    for i, word in enumerate(words):
+        if word == "--set" and i + 1 < len(words):
+            out.append(words[i + 1])
+        elif word.startswith("--set="):
+            out.append(word[len("--set="):])
+    return [text for text in out if "=" in text and not text.startswith("profile.")]
+
+
+def derive_identity(registry: Registry, run: RunDir) -> RunIdentity:
+    """The identity of a run launched before identity files existed, from its spec file and provenance."""
+    data = read_run_spec(run)
+    name, preset = str(data["name"]), str(data.get("preset") or "")
+    checkpoint = data.get("source") == CHECKPOINT
+    texts = _command_overrides(run)
+    reference = registry.resolve(name) if name in registry.specs else None
+    under, preset_hash = None, None
+    if reference is not None and preset in registry.presets:
+        under = reference if preset == reference.preset else registry.resolve(name, preset=preset)
+        try:  # the hash its recorded --set explains: a deliberate variant, else a stale run
+            explained = registry.resolve(name, preset=preset, overrides=texts).hash12 == run.path.name
+        except UserError:
+            explained = False
+        preset_hash = under.hash12 if explained else None
+    differs = [] if reference is None else recipe_differences(
+        data, reference.to_dict(), None if under is None else under.to_dict(), checkpoint=checkpoint)
+    sets: dict[str, Any] = {}
+    for text in texts:
+        try:
+            key, value = parse_override(text)
+        except UserError:
+            continue
+        sets[key] = value
+    seed = data.get("seed", 0)
+    return RunIdentity(spec=name, seed=seed if isinstance(seed, int) else 0, preset=preset, hash12=run.path.name,
+                       overrides=sets, reference_hash12=None if reference is None else reference.hash12,
+                       preset_hash12=preset_hash, source=CHECKPOINT if checkpoint else OURS,
+                       as_row=data.get("as_row"), table=data.get("table"), scoring=scoring_of(data),
+                       differs=tuple(differs), recorded=False)
+
+
+@lru_cache(maxsize=8192)
+def _derived(registry: Registry, run_dir: str, mtime_ns: int) -> RunIdentity:
+    return derive_identity(registry, RunDir(run_dir))
+
+
+def identity_of(registry: Registry, run: RunLike) -> RunIdentity:
+    """The run's identity: recorded at launch, else derived (once per run and process)."""
+    rd = run.run if isinstance(run, RunInfo) else run if isinstance(run, RunDir) else RunDir(run)
+    recorded = rd.identity()
+    if recorded is not None:
+        return recorded
+    return _derived(registry, str(rd.path), rd.spec_file.stat().st_mtime_ns)
+
+
 @lru_cache(maxsize=4096)
-def _run_spec(run_dir: str, mtime_ns: int) -> dict[str, Any]:
-    return read_run_spec(RunDir(run_dir))
+def _reference_hash(registry: Registry, name: str) -> str | None:
+    return registry.resolve(name).hash12 if name in registry.specs else None
 
 
-def run_spec(run_dir: str | os.PathLike) -> dict[str, Any]:
-    """The run's spec file (cached by path and modification time: tables read each run once per column)."""
-    rd = RunDir(run_dir)
-    return _run_spec(str(rd.path), rd.spec_file.stat().st_mtime_ns)
+def run_differences(registry: Registry, spec_name: str, run: RunLike, *, checkpoint: bool = False) -> list[str]:
+    """What in this run (filed under `spec_name`) differs from its spec's reference recipe (own preset, no
+    --set), as its identity records it; a run whose recorded reference is no longer the registry's says so
+    too. The identity knows whose weights the run evaluated, so `checkpoint` is implied."""
+    del spec_name, checkpoint
+    identity = identity_of(registry, run)
+    items = list(identity.differs)
+    now = _reference_hash(registry, identity.spec)
+    if identity.recorded and identity.reference_hash12 and now and identity.reference_hash12 != now:
+        items.append(f"the paper's recipe of {identity.spec} changed since the run (reference "
+                     f"{identity.reference_hash12}, now {now})")
+    return items
 
 
-def run_differences(registry: Registry, spec_name: str, run_dir: str | os.PathLike, *,
-                    checkpoint: bool = False) -> list[str]:
-    """What in this run of `spec_name` differs from the spec's reference recipe (own preset, no --set).
-
-    A run of another preset says so first, then only what differs from the spec under that preset (the
-    `--set` on top of it): the preset's own changes are implied by its name.
-    """
-    data = run_spec(run_dir)
-    reference = registry.resolve(spec_name)
-    preset = data.get("preset")
-    if not preset or preset == reference.preset or str(preset) not in registry.presets:
-        return differences(data, reference, checkpoint=checkpoint)
-    under = registry.resolve(spec_name, preset=str(preset))
-    return [f"preset {preset} ({REFERENCE_WORD} {reference.preset})",
-            *differences(data, under, checkpoint=checkpoint, word=str(preset))]
-
-
-def is_deliberate_variant(registry: Registry, spec_name: str, run_dir: str | os.PathLike, hash12: str) -> bool:
-    """True when the run's hash is its spec under the preset and `--set` overrides its command recorded.
-
-    Such a run is a variant someone asked for; a run whose hash no recorded command explains was made
-    before the spec's definition changed (stale).
-    """
-    data = run_spec(run_dir)
-    overrides = recorded_overrides(RunDir(run_dir))
-    try:
-        spec = registry.resolve(spec_name, preset=str(data.get("preset") or "") or None, overrides=overrides)
-    except UserError:  # a recorded override the registry no longer accepts: not explained
+def is_deliberate_variant(registry: Registry, spec_name: str, run: RunLike, hash12: str) -> bool:
+    """True when the run is its spec under its preset as the registry defines it today, with the `--set`
+    overrides it was made with: a variant someone asked for. A run whose recorded definition is no longer the
+    registry's was made before the spec's definition changed (stale)."""
+    identity = identity_of(registry, run)
+    if identity.preset_hash12 is None or identity.preset not in registry.presets or spec_name not in registry.specs:
         return False
-    return spec.hash12 == hash12
+    return _preset_hash(registry, spec_name, identity.preset) == identity.preset_hash12 and identity.hash12 == hash12
+
+
+@lru_cache(maxsize=4096)
+def _preset_hash(registry: Registry, name: str, preset: str) -> str:
+    return registry.resolve(name, preset=preset).hash12

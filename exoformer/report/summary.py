@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from exoformer.harness.registry import Registry
+from exoformer.harness.run_index import one_view
 from exoformer.report.collect import collect
 from exoformer.report.figures import DEFAULT_OUT, draw
 from exoformer.report.tables import build_table, render
@@ -29,9 +30,11 @@ def report_table(registry: Registry, table_id: str, *, runs_root: str | os.PathL
                  overrides: list[str] | tuple[str, ...] = ()) -> tuple[str, list[Path]]:
     """(markdown table, written figure paths) for `table_id` from the runs under `runs_root` (with
     `overrides`: the variant runs made with that --set)."""
-    built = build_table(registry, table_id, collect(runs_root, preset=preset, registry=registry), preset=preset,
-                        runs_root=runs_root, overrides=overrides)
-    written: list[Path] = []
-    for fid in table_figures(registry, table_id):
-        written += draw(registry, fid, runs_root=runs_root, out_dir=figures_dir, preset=preset, overrides=overrides)
+    with one_view():
+        frame = collect(runs_root, preset=preset, registry=registry, overrides=overrides)
+        built = build_table(registry, table_id, frame, preset=preset, runs_root=runs_root, overrides=overrides)
+        written: list[Path] = []
+        for fid in table_figures(registry, table_id):
+            written += draw(registry, fid, runs_root=runs_root, out_dir=figures_dir, preset=preset,
+                            overrides=overrides)
     return render(built, "md"), written

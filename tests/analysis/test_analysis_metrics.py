@@ -9,6 +9,7 @@ import torch
 
 from exoformer.analysis import metrics
 from exoformer.errors import UserError
+from exoformer.rundir import RunDir
 
 torch.set_num_threads(1)
 
@@ -240,9 +241,9 @@ def test_spike_scores_from_metrics_reads_train_lines(tmp_path):
     lines.insert(500, json.dumps({"kind": "val", "step": 500, "val_loss": 99.0}))
     lines.append(json.dumps({"kind": "train", "step": 1199, "loss": float("nan"), "grad_norm": grad[1199]}))
     lines.append('{"kind": "train", "st')  # torn by a crash
-    path = tmp_path / "metrics.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    scores = metrics.spike_scores_from_metrics(path)
+    run = RunDir(tmp_path)
+    run.metrics_file.write_text("\n".join(lines) + "\n")
+    scores = metrics.spike_scores_from_metrics(run)
     assert scores["grad_norm"]["values"] == 1200 and scores["grad_norm"]["spikes"] == 1
     assert scores["grad_norm"]["score_pct"] == pytest.approx(1 / 1200 * 100)
     assert scores["loss"]["dropped"] == 1 and scores["loss"]["values"] == 1199  # step 1199 re-logged as NaN
@@ -251,8 +252,11 @@ def test_spike_scores_from_metrics_reads_train_lines(tmp_path):
 
 def test_spike_scores_from_metrics_bad_inputs_are_one_line_errors(tmp_path):
     with pytest.raises(UserError, match="no metrics.jsonl"):
-        metrics.spike_scores_from_metrics(tmp_path / "metrics.jsonl")
-    path = tmp_path / "metrics.jsonl"
-    path.write_text('{"kind": "train", "step": 0, "loss": 1, "grad_norm": 1}\nnot json\n{"kind": "val"}\n')
+        metrics.spike_scores_from_metrics(RunDir(tmp_path))
+    run = RunDir(tmp_path)
+    run.metrics_file.write_text('{"kind": "train", "step": 0, "loss": 1, "grad_norm": 1}\nnot json\n{"kind": "val"}\n')
     with pytest.raises(UserError, match="metrics.jsonl:2"):
-        metrics.spike_scores_from_metrics(path)
+        metrics.spike_scores_from_metrics(run)
+    run.metrics_file.write_text('{"kind": "train", "step": "x", "loss": 1, "grad_norm": 1}\n')
+    with pytest.raises(UserError, match="metrics.jsonl:1"):
+        metrics.spike_scores_from_metrics(run)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
 from exoformer.harness.registry import Registry
+from exoformer.harness.runs import identity_for
 from exoformer.harness.tables import TASKS
+from exoformer.run_identity import RunIdentity, recipe_differences
 from exoformer.rundir import Status, run_dir_of
 
 _REGISTRY: Registry | None = None
@@ -25,13 +28,14 @@ def make_run(root: Path, spec_name: str, *, preset: str = "450m", accuracies: di
              acc_norm_offset: float = 0.0, stderr: float = 0.01, ppl: float | None = 15.0,
              state: str = "SUCCEEDED", curve: list[tuple[int, float]] | None = None, eval_rows: bool = True,
              task_prefix: str = "", overrides: tuple[str, ...] = (), checkpoint_as: tuple[str, str] | None = None,
-             ) -> Path:
+             identity: bool = True) -> Path:
     """A run directory of `spec_name` under `preset` at its current hash, with results.
 
     accuracies: task -> acc (fraction); acc_norm = acc + acc_norm_offset (WinoGrande has acc only).
     overrides: made with `run --set ...` (the hash of that variant; the command is recorded in provenance).
     checkpoint_as: (table id, row id): a trained checkpoint evaluated as that row (spec file keys
     `source: checkpoint`, `table`, `as_row`).
+    identity: write the run identity as a launch does (False: a run made before identity files existed).
     """
     spec = registry().resolve(spec_name, preset=preset, overrides=overrides)
     run = run_dir_of(root, spec_name, spec.hash12)
@@ -40,6 +44,8 @@ def make_run(root: Path, spec_name: str, *, preset: str = "450m", accuracies: di
     if checkpoint_as is not None:
         data.update({"source": "checkpoint", "table": checkpoint_as[0], "as_row": checkpoint_as[1]})
     run.spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    if identity:
+        run.write_identity(_identity(spec, data, overrides, checkpoint_as))
     command = ["reproduce.py", "run", spec_name, "--preset", preset]
     for text in overrides:
         command += ["--set", text]
@@ -65,6 +71,17 @@ def make_run(root: Path, spec_name: str, *, preset: str = "450m", accuracies: di
                  in enumerate(curve)]
         run.metrics_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return run.path
+
+
+def _identity(spec, data: dict, overrides: tuple[str, ...], checkpoint_as: tuple[str, str] | None) -> RunIdentity:
+    recorded = identity_for(registry(), spec, overrides)
+    if checkpoint_as is None:
+        return recorded
+    reference = registry().resolve(spec.name)
+    under = registry().resolve(spec.name, preset=spec.preset)
+    differs = recipe_differences(data, reference.to_dict(), under.to_dict(), checkpoint=True)
+    return replace(recorded, source="checkpoint", table=checkpoint_as[0], as_row=checkpoint_as[1],
+                   differs=tuple(differs))
 
 
 def uniform(acc: float) -> dict[str, float]:

@@ -34,7 +34,7 @@ GATED = {"gated", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-
 MIXING = {"resformer", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer"}
 TARGETS = ["table1", "val-loss-table1", "accuracy-bars-table1", "lambda-heatmaps", "pca-components",
            "attention-sink", "gate-sparsity", "layer-similarity", "spike-scores"]
-CELLS = sum(len(registry().tables[t].rows) * len(registry().tables[t].columns) for t in ("table1", "spike-scores"))
+CELLS = len(registry().tables["table1"].rows) * len(registry().tables["table1"].columns)
 
 
 # ------------------------------------------------------------------------------------------ synthetic runs
@@ -169,8 +169,10 @@ def test_report_has_every_table_figure_and_run_with_working_links(built_report):
     runs, index = built_report
     out = index.parent
     page = Page(index.read_text())
-    assert list(page.tables) == ["table1", "spike-scores"]  # spike-scores: a table and a figure
-    assert page.figures == TARGETS[1:]
+    assert list(page.tables) == ["table1"]  # spike-scores, a table and a figure: its table has no results
+    assert "<li><b>spike-scores</b>" in index.read_text()  # collapsed to one line
+    assert set(TARGETS[1:]) <= set(page.figures)  # and the figures drawn from table1's runs come with table1
+    assert set(report_html.table_figure_ids(registry(), "table1")) <= set(page.figures)
     assert check_numbers_equal_csv(page, out) == CELLS
     pngs = {Path(i["src"]).name for i in page.images}
     assert {"val-loss-table1.png", "accuracy-bars-table1.png", "lambda-heatmaps-e-exoformer-s42.png",
@@ -209,6 +211,11 @@ def test_cell_html_colours_by_the_diff_verdict_and_shows_ours_and_paper():
                                                                   tolerance=1.0, status="within"))
     assert 'class="cell within"' in within and "61.23" in within and "/ <span class=\"paper\">61.00" in within
     assert 'data-ours="61.234"' in within and "delta +0.23" in within and 'class="checkpoint"' not in within
+    assert '61.00</span> <span class="delta">Δ+0.23</span>' in within  # the delta beside the paper's value
+    undefined = report_html.cell_html(_cell(float("nan"), 0.05), CellDiff(row="base", label="B", column="piqa",
+                                                                           reproduced=float("nan"), reported=0.05,
+                                                                           delta=float("nan")))
+    assert "Δ" not in undefined
     outside = report_html.cell_html(_cell(50.0, 61.0), CellDiff(row="base", label="B", column="piqa",
                                                                  reproduced=50.0, reported=61.0, delta=-11.0,
                                                                  tolerance=1.0, status="OUTSIDE"))
@@ -253,6 +260,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         assert main(["report", *targets, "--runs-dir", str(runs), "--out", str(out), "--preset", "smoke"]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and what in err and fix in err and "\n" not in err, err
+    assert main(["report", "--runs-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "o3")]) == 2
+    assert "runs root" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
     assert main(["report", "--runs-dir", str(tmp_path / "empty"), "--out", str(tmp_path / "o3")]) == 2
     assert "no runs under" in capsys.readouterr().err
 
@@ -297,9 +307,10 @@ def test_the_report_renders_in_headless_chromium(built_report, tmp_path):
     dom = _headless(binary, tmp_path / "profile", "--virtual-time-budget=10000", "--dump-dom", url)
     assert dom.returncode == 0, dom.stderr[-2000:]
     page = Page(dom.stdout)
-    assert page.body.get("data-images-checked") == str(len(page.images)) == "9"  # 8 figures, 2 heatmap runs
+    drawn = len(list((index.parent / "figures").glob("*.png")))  # every figure, a heatmap per mixing run
+    assert page.body.get("data-images-checked") == str(len(page.images)) == str(drawn) and drawn >= 9
     assert [i["src"] for i in page.images if i.get("data-loaded") != "yes"] == []
-    assert list(page.tables) == ["table1", "spike-scores"] and page.figures == TARGETS[1:]
+    assert list(page.tables) == ["table1"] and set(TARGETS[1:]) <= set(page.figures)
     assert check_numbers_equal_csv(page, index.parent) == CELLS
     shot = Path(os.environ.get("EXOFORMER_REPORT_SCREENSHOT", tmp_path / "report.png"))
     taken = _headless(binary, tmp_path / "profile2", "--hide-scrollbars", "--window-size=1280,2200",

@@ -27,7 +27,8 @@ SHRUNK = ("model.n_layer=2", "train.steps=30", "eval.limit=20", "train.final_val
 
 
 def _built(root, **kw):
-    return build_table(registry(), "table1", collect(root, registry=registry()), runs_root=root, **kw)
+    frame = collect(root, registry=registry(), overrides=kw.get("overrides", ()))
+    return build_table(registry(), "table1", frame, runs_root=root, **kw)
 
 
 def _shrunk_rows(root):

@@ -1,0 +1,48 @@
+"""The run identity: made by `plan`, written once when a run directory is created, read with defaults for the
+fields an older file lacks; a damaged file is an error naming it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from exoformer.errors import UserError
+from exoformer.harness import runs
+from exoformer.harness.plan import plan
+from exoformer.harness.registry import Registry
+from exoformer.run_identity import RunIdentity
+from exoformer.rundir import RunDir
+
+
+def test_plan_makes_the_identity_and_prepare_writes_it_once(tmp_path):
+    reg = Registry()
+    [planned] = plan(reg, "gated-s42", preset="smoke", overrides=["train.steps=3"], runs_root=tmp_path)
+    runs.prepare(planned.spec, planned.run_dir, identity=planned.identity)
+    identity = RunDir(planned.run_dir).identity()
+    smoke = reg.resolve("gated-s42", preset="smoke")
+    assert identity == planned.identity and identity.recorded
+    assert (identity.spec, identity.preset, identity.seed, identity.hash12) == ("gated-s42", "smoke", 42,
+                                                                                planned.spec.hash12)
+    assert identity.overrides == {"train.steps": 3} and identity.source == "ours"
+    assert identity.reference_hash12 == reg.resolve("gated-s42").hash12 and identity.preset_hash12 == smoke.hash12
+    assert identity.differs == ("preset smoke (paper 450m)", f"train.steps=3 (smoke {smoke.train.steps})")
+    assert identity.scoring["suite"] == "smoke" and identity.scoring["final_val_tokens"] == smoke.train.final_val_tokens
+    runs.prepare(planned.spec, planned.run_dir, identity=replace(identity, differs=()))  # a resume: kept as it was
+    assert RunDir(planned.run_dir).identity() == identity
+
+
+def test_identity_files_read_with_defaults_and_refuse_damage(tmp_path):
+    identity = RunIdentity(spec="gated-s42", seed=42, preset="smoke", hash12="0123456789ab",
+                           overrides={"train.steps": 3}, differs=("preset smoke (paper 450m)",))
+    assert RunIdentity.from_dict({**identity.to_dict(), "a_field_of_later": 1}, where="x") == identity
+    minimal = RunIdentity.from_dict({"spec": "s", "seed": 1, "preset": "smoke", "hash12": "0123456789ab"}, where="x")
+    assert minimal.source == "ours" and minimal.differs == () and minimal.comparable
+    run = RunDir(tmp_path)
+    run.identity_file.write_text("{not json")
+    with pytest.raises(UserError, match="identity.json"):
+        run.identity()
+    run.identity_file.write_text(json.dumps({**identity.to_dict(), "seed": "42"}))
+    with pytest.raises(UserError, match="'seed'"):
+        run.identity()
