@@ -298,7 +298,7 @@ def _saved_compiled(cfg: ModelConfig, num: _Numerics, batch: int, seq: int, mask
     per = {"embed": N * INT64}
     for i in range(cfg.n_layer):
         width = P * d + (hid if i in mixing else 0)
-        per[f"block{i}"] = (N * d * s + N * d * FP32 + N * width * c + mask + N * H * FP32 + N * d * c
+        per[f"block{i}"] = (N * d * s + N * width * c + mask + N * H * FP32 + N * d * c
                             + N * d * s + N * cfg.mlp_ratio * d * c + 2 * N * FP32)
     per["head"] = N * d * s + N * FP32 + N * INT64
     shared = N * M * d * c if cfg.mix_paths else 0
