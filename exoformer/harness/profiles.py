@@ -138,8 +138,8 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     if gpu is not None and not (gpu.peak_bf16_tflops > 0 and 0 < gpu.mfu <= 1):
         raise UserError("gpu.peak_bf16_tflops must be > 0 and gpu.mfu in (0, 1]", where=file, fix="fix the values")
     if gpu is not None and gpu.memory_gb is not None and not gpu.memory_gb > 0:
-        raise UserError(f"gpu.memory_gb must be > 0, got {gpu.memory_gb:g}", where=f"{file}: gpu.memory_gb",
-                        fix="write the memory per GPU in GB (e.g. 80 for an H100 SXM)")
+        raise UserError(f"must be > 0, got {gpu.memory_gb:g}", where=f"{file}: gpu.memory_gb",
+                        fix="write the memory per GPU in GB, e.g. `memory_gb: 80` for an H100 SXM")
     if slurm.tasks_per_node is not None and slurm.tasks_per_node < 1:
         raise UserError(f"slurm.tasks_per_node must be >= 1, got {slurm.tasks_per_node}", where=file,
                         fix="remove it (one task per GPU) or set a positive count")
