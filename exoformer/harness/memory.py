@@ -342,13 +342,14 @@ class MemoryEstimate:
 def estimate_memory(cfg: ModelConfig, *, precision: str, micro_batch: int, seq_len: int, ranks: int = 1,
                     accumulation: int = 1, doc_masking: bool = True, compiled: bool = False,
                     activation_checkpointing: bool = False, logits_chunk: int | None = None,
-                    muon_sharded: bool = False, device: str = "cuda", fused_adam: bool | None = None
-                    ) -> MemoryEstimate:
+                    muon_sharded: bool = False, device: str = "cuda", fused_adam: bool | None = None,
+                    keep_logits: bool = True) -> MemoryEstimate:
     """Peak bytes per rank of one training step (see the module docstring).
 
     precision: fp32 | bf16-autocast | official-pure-bf16 (`auto` resolved by the caller for the device);
     logits_chunk: tokens per chunk of a chunked loss (None: full logits); muon_sharded: each rank keeps the Muon
-    state of 1/ranks of the matrices; fused_adam: default True on CUDA, as build_optimizers picks it.
+    state of 1/ranks of the matrices; fused_adam: default True on CUDA, as build_optimizers picks it;
+    keep_logits: the caller keeps its `logits` through backward and the step (exoformer/train/loop.py does).
     """
     num = _numerics(precision)
     params = parameter_tensors(cfg)
@@ -374,9 +375,10 @@ def estimate_memory(cfg: ModelConfig, *, precision: str, micro_batch: int, seq_l
 
     c = num.compute
     chunk = N if logits_chunk is None else min(N, logits_chunk)
-    logits_kept = N * V * c if logits_chunk is None else 0
-    loss_live = chunk * V * 5 * FP32 + (chunk * V * c if (c != FP32 or logits_chunk is not None) else 0)
-    loss_extra = loss_live + logits_kept - (chunk * V * FP32 if c == FP32 and logits_chunk is None else 0)
+    logits_kept = N * V * c if logits_chunk is None and keep_logits else 0
+    # five fp32 (tokens, V) buffers at the log-sum-exp backward, and the logits in the compute dtype (in fp32 the
+    # kept logits are the first of the five; a chunk's bf16 logits live as long as its loss)
+    loss_extra = chunk * V * 5 * FP32 + (chunk * V * c if c != FP32 and (keep_logits or logits_chunk) else 0)
 
     ddp = gradients if ranks > 1 else 0
     base = weights + optimizer + ddp
