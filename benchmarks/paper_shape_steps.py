@@ -183,8 +183,9 @@ def print_table(rows: list[dict]) -> None:
             continue
         print(f"{r['variant']:<20}  {r['precision']:<18}  {r['shape']:>7}  {fmt(r['loss_1'], '.4f'):>7}  "
               f"{fmt(r['loss_2'], '.4f'):>7}  {fmt(r['repeat_equal']):>6}  {fmt(r['s_per_step'], '.1f'):>7}  "
-              f"{fmt(r['peak_rss_gb'], '.1f'):>6}  {fmt(r['checkpoint_mb'], '.0f'):>7}  {fmt(r['save_s'], '.1f'):>6}  "
-              f"{fmt(r['load_s'], '.1f'):>6}  {fmt(r['gpu_hours_h100'], '.1f'):>6}  {fmt(r['cpu_hours_10b'], ',.0f'):>9}  "
+              f"{fmt(r['peak_rss_gb'], '.1f'):>6}  {fmt(r['checkpoint_mb'], '.0f'):>7}  "
+              f"{fmt(r['save_s'], '.1f'):>6}  {fmt(r['load_s'], '.1f'):>6}  {fmt(r['gpu_hours_h100'], '.1f'):>6}  "
+              f"{fmt(r['cpu_hours_10b'], ',.0f'):>9}  "
               f"{r['resume']}", flush=True)
 
 

@@ -1,4 +1,4 @@
-"""Verb `preflight`: whether each job of a target fits its GPU, its time limit and its ranks (exoformer.harness.preflight)."""
+"""Verb `preflight`: whether each job of a target fits its GPU, time limit and ranks (exoformer.harness.preflight)."""
 
 from __future__ import annotations
 

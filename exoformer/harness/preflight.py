@@ -151,8 +151,9 @@ def check_spec(spec: Spec, profile: Profile, *, cost: Cost | None = None) -> Pre
                                       f"form {spec.model.num_parameters():,}", where=spec.name,
                                       fix="report this: exoformer/model/config.py count_parameters is out of date"))
     if official_ok is False:
-        row.problems.append(UserError(f"at vocab {OFFICIAL_VOCAB:,} the model has {replace(spec.model, vocab_size=OFFICIAL_VOCAB).num_parameters():,}"
-                                      f" parameters, docs/official_code.md section 2 says {expected:,}",
+        ours = replace(spec.model, vocab_size=OFFICIAL_VOCAB).num_parameters()
+        row.problems.append(UserError(f"at vocab {OFFICIAL_VOCAB:,} the model has {ours:,} parameters, "
+                                      f"docs/official_code.md section 2 says {expected:,}",
                                       where=spec.name, fix="check the variant's fields against the author's model"))
     try:
         row.memory = spec_memory(spec, profile)
