@@ -263,8 +263,14 @@ def read_memory_ratio(path: str | os.PathLike | None = None) -> tuple[dict[str, 
     path = Path(path) if path is not None else measurement_path()
     if not path.is_file():
         return None
+    stat = path.stat()
+    return _read_memory_ratio(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=8)
+def _read_memory_ratio(path: str, mtime_ns: int, size: int) -> tuple[dict[str, float], str] | None:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     if not isinstance(data, dict) or data.get("tool") != MEASURED_TOOL or data.get("cpu_mode") is not False:

@@ -37,6 +37,7 @@ def measured_peak(tmp_path: Path, variant, layers, width, heads, vocab, seq, mic
     return json.loads(done.stdout.strip().splitlines()[-1])["peak_above_start"]
 
 
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="the probe reads Linux's /proc/self/statm")
 @pytest.mark.parametrize("variant, layers, width, heads, vocab, seq, micro, precision", CASES)
 def test_peak_of_real_training_steps_is_within_15_percent_of_the_estimate(tmp_path, variant, layers, width, heads,
                                                                           vocab, seq, micro, precision):
