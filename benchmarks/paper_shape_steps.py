@@ -172,16 +172,17 @@ def fmt(value, spec: str = ".3g") -> str:
     return format(value, spec)
 
 
-def print_table(rows: list[dict]) -> None:
-    head = (f"{'variant':<20}  {'precision':<18}  {'shape':>7}  {'loss 1':>7}  {'loss 2':>7}  {'repeat':>6}  "
+def print_head() -> None:
+    print(f"{'variant':<20}  {'precision':<18}  {'shape':>7}  {'loss 1':>7}  {'loss 2':>7}  {'repeat':>6}  "
             f"{'s/step':>7}  {'RSS GB':>6}  {'ckpt MB':>7}  {'save s':>6}  {'load s':>6}  {'GPU-h':>6}  "
-            f"{'CPU-h 10B':>9}  resume")
-    print(head)
-    for r in rows:
-        if "error" in r:
-            print(f"{r['variant']:<20}  {r['precision']:<18}  not run: {r['error']}")
-            continue
-        print(f"{r['variant']:<20}  {r['precision']:<18}  {r['shape']:>7}  {fmt(r['loss_1'], '.4f'):>7}  "
+            f"{'CPU-h 10B':>9}  resume", flush=True)
+
+
+def print_row(r: dict) -> None:
+    if "error" in r:
+        print(f"{r['variant']:<20}  {r['precision']:<18}  not run: {r['error']}", flush=True)
+        return
+    print(f"{r['variant']:<20}  {r['precision']:<18}  {r['shape']:>7}  {fmt(r['loss_1'], '.4f'):>7}  "
               f"{fmt(r['loss_2'], '.4f'):>7}  {fmt(r['repeat_equal']):>6}  {fmt(r['s_per_step'], '.1f'):>7}  "
               f"{fmt(r['peak_rss_gb'], '.1f'):>6}  {fmt(r['checkpoint_mb'], '.0f'):>7}  "
               f"{fmt(r['save_s'], '.1f'):>6}  {fmt(r['load_s'], '.1f'):>6}  {fmt(r['gpu_hours_h100'], '.1f'):>6}  "
@@ -205,16 +206,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.row:
         print(json.dumps(run_row(*args.row, args)), flush=True)
         return 0
-    rows = []
-    for variant in args.variants:
-        for precision in args.precisions:
-            rows.append(row_in_subprocess(variant, precision, args))
-            print(f"# {variant} {precision}: done", file=sys.stderr, flush=True)
-    print_table(rows)
-    if args.json:
-        from exoformer.io import atomic_write_json
+    from exoformer.io import atomic_write_json
 
-        atomic_write_json(args.json, {"tool": "benchmarks/paper_shape_steps.py", "rows": rows})
+    rows = []
+    print_head()
+    for variant in args.variants:
+        for precision in args.precisions:  # each row printed (and the JSON rewritten) as soon as it ends
+            rows.append(row_in_subprocess(variant, precision, args))
+            print_row(rows[-1])
+            if args.json:
+                atomic_write_json(args.json, {"tool": "benchmarks/paper_shape_steps.py", "rows": rows})
     bad = [r for r in rows if "error" in r or not r.get("finite") or not r.get("repeat_equal")
            or not str(r.get("resume", "")).startswith("equal")]
     return 1 if bad else 0
