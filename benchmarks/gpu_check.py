@@ -4,11 +4,13 @@ Checks (each a function returning one row: name, value, unit, device, ok, notes;
 becomes a row with its error, and the remaining checks still run):
 - FlexAttention with a document mask against dense-mask SDPA in bf16 (max |difference|, time ratio);
 - compiled against eager loss for each variant family (bf16 autocast on GPU, fp32 with --cpu);
-- train step (bf16 autocast, document masks, CE + z-loss, backward, clip, Muon + AdamW) of gated and
-  dynamic-e-exoformer at the 450M shape (seq 2048, micro-batch 16): ms/step, tokens/s, MFU, peak memory,
-  and the ratios of dynamic-e-exoformer to gated;
+- train step (official-pure-bf16 as the paper presets, document masks, chunked CE + z-loss, backward, clip,
+  Muon + AdamW; eager) of gated and dynamic-e-exoformer at the 450M shape (seq 2048, micro-batch 16): ms/step,
+  tokens/s, MFU, peak memory, and the ratios of dynamic-e-exoformer to gated;
 - the memory model (exoformer/harness/memory.py) for that step against `torch.cuda.max_memory_allocated`:
   the measured / estimated ratio goes into the JSON (`memory_ratio`), which `plan` and `preflight` then apply;
+- one row per fix of the GPU paths: resume of a pure-bf16 run, evaluation on the job's device, flex against
+  sdpa step time, Muon shared across ranks, chunked loss memory;
 - 30 bf16 training steps eager against compiled (largest loss difference, speed-up);
 - eval loglikelihood requests/s and peak memory, batched against batch 1, and lean scoring against full
   (B, T, V) logits;
@@ -126,6 +128,11 @@ class Scale:
     def precision(self) -> str:
         return "fp32" if self.cpu else "bf16-autocast"
 
+    @property
+    def step_precision(self) -> str:
+        """The train-step rows run in the paper presets' precision, the one `plan` prices."""
+        return "fp32" if self.cpu else "official-pure-bf16"
+
 
 GPU_SCALE = Scale(
     cpu=False, attention=(4, 16, 2048, 64),
@@ -220,7 +227,8 @@ def flex_against_sdpa(ctx: Context) -> dict:
     q, k, v = (torch.randn(b, h, t, dh, generator=g).to(ctx.device, torch.bfloat16) for _ in range(3))
     starts = torch.zeros(b, t, dtype=torch.bool)
     starts[:, 0] = True
-    starts[:, torch.randint(1, t, (b, max(1, t // 400) + 2), generator=g)] = True
+    for row in range(b):  # each row its own document boundaries
+        starts[row, torch.randint(1, t, (max(1, t // 400) + 2,), generator=g)] = True
     doc_ids = torch.cumsum(starts.to(torch.int32), dim=1).to(ctx.device)
 
     def same_doc_causal(bi, hi, q_idx, kv_idx):
@@ -262,7 +270,9 @@ def batch_for(cfg: ModelConfig, batch: int, seq: int, device: torch.device, seed
     x = torch.randint(1, cfg.vocab_size, (batch, seq), generator=g)
     y = torch.randint(1, cfg.vocab_size, (batch, seq), generator=g)
     starts = torch.zeros(batch, seq, dtype=torch.bool)
-    starts[:, [0, seq // 3, seq // 2]] = True
+    starts[:, 0] = True
+    for row in range(batch):  # each row its own document boundaries, as packed batches have
+        starts[row, torch.randint(1, seq, (2,), generator=g)] = True
     return x.to(device), y.to(device), starts.to(device)
 
 
@@ -324,36 +334,40 @@ class Trainer:
     """One model, the paper's optimisers and recipe, fixed batches; `step()` does one full update."""
 
     def __init__(self, ctx: Context, variant: str, shape: dict, batch: int, steps: int, *,
-                 precision: str, compile_backend: str | None = None) -> None:
+                 precision: str, compile_backend: str | None = None, attention: str | None = None) -> None:
         from exoformer.train.config import TrainConfig
         from exoformer.train.optim import build_optimizers
 
-        self.cfg = config(variant, shape)
+        self.cfg = config(variant, shape if attention is None else {**shape, "attention": attention})
         seq = self.cfg.seq_len
         self.recipe = TrainConfig(steps=steps, batch_tokens=batch * seq, micro_batch_seqs=batch, seq_len=seq,
                                   warmup_steps=max(1, steps // 10), precision=precision)
         self.device, self.precision = ctx.device, precision
         self.model = build_model(self.cfg, ctx.device)
+        if precision == "official-pure-bf16":
+            from exoformer.train.loop import to_official_pure_bf16
+
+            to_official_pure_bf16(self.model)
         self.optimizers = build_optimizers(self.model, self.recipe)
         if compile_backend:
             torch._dynamo.reset()
-        self.forward = torch.compile(self.model, backend=compile_backend) if compile_backend else self.model
+        from exoformer.train.loss import LossForward
+
+        loss_forward = LossForward(self.model, self.recipe.z_loss)  # the training loop's module: chunked loss
+        self.forward = torch.compile(loss_forward, backend=compile_backend) if compile_backend else loss_forward
         self.batches = [batch_for(self.cfg, batch, seq, ctx.device, seed=i) for i in range(4)]
         self.tokens_per_step = batch * seq
         self.done = 0
 
     def step(self) -> torch.Tensor:
         from exoformer.train.loop import autocast_for
-        from exoformer.train.loss import lm_loss
         from exoformer.train.optim import set_schedules
         from exoformer.train.schedule import lr_multiplier_for, momentum_for
 
         set_schedules(self.optimizers, lr_multiplier_for(self.recipe, self.done), momentum_for(self.recipe, self.done))
         x, y, starts = self.batches[self.done % len(self.batches)]
         with autocast_for(self.precision, self.device):
-            logits = self.forward(x, starts)
-        loss, _, _ = lm_loss(logits, y, self.recipe.z_loss)
-        del logits
+            loss, _, _ = self.forward(x, starts, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.recipe.grad_clip)
         for opt in self.optimizers:
@@ -363,11 +377,12 @@ class Trainer:
         return loss.detach()
 
 
-def train_step(ctx: Context, variant: str) -> dict:
+def train_step(ctx: Context, variant: str, attention: str | None = None) -> dict:
     scale = ctx.scale
     if ctx.device.type == "cuda":
         torch.cuda.empty_cache()
-    trainer = Trainer(ctx, variant, scale.step_shape, scale.step_batch, 1000, precision=scale.precision)
+    trainer = Trainer(ctx, variant, scale.step_shape, scale.step_batch, 1000, precision=scale.step_precision,
+                      attention=attention)
     for _ in range(scale.step_warmup):
         trainer.step()
     times, peak = [], None
@@ -385,7 +400,7 @@ def train_step(ctx: Context, variant: str) -> dict:
     del trainer
     return {"seconds": seconds, "tokens_per_s": tokens_per_s, "tflops": flops / 1e12, "mfu": mfu, "peak": peak,
             "shape": f"{cfg.n_layer}x{cfg.d_model}, seq {cfg.seq_len}, micro-batch {scale.step_batch}, "
-                     f"{scale.precision}, median of {scale.step_reps}"}
+                     f"{scale.step_precision}, eager, median of {scale.step_reps}"}
 
 
 def step_rows(variant: str) -> list[Callable[[Context], Row]]:
@@ -428,14 +443,17 @@ def row_memory_ratio(ctx: Context) -> Row:
 
 
 def step_memory_estimate(ctx: Context, variant: str, measured: dict):
-    """The memory model's peak for the step `train_step` measured (its precision, shape, one rank, no compile
-    unless it says so; the Trainer drops its logits after the loss)."""
+    """The memory model's peak for the step `train_step` measured (its precision, shape, one rank, the chunked
+    loss, no compile unless it says so)."""
     from exoformer.harness.memory import estimate_memory
 
     cfg = config(variant, ctx.scale.step_shape)
-    return estimate_memory(cfg, precision=measured.get("precision", ctx.scale.precision),
+    from exoformer.train.loss import CHUNK_TOKENS
+
+    return estimate_memory(cfg, precision=measured.get("precision", ctx.scale.step_precision),
                            micro_batch=ctx.scale.step_batch, seq_len=cfg.seq_len,
-                           compiled=measured.get("compiled", False), device=ctx.device.type, keep_logits=False)
+                           compiled=measured.get("compiled", False), device=ctx.device.type,
+                           logits_chunk=CHUNK_TOKENS)
 
 
 def memory_model_rows(variant: str) -> list[Callable[[Context], Row]]:
@@ -606,6 +624,196 @@ def row_process_group(ctx: Context) -> Row:
                    f"(expected {world} on every rank)")
 
 
+
+# ----------------------------------------------------------------------------- fixes of the GPU paths
+# One row per fix of the CUDA and multi-rank paths, so that one run on a lent GPU checks them all.
+
+def _tiny_run_files(directory: Path) -> Path:
+    """Random documents in token shards with a compact vocabulary (64 ids), for a tiny real training run."""
+    import numpy as np
+
+    from exoformer.data.shards import write_shard
+    from exoformer.data.tokenizer import CompactTokenizer, gpt2
+
+    rng = np.random.default_rng(0)
+    for name, n in (("tiny_train_000000.bin", 4000), ("tiny_val_000000.bin", 1200)):
+        tokens = rng.integers(1, 62, n)
+        tokens[::37] = 0  # EOT every 37 tokens: documents
+        write_shard(directory / name, tokens)
+    CompactTokenizer(gpt2(), range(62)).save(directory / "vocab.json")
+    return directory
+
+
+def _tiny_configs(data: Path):
+    from exoformer.model.config import ModelConfig
+    from exoformer.train.config import TrainConfig
+
+    model = ModelConfig(n_layer=2, n_head=2, d_model=32, vocab_size=64, seq_len=32, gated=True,
+                        mix_paths=("q", "k", "v", "g"), anchor="h0", anchor_norm_paths=("q", "k", "v", "g"))
+    recipe = TrainConfig(steps=4, batch_tokens=4 * 32, micro_batch_seqs=2, seq_len=32, data=str(data), warmup_steps=1,
+                         muon_momentum_steps=1, val_every=0, checkpoint_every=2, keep_checkpoints=3,
+                         precision="official-pure-bf16")
+    return model, recipe
+
+
+def _tensors(tree, prefix=""):
+    if isinstance(tree, torch.Tensor):
+        yield prefix, tree
+    elif isinstance(tree, dict):
+        for key, sub in tree.items():
+            yield from _tensors(sub, f"{prefix}.{key}")
+    elif isinstance(tree, (list, tuple)):
+        for i, sub in enumerate(tree):
+            yield from _tensors(sub, f"{prefix}[{i}]")
+
+
+def row_resume_pure_bf16(ctx: Context) -> Row:
+    """An official-pure-bf16 run resumed at step 2 of 4 against the uninterrupted run, on the device."""
+    import shutil
+
+    from exoformer.train.checkpoint import load_checkpoint
+    from exoformer.train.loop import train
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = _tiny_run_files(Path(tmp) / "data")
+        model, recipe = _tiny_configs(data)
+        reference, resumed = Path(tmp) / "reference", Path(tmp) / "resumed"
+        train(model, recipe, reference, device=ctx.device)
+        shutil.copytree(reference, resumed)
+        for path in (resumed / "checkpoints").glob("step_00000004.pt*"):
+            path.unlink()
+        train(model, recipe, resumed, device=ctx.device)
+        saved = load_checkpoint(reference / "checkpoints" / "step_00000002.pt")
+        ours = load_checkpoint(resumed / "checkpoints" / "step_00000004.pt")
+        theirs = load_checkpoint(reference / "checkpoints" / "step_00000004.pt")
+    keys = ("model", "muon", "adamw")
+    a = dict(kv for key in keys for kv in _tensors(ours[key], key))
+    b = dict(kv for key in keys for kv in _tensors(theirs[key], key))
+    dtypes_saved = {k: v.dtype for key in ("muon", "adamw") for k, v in _tensors(saved[key], key)}
+    same_dtypes = a.keys() == b.keys() and all(a[k].dtype == b[k].dtype for k in a) and all(
+        a[k].dtype == dtype for k, dtype in dtypes_saved.items())
+    differing = [k for k in a if not torch.equal(a[k], b[k])]
+    worst = max((float((a[k].float() - b[k].float()).abs().max()) for k in differing), default=0.0)
+    return ctx.row(len(differing), "tensors", same_dtypes and worst <= 1e-2,
+                   f"state dtypes as saved: {same_dtypes}; {len(differing)} of {len(a)} tensors differ from the "
+                   f"uninterrupted run (max |diff| {worst:.2g}; 0 = bitwise; nondeterministic GPU kernels may differ)")
+
+
+def row_eval_on_device(ctx: Context) -> Row:
+    """The pipeline's stage device is this accelerator, and scoring there equals scoring on the CPU."""
+    from exoformer.eval.scoring import Scorer
+    from exoformer.harness.pipeline import job_device
+
+    device = job_device()
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    cfg = config("dynamic-e-exoformer", ctx.scale.family_shape)
+    model = build_model(cfg, torch.device("cpu"))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    model.eval()
+    pairs = [(c, t) for _, c, t in token_requests(8, cfg.seq_len - 1, cfg.vocab_size)]
+    on_cpu = Scorer(model, pad_id=0, device="cpu").score(pairs, 4)
+    on_device = Scorer(model.to(device), pad_id=0, device=device).score(pairs, 4)
+    delta = max(abs(a[0] - b[0]) for a, b in zip(on_cpu, on_device, strict=True))
+    on_accelerator = torch.device(device).type == expected
+    return ctx.row(delta, "abs", on_accelerator and delta <= 1e-3,
+                   f"stage device {device} (expected {expected}); max |delta loglik| vs CPU {delta:.2g} "
+                   "(tolerance 1e-3, fp32)")
+
+
+def row_flex_step_time(ctx: Context) -> Row:
+    """A training step of dynamic-e-exoformer with FlexAttention over one with sdpa (same shape and batch)."""
+    if ctx.device.type != "cuda":
+        return ctx.row(None, "x", None, "not run: FlexAttention has no backward on the CPU")
+    sdpa = ctx.once(("step", STEP_VARIANTS[1]), lambda: train_step(ctx, STEP_VARIANTS[1]))
+    flex = ctx.once(("step-flex", STEP_VARIANTS[1]), lambda: train_step(ctx, STEP_VARIANTS[1], attention="flex"))
+    return ctx.row(flex["seconds"] / sdpa["seconds"], "x", None,
+                   f"flex {1000 * flex['seconds']:.4g} ms, sdpa {1000 * sdpa['seconds']:.4g} ms; {sdpa['shape']}")
+
+
+def _muon_rank(rank: int, world: int, store_path: str, result_dir: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
+    try:
+        torch.save(_muon_steps(), Path(result_dir, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def _muon_steps() -> list[torch.Tensor]:
+    from exoformer.train.config import TrainConfig
+    from exoformer.train.optim import build_optimizers
+
+    torch.manual_seed(0)
+    model = ExoTransformer(config("dynamic-e-exoformer", {"shape": "tiny", "seq_len": 32}))
+    muon, _ = build_optimizers(model, TrainConfig())
+    params = muon.param_groups[0]["params"]
+    g = torch.Generator().manual_seed(1)
+    for _ in range(2):
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=g)
+        muon.step()
+    return [p.detach().clone() for p in params]
+
+
+def row_muon_sharded(ctx: Context) -> Row:
+    """Muon with its orthogonalisations shared by 2 gloo ranks against one process doing them all."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return ctx.row(None, "abs", None, "already initialised by the launcher: not re-tested")
+    world = 2
+    with tempfile.TemporaryDirectory() as tmp:
+        torch.multiprocessing.spawn(_muon_rank, args=(world, str(Path(tmp) / "store"), tmp), nprocs=world)
+        ranks = [torch.load(Path(tmp, f"rank{r}.pt"), weights_only=True) for r in range(world)]
+    replicated = _muon_steps()
+    diff = max(float((a - b).abs().max()) for rank in ranks for a, b in zip(rank, replicated, strict=True))
+    return ctx.row(diff, "abs", diff <= 1e-6, f"gloo, {world} ranks, {len(replicated)} matrices; tolerance 1e-6")
+
+
+def row_chunked_loss(ctx: Context) -> Row:
+    """Peak memory of CE + z-loss forward and backward from the LM head's input, chunked over unchunked."""
+    from exoformer.train.loss import chunked_lm_loss, lm_loss
+
+    tokens, d_model, vocab = (1024, 64, 50304) if ctx.scale.cpu else (16 * 2048, 1024, 50304)
+    dtype = torch.float32 if ctx.scale.cpu else torch.bfloat16
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(tokens, d_model, generator=g).to(ctx.device, dtype)
+    weight = (0.02 * torch.randn(vocab, d_model, generator=g)).to(ctx.device, dtype)
+    targets = torch.randint(0, vocab, (tokens,), generator=g).to(ctx.device)
+
+    def run(chunked: bool) -> tuple[float, torch.Tensor]:
+        h, w = hidden.detach().requires_grad_(), weight.detach().requires_grad_()
+        if chunked:
+            loss = chunked_lm_loss(h, w, targets, 1e-5, chunk_tokens=max(256, tokens // 8))[0]
+        else:
+            loss = lm_loss(h @ w.T, targets, 1e-5)[0]
+        loss.backward()
+        return float(loss.detach()), w.grad
+
+    run(False), run(True)  # warm-up
+    (full, full_grad), _, full_peak = measure(lambda: run(False), ctx.device)
+    (ours, ours_grad), _, ours_peak = measure(lambda: run(True), ctx.device)
+    ratio = None if not full_peak or ours_peak is None else ours_peak / full_peak
+    rel = abs(ours - full) / abs(full)
+    grad = float((ours_grad.float() - full_grad.float()).abs().max() / full_grad.float().abs().max())
+    memory_ok = ctx.scale.cpu or (ratio is not None and ratio <= 0.5)
+    return ctx.row(ratio, "x", memory_ok and rel <= 1e-5 and grad <= 2e-2,
+                   f"{tokens} tokens, vocab {vocab}, {str(dtype).split('.')[-1]}; unchunked {mib(full_peak)} MiB, "
+                   f"chunked {mib(ours_peak)} MiB; loss rel diff {rel:.2g}, grad rel diff {grad:.2g}"
+                   f"{' (memory judged at GPU scale only)' if ctx.scale.cpu else ''}")
+
+
+def fix_rows() -> list[tuple[str, Callable[[Context], Row]]]:
+    return [("resume official-pure-bf16: tensors differing from the uninterrupted run", row_resume_pure_bf16),
+            ("eval on the job's device: max |delta loglik| vs CPU", row_eval_on_device),
+            ("train step FlexAttention / sdpa (dynamic-e-exoformer)", row_flex_step_time),
+            ("Muon shared by 2 ranks vs replicated: max |diff|", row_muon_sharded),
+            ("loss peak memory chunked / unchunked", row_chunked_loss)]
+
+
 # ----------------------------------------------------------------------------- runner
 
 def checks() -> list[tuple[str, Callable[[Context], Row]]]:
@@ -624,6 +832,7 @@ def checks() -> list[tuple[str, Callable[[Context], Row]]]:
                      "eval peak memory, batched", "eval peak memory, batch 1", "eval peak memory lean / full logits"),
                     eval_rows(), strict=True))
     out.append(("process group init + all-reduce (NCCL; gloo with --cpu)", row_process_group))
+    out += fix_rows()
     out += [("flex doc mask vs dense SDPA, bf16: max |diff|", row_flex_diff), ("flex / dense SDPA time", row_flex_time),
             ("model loss, attention flex vs sdpa", model_flex_against_sdpa)]
     out += [("30 bf16 steps eager vs compiled: max |loss diff|", row_steps_loss),

@@ -8,13 +8,23 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from exoformer.errors import UserError
+from exoformer.faults import check_write_target
+
+
+TEMP_NAME = re.compile(r"\A\..+\.[A-Za-z0-9_]{8}\.tmp\Z")
+"""Names of the temporary files of atomic writes (`.<target>.<8 random>.tmp`, tempfile.mkstemp's pattern)."""
+
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path = Path(path)
+    check_write_target(path)  # a job's run directory removed under it is never recreated by a write
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -24,11 +34,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(err, (IsADirectoryError, NotADirectoryError)) or (isinstance(err, OSError) and path.is_dir()):
+            raise UserError("is a directory, so the file cannot be written there", where=str(path),
+                            fix="move that directory away (nothing was changed)") from None
         raise
     fsync_dir(path.parent)
     return path
@@ -40,6 +53,28 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=False) + "\n")
+
+
+def remove_temp_files(directory: str | os.PathLike, *, recursive: bool = False) -> list[Path]:
+    """Delete the temporary files that writes cut short (SIGKILL, power loss) left in `directory` (and, with
+    `recursive`, below it, never following symlinks). Only their owner calls this, while no write can be under
+    way (it holds the run's job lock or the runs root's launch lock). Returns what was removed."""
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                if recursive:
+                    removed += remove_temp_files(entry.path, recursive=True)
+            elif TEMP_NAME.match(entry.name) and stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
 
 
 def _read_umask() -> int:

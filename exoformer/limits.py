@@ -10,6 +10,7 @@ train configs can use the same checks.
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import Any
 
@@ -80,3 +81,66 @@ def _num(x: float) -> str:
 def check_seed(value: Any, *, where: str) -> None:
     if isinstance(value, int) and not isinstance(value, bool):
         check_range(value, where=where, low=0, high=SEED_MAX, high_open=True, fix="use a seed in [0, 2**32), e.g. 42")
+
+
+SIZE_BOUNDS: dict[str, int] = {
+    "model.n_layer": 1_024,
+    "model.d_model": 65_536,
+    "model.n_head": 1_024,
+    "model.vocab_size": 4_194_304,
+    "model.seq_len": 1_048_576,
+    "model.mlp_ratio": 64,
+    "model.dynamic_hidden": 65_536,
+    "train.steps": 100_000_000,
+    "train.batch_tokens": 1 << 30,
+    "train.micro_batch_seqs": 65_536,
+    "train.seq_len": 1_048_576,
+    "train.val_batches": 1_000_000,
+    "train.final_val_tokens": 1_000_000_000_000,
+    "train.checkpoint_every": 100_000_000,
+    "train.keep_checkpoints": 1_000,
+    "train.warmup_steps": 100_000_000,
+    "train.muon_momentum_steps": 100_000_000,
+    "train.val_every": 100_000_000,
+    "eval.batch_size": 65_536,
+    "eval.num_fewshot": 100,
+    "eval.limit": 100_000_000,
+    "analysis.n_sequences": 65_536,
+    "analysis.seq_len": 1_048_576,
+}
+"""Upper bound of every size field (docs/input-limits.md "Sizes"): far above the paper's largest setting (1B
+model, 76,294 steps of 262,144 tokens), far below what would exhaust a machine before any check could run."""
+MAX_PARAMETERS = 1_000_000_000_000
+"""Parameters of one model (10**12, 1,000x the paper's largest): checked on the config, before anything is built."""
+
+
+def check_size(value: Any, *, where: str) -> None:
+    """A size field at most its bound in SIZE_BOUNDS (`where` is its `section.field` name)."""
+    bound = SIZE_BOUNDS.get(where)
+    if bound is not None and isinstance(value, int) and not isinstance(value, bool) and value > bound:
+        raise UserError(f"{value:,} is above the limit of {bound:,}", where=where,
+                        fix=f"use at most {bound:,} (docs/input-limits.md)")
+
+
+MAX_INCLUDE_LEN = 1024
+"""Longest `include:` entry of a registry file (a relative path inside the registry directory)."""
+MAX_PATH_BYTES = 4096
+"""Linux's PATH_MAX: no path the kernel is given may be longer."""
+RUN_PATH_RESERVE = 256
+"""Bytes a runs root must leave for what lies below it: `<spec>/<hash12>/checkpoints/.<file>.<random>.tmp`."""
+MAX_COMPONENT_BYTES = 255
+"""Linux's NAME_MAX: the longest name of one directory or file."""
+
+
+def check_runs_root_path(root: Any, *, where: str = "--runs-dir") -> None:
+    """A runs root short enough that every file of every run below it can still be named."""
+    text = str(root)
+    size = len(os.fsencode(text))
+    if size > MAX_PATH_BYTES - RUN_PATH_RESERVE:
+        raise UserError(f"the runs root path is {size:,} bytes long; the files of a run below it would exceed the "
+                        f"{MAX_PATH_BYTES:,}-byte path limit", where=where,
+                        fix=f"choose a runs root of at most {MAX_PATH_BYTES - RUN_PATH_RESERVE:,} bytes")
+    longest = max((len(os.fsencode(part)) for part in text.split("/")), default=0)
+    if longest > MAX_COMPONENT_BYTES:
+        raise UserError(f"a directory name in the runs root is {longest} bytes long (the limit is "
+                        f"{MAX_COMPONENT_BYTES})", where=where, fix="choose a runs root with shorter directory names")

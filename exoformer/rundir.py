@@ -376,7 +376,7 @@ class RunDir:
                 found = _read_rows(path, spec_name)
                 if not found and path == self.eval_rows:
                     raise UserError("the run has no evaluation results (empty file)", where=str(path),
-                                    fix=f"re-run its evaluation: reproduce.py run {spec_name} --force")
+                                    fix=f"re-run its evaluation: {self._rerun(spec_name)}")
                 rows.extend(found)
         if self.validation.is_file():
             try:
@@ -386,9 +386,14 @@ class RunDir:
                     raise ValueError
             except (OSError, UnicodeDecodeError, ValueError, AttributeError):
                 raise UserError("not a validation record", where=str(self.validation),
-                                fix=f"re-run its validation: reproduce.py run {spec_name} --force") from None
+                                fix=f"re-run its validation: {self._rerun(spec_name)}") from None
             rows.extend(found)
         return rows
+
+    def _rerun(self, spec_name: str) -> str:
+        from exoformer.rerun import rerun_command
+
+        return rerun_command(self.read_provenance(), spec_name, self.path)
 
     def read_json(self, path: Path) -> Any:
         """A JSON file of this run, or None when it is absent; a damaged one is a UserError with the fix."""

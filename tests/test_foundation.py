@@ -11,7 +11,7 @@ from exoformer.train.config import TrainConfig
 
 def test_user_error_is_one_line_with_where_and_fix():
     err = UserError("bad\nvalue  here", where="a.yaml:3", fix="use\n 4")
-    assert str(err) == "a.yaml:3: bad value here use 4"
+    assert str(err) == "a.yaml:3: bad value here (fix: use 4)"
     assert "\n" not in str(err)
 
 

@@ -52,7 +52,7 @@ def add_reading(parser: argparse.ArgumentParser) -> None:
 
 def registry(args: argparse.Namespace) -> Registry:
     if args.registry is not None and not str(args.registry).strip():
-        raise UserError("--registry is empty", where="--registry", fix="name a registry directory, or leave it out")
+        raise UserError("the option is empty", where="--registry", fix="name a registry directory, or leave it out")
     return Registry(args.registry)
 
 

@@ -42,10 +42,12 @@ def table_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def table_verb(args: argparse.Namespace) -> int:
+    from exoformer.report.outputs import check_apart
     from exoformer.report.tables import build_table, check_out_dir, render, write_table
 
     if args.out:
         check_out_dir(args.out)
+        check_apart(args.out, runs_roots=[options.runs_root(args)], registries=[options.registry(args).directory])
     registry, root, frame = _read(args, _table_check(args.table))
     built = build_table(registry, args.table, frame, preset=args.preset, runs_root=root, overrides=args.overrides)
     text = render(built, args.format)
@@ -80,10 +82,12 @@ def figure_arguments(parser: argparse.ArgumentParser) -> None:
 
 def figure_verb(args: argparse.Namespace) -> int:
     from exoformer.report.figures import draw
+    from exoformer.report.outputs import check_apart
     from exoformer.report.tables import check_out_dir
 
     check_out_dir(args.out)
     registry = options.registry(args)
+    check_apart(args.out, runs_roots=[options.runs_root(args)], registries=[registry.directory])
     if args.figure not in registry.figures:
         from exoformer.errors import UserError, did_you_mean
 

@@ -117,7 +117,9 @@ def run_verb(args: argparse.Namespace) -> int:
     code, final = launch_and_report(reg, planned, args, target=args.target,
                                     tensorboard=args.tensorboard)
     specs = [p.spec for p in planned]
-    finished = args.backend != "slurm" or args.wait
+    from exoformer.harness.backends import check_name
+
+    finished = check_name(args.backend).waits or args.wait
     if code != 130 and finished and args.target in reg.tables and len({p.root for p in final}) == 1 \
             and not args.json:
         _print_table(reg, args.target, final[0].root, specs[0].preset if specs else None,
@@ -153,10 +155,10 @@ def launch_and_report(reg, planned: list[PlannedRun], args: argparse.Namespace, 
         print(f"interrupted; run the same command to resume ({len(stop.names)} run(s) marked INTERRUPTED)",
               file=sys.stderr)
         return 130, []
-    if backend.name == "slurm" and args.wait:
+    if not backend.waits and args.wait:
         wait_for_slurm(final)
-    code = _summary(final, time.time() - started, backend.name, args, target=target)
-    missing = unfinished(final, queued_ok=not (backend.name != "slurm" or args.wait))
+    code = _summary(final, time.time() - started, backend, args, target=target)
+    missing = unfinished(final, queued_ok=not (backend.waits or args.wait))
     if missing and not args.json:
         print("not done: " + "; ".join(f"{name} ({why})" for name, why in missing))
     return code or (1 if missing else 0), final
@@ -174,23 +176,27 @@ def _announce(item) -> None:
     """One line as each local/inline run ends, so a long table shows progress."""
     from exoformer.harness.status import SlurmView, reconcile
 
-    status = reconcile(item.run_dir, item.claim, SlurmView())  # a job killed outright is FAILED (dead) here
-    state = status.state if status else "?"
-    detail = status.reason if status and status.state == runs.FAILED else ""
+    status = reconcile(item.run_dir, item.claim, SlurmView())  # a job killed outright is INTERRUPTED here
+    if status is None:  # the job ended and its run has no STATUS: the directory went away under it
+        print(f"{item.spec.name}: stopped: the run directory was removed or replaced while its job ran; "
+              "run the same command again to start it over", flush=True)
+        return
+    state = status.state
+    detail = status.reason if status.state in (runs.FAILED, runs.INTERRUPTED) else ""
     print(f"{item.spec.name}: {state}" + (f" ({detail}; log {status.log})" if detail else ""), flush=True)
 
 
-def _summary(final: list[PlannedRun], seconds: float, backend: str, args, *, target: str) -> int:
+def _summary(final: list[PlannedRun], seconds: float, backend, args, *, target: str) -> int:
     rows = collect([(p.run_dir, p.spec.name, p.spec.train.steps) for p in final], {p.run_dir: p.root for p in final})
     for row, p in zip(rows, final):
         row["action"] = p.action
     failed = [r for r, p in zip(rows, final) if r["state"] == runs.FAILED and p.launches]
     if args.json:
-        print(json.dumps({"target": target, "backend": backend, "seconds": round(seconds, 1), "runs": rows}))
+        print(json.dumps({"target": target, "backend": backend.name, "seconds": round(seconds, 1), "runs": rows}))
     else:
         print(format_table(rows))
         launched = sum(p.launches for p in final)
-        verb = "submitted" if backend == "slurm" and not args.wait else "ran"
+        verb = "submitted" if not backend.waits and not args.wait else "ran"
         print(f"{verb} {launched}, skipped {len(final) - launched} in {seconds:.1f} s"
               + (f"; {len(failed)} FAILED (see the log paths above)" if failed else ""))
     return 1 if failed else 0
@@ -224,8 +230,9 @@ def status_arguments(parser: argparse.ArgumentParser) -> None:
 def status_verb(args: argparse.Namespace) -> int:
     from exoformer.rundir import iter_run_dirs
 
-    if args.interval <= 0:
-        raise UserError(f"--interval must be positive, got {args.interval}", where="--interval", fix="e.g. 5")
+    if not 0 < args.interval < float("inf"):  # also NaN
+        raise UserError(f"must be a positive number of seconds, got {args.interval}", where="--interval",
+                        fix="e.g. --interval 5")
     root = options.runs_root(args)
     if args.target is None:
         dirs = [(rd.path, None, None) for rd in iter_run_dirs(root)]

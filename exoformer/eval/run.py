@@ -35,13 +35,14 @@ def default_cache_dir() -> Path:
 
 def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathLike | None = None,
              num_fewshot: int = 5, batch_size: int = 32, limit: int | float | None = None,
-             device: str = "cpu", cache_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+             device: str = "cpu", cache_dir: str | os.PathLike | None = None) -> dict[str, Any] | None:
     """Run lm-eval's `simple_evaluate` on `suite` and return its results dict, JSON-safe and without samples.
 
     `model` is an ExoTransformer (wrapped in `ExoLM(model, tokenizer, batch_size, device)`) or an
     `lm_eval` LM instance (used as is). For the paper suite `data_dir` defaults to `$EXOFORMER_TASK_DIR`;
     hub datasets are never fetched (the offline flags are set while evaluating). `limit` is lm-eval's
-    per-task document limit, for tests only.
+    per-task document limit, for tests only. Under a torch.distributed group the documents are split across
+    the ranks (exoformer.eval.lm.ExoLM); rank 0 gets the results and every other rank None.
     """
     from exoformer.eval.suites import task_configs
 
@@ -52,7 +53,8 @@ def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathL
                             fix="run `python reproduce.py prefetch` on a machine with internet, then set "
                                 f"{TASK_DIR_ENV}=<prefetch dir>/tasks")
     if isinstance(num_fewshot, bool) or not isinstance(num_fewshot, int) or num_fewshot < 0:
-        raise UserError(f"num_fewshot must be a non-negative integer, got {num_fewshot!r}", where="eval.num_fewshot")
+        raise UserError(f"num_fewshot must be a non-negative integer, got {num_fewshot!r}", where="eval.num_fewshot",
+                        fix="use 0 or more (the paper uses 5)")
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     configs = task_configs(suite, data_dir)
     for cfg in configs:
@@ -70,6 +72,8 @@ def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathL
         results = lm_eval.simple_evaluate(
             model=lm, tasks=configs, num_fewshot=num_fewshot, batch_size=batch_size, device=device, limit=limit,
             log_samples=False, task_manager=TaskManager(include_defaults=False), **DEFAULT_SEEDS)
+    if results is None:  # a rank other than 0 of a data-parallel evaluation: its share went to rank 0
+        return None
     results = dict(results)
     results.pop("samples", None)
     return json_safe(results)

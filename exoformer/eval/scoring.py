@@ -49,6 +49,21 @@ def continuation_logprobs(rows: torch.Tensor, targets: torch.Tensor, vocab_size:
     return torch.cat(logprobs), torch.cat(greedy)
 
 
+LENGTH_BUCKETS = 6
+"""With FlexAttention a batch is padded to one of this many widths (seq_len/32, /16, ..., seq_len) and to the full
+batch size, so that the compiled kernel sees at most this many shapes (torch recompiles per shape and falls back
+to the unfused kernel after 8). Right padding never changes a causal model's scores at the earlier positions."""
+
+
+def padded_length(length: int, max_length: int, buckets: int = LENGTH_BUCKETS) -> int:
+    """The smallest bucket width >= `length` (the widths halve from `max_length`)."""
+    for k in range(buckets - 1, -1, -1):
+        width = max(1, max_length >> k)
+        if width >= length:
+            return width
+    return max_length
+
+
 class Scorer:
     """Scores (context tokens, continuation tokens) pairs with `model` (context `model.config.seq_len`).
 
@@ -65,6 +80,8 @@ class Scorer:
             getattr(model, "lm_head", None), torch.nn.Module)
         vocab_size = getattr(model.config, "vocab_size", None)
         self.vocab_size = vocab_size if isinstance(vocab_size, int) else None
+        self.bucketed = getattr(model.config, "attention", "sdpa") != "sdpa"
+        """Pad batches to LENGTH_BUCKETS shapes (FlexAttention compiles per shape)."""
 
     @torch.no_grad()
     def score(self, pairs: Sequence[tuple[list[int], list[int]]], batch_size: int,
@@ -88,17 +105,20 @@ class Scorer:
                        key=lambda i: (-len(inputs[i]), inputs[i], targets[i]))
         for start in range(0, len(order), batch_size):
             batch = order[start:start + batch_size]
-            scored = self.score_batch([inputs[i] for i in batch], [targets[i] for i in batch])
+            scored = self.score_batch([inputs[i] for i in batch], [targets[i] for i in batch],
+                                      rows=batch_size if self.bucketed else None)
             for i, result in zip(batch, scored, strict=True):
                 results[i] = result
             if on_batch is not None:
                 on_batch(batch, scored)
         return results  # type: ignore[return-value]
 
-    def score_batch(self, inputs: list[list[int]], targets: list[list[int]]) -> list[Result]:
-        """One right-padded forward; log-probs of each target at the positions that predict it."""
+    def score_batch(self, inputs: list[list[int]], targets: list[list[int]], rows: int | None = None) -> list[Result]:
+        """One right-padded forward (to a bucket width and `rows` rows when bucketed); log-probs of each target
+        at the positions that predict it."""
         lengths = [len(x) for x in inputs]
-        idx = torch.full((len(inputs), max(lengths)), self.pad_id, dtype=torch.long)
+        width = padded_length(max(lengths), self.max_length) if self.bucketed else max(lengths)
+        idx = torch.full((max(len(inputs), rows or 0), width), self.pad_id, dtype=torch.long)
         for row, tokens in enumerate(inputs):
             idx[row, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
         idx = idx.to(self.device)

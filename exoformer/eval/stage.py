@@ -23,6 +23,21 @@ from exoformer.stage import StageContext
 VALIDATION_TASK = "validation"
 
 
+def stage_device(ctx: StageContext) -> str:
+    """The device the stage runs on: the pipeline's (the job's accelerator), else this process's default."""
+    if ctx.device is not None:
+        return str(ctx.device)
+    from exoformer.train import distributed as dist_util
+
+    return str(dist_util.pick_device(None, dist_util.distributed_env()))
+
+
+def _rank() -> int:
+    from exoformer.train import distributed as dist_util
+
+    return dist_util.group_rank_and_size()[0]
+
+
 def validation_rows(result: dict[str, Any], *, spec: str, seed: int) -> list[dict[str, Any]]:
     """Long rows of a final validation: ppl and loss (no stderr: one deterministic pass), n = tokens scored."""
     return [{"spec": spec, "seed": seed, "task": VALIDATION_TASK, "metric": metric, "value": float(result[key]),
@@ -37,6 +52,8 @@ def validate_stage(ctx: StageContext) -> dict[str, Any]:
     spec, run_dir, files = ctx.spec, Path(ctx.run_dir), ctx.files
     ctx.say(f"validate: {spec.train.final_val_tokens:,} validation tokens")
     result = final_validation(spec.model, spec.train, run_dir, device=ctx.device)
+    if _rank() != 0:  # a share of a multi-rank validation: rank 0 holds the same sums and writes them
+        return {}
     record = {**result, "rows": validation_rows(result, spec=spec.name, seed=spec.seed)}
     atomic_write_json(files.validation, record)
     ctx.say(f"validate: val_loss {result['val_loss']:.4f}, ppl {result['val_ppl']:.3f} "
@@ -53,7 +70,7 @@ def evaluate_stage(ctx: StageContext) -> dict[str, Any]:
     from exoformer.train.loop import resolve_data_dir
 
     spec, run_dir, files = ctx.spec, Path(ctx.run_dir), ctx.files
-    device = ctx.device or "cpu"
+    device = stage_device(ctx)
     model, _ = load_model_from_run(run_dir, steps=spec.train.steps, map_location=device)
     tokenizer = for_data(resolve_data_dir(spec.train.data))  # compact vocabulary for smoke runs, else GPT-2
     ev = spec.eval
@@ -61,6 +78,8 @@ def evaluate_stage(ctx: StageContext) -> dict[str, Any]:
               + (f", limit {ev.limit}" if ev.limit else ""))
     results = evaluate(model, tokenizer, ev.suite, num_fewshot=ev.num_fewshot, batch_size=ev.batch_size,
                        limit=ev.limit, device=device)
+    if results is None:  # a share of a multi-rank evaluation: rank 0 received the metrics and writes them
+        return {}
     rows = long_rows(results, spec=spec.name, seed=spec.seed)
     atomic_write_text(files.eval_results, dumps(results))
     atomic_write_text(files.eval_rows, "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))

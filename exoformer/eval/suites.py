@@ -22,26 +22,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from exoformer.data.checksums import read_sums, verify_files
+from exoformer.data.checksums import verify_files
 from exoformer.errors import UserError, did_you_mean
+from exoformer.eval.task_facts import PAPER_TASKS, TASK_FACTS
 
-PAPER_TASKS = ("arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "winogrande")
 SUITES = ("paper", "smoke")
 SMOKE_PREFIX = "smoke_"
 CHECKSUM_FILE = "SHA256SUMS"
 REFETCH = "the file changed since it was fetched: re-run `python reproduce.py prefetch`"
-
-# Where each task's YAML lives inside lm_eval/tasks (0.4.13).
-BUILTIN_YAML = {
-    "arc_easy": "arc/arc_easy.yaml",
-    "arc_challenge": "arc/arc_challenge.yaml",
-    "hellaswag": "hellaswag/hellaswag.yaml",
-    "openbookqa": "openbookqa/openbookqa.yaml",
-    "piqa": "piqa/piqa.yaml",
-    "winogrande": "winogrande/default.yaml",
-}
-# lm-eval's metrics for these tasks: acc and length-normalised acc_norm; WinoGrande's partial scoring has acc only.
-EXPECTED_METRICS = {task: ("acc",) if task == "winogrande" else ("acc", "acc_norm") for task in PAPER_TASKS}
 SPLIT_KEYS = ("training_split", "validation_split", "test_split", "fewshot_split")
 
 
@@ -78,13 +66,15 @@ def builtin_config(task: str) -> dict[str, Any]:
     import lm_eval.tasks
     from lm_eval.tasks._yaml_loader import load_yaml  # the loader TaskManager itself uses
 
-    if task not in BUILTIN_YAML:
-        raise UserError(f"unknown paper task {task!r}", fix=did_you_mean(task, BUILTIN_YAML))
-    cfg = load_yaml(Path(lm_eval.tasks.__file__).parent / BUILTIN_YAML[task], resolve_func=True, recursive=True)
-    metrics = tuple(m["metric"] for m in cfg.get("metric_list", []))
-    if cfg.get("task") != task or metrics != EXPECTED_METRICS[task]:
-        raise RuntimeError(f"lm-eval's {BUILTIN_YAML[task]} changed: task {cfg.get('task')!r}, metrics {metrics}; "
-                           "this harness is pinned to lm-eval 0.4.13")
+    if task not in TASK_FACTS:
+        raise UserError(f"unknown paper task {task!r}", where="TASK", fix=did_you_mean(task, TASK_FACTS))
+    facts = TASK_FACTS[task]
+    cfg = load_yaml(Path(lm_eval.tasks.__file__).parent / facts.config, resolve_func=True, recursive=True)
+    read = (cfg.get("task"), tuple(m["metric"] for m in cfg.get("metric_list", [])), tuple(named_splits(cfg)),
+            eval_split(cfg))
+    if read != (task, facts.metrics, facts.splits, facts.scored_split):
+        raise RuntimeError(f"lm-eval's {facts.config} differs from exoformer/eval/task_facts.py: task, metrics, "
+                           f"splits, scored split {read}; this harness is pinned to lm-eval 0.4.13")
     return cfg
 
 
@@ -95,7 +85,7 @@ def named_splits(cfg: dict[str, Any]) -> list[str]:
 
 def eval_split(cfg: dict[str, Any]) -> str:
     """The split lm-eval scores: test when the config has one, else validation."""
-    return cfg.get("test_split") or cfg["validation_split"]
+    return cfg.get("test_split") or cfg.get("validation_split")
 
 
 def local_config(cfg: dict[str, Any], *, task: str, files: dict[str, Path]) -> dict[str, Any]:
@@ -122,11 +112,6 @@ def verify_checksums(root: Path, files: list[Path]) -> None:
     sums_path = root / CHECKSUM_FILE
     if sums_path.is_file():
         verify_files(root, files, sums_path=sums_path, fix=REFETCH)
-
-
-def read_checksums(path: Path) -> dict[str, str]:
-    """relative path -> digest of a SHA256SUMS file; a malformed line is a UserError at file:line."""
-    return read_sums(path, fix="regenerate it with `python reproduce.py prefetch`")
 
 
 def check_jsonl(path: Path) -> int:

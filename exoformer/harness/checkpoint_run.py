@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
-from exoformer.eval.prefetch import EXPECTED_EVAL_DOCS
+from exoformer.eval.task_facts import TASK_FACTS
 from exoformer.harness.cost import Cost
 from exoformer.harness.plan import PlannedRun, plan_specs, split_overrides
 from exoformer.harness.profiles import Profile
@@ -35,16 +35,6 @@ VALIDATION_FIELDS = ("data", "seq_len", "micro_batch_seqs", "final_val_tokens", 
 """TrainConfig fields the validate stage reads: part of a checkpoint run's identity (the rest is inert)."""
 VARIANT_FIELDS = ("gated", "anchor", "mix_paths", "anchor_norm_paths", "granularity", "dynamic")
 """Model fields that decide which table row a checkpoint can stand for."""
-
-# Cost of the paper suite (lm-eval 0.4 task defaults): documents per task x choices = loglikelihood requests.
-PAPER_REQUESTS = {"arc_challenge": 1172 * 4, "arc_easy": 2376 * 4, "hellaswag": 10042 * 4, "openbookqa": 500 * 4,
-                  "piqa": 1838 * 2, "winogrande": 1267 * 2}
-"""Full-split requests per task (ARC test sets have a few 3- and 5-choice questions: +-1%)."""
-TOKENS_PER_REQUEST = {"arc_challenge": 260, "arc_easy": 230, "hellaswag": 620, "openbookqa": 110, "piqa": 270,
-                      "winogrande": 180}
-"""GPT-2 tokens per 5-shot request (context + continuation) [inference: 6 x the mean length of one document
-as prompt text; the README says how to measure it on the prefetched task files]."""
-
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class CheckpointSpec(Spec):
@@ -107,7 +97,10 @@ def imported_model(path: str | Path, ckpt: dict):
     if checkpoint_kind(ckpt) == OURS:
         from exoformer.model import ExoTransformer
 
+        from exoformer.model.loading import check_tensor_shapes
+
         config = model_config_of(ckpt, where=where)
+        check_tensor_shapes(ckpt["model"], config, where=where)  # on the meta device, before any allocation
         model = ExoTransformer(config)
         try:
             model.load_state_dict(ckpt["model"], strict=True)
@@ -199,8 +192,8 @@ def eval_cost(spec: Spec, profile: Profile) -> Cost:
 
     limit = spec.eval.limit
     if spec.eval.suite == "paper":
-        tokens = sum(TOKENS_PER_REQUEST[t] * (n if limit is None else min(n, limit * (n // EXPECTED_EVAL_DOCS[t])))
-                     for t, n in PAPER_REQUESTS.items())
+        tokens = sum(f.tokens_per_request * f.choices * (f.documents if limit is None else min(f.documents, limit))
+                     for f in TASK_FACTS.values())
     else:
         tokens = 0
     tokens += spec.train.final_val_tokens + spec.analysis.n_sequences * (spec.analysis.seq_len or spec.model.seq_len)
@@ -268,7 +261,9 @@ def evaluate_at_precision(ctx: StageContext) -> dict[str, Any]:
     if spec.eval_precision == "fp32":
         result = evaluate_stage(ctx)
     else:
-        device = torch.device(str(ctx.device) if ctx.device is not None else "cpu")
+        from exoformer.eval.stage import stage_device
+
+        device = torch.device(stage_device(ctx))
         with torch.autocast(device.type, dtype=torch.bfloat16):
             result = evaluate_stage(ctx)
     return {**result, "precision": spec.eval_precision}

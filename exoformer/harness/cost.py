@@ -42,10 +42,10 @@ ASSUMED_MFU = 0.40
 """The profiles' `gpu.mfu` when nothing was measured."""
 MEASURED_FILE = REPO_ROOT / "results" / "gpu_check.json"
 MEASURED_TOOL = "benchmarks/gpu_check.py"
-LOSS_LOGITS_CHUNK: int | None = None
-"""Tokens per chunk of the training loss; None: exoformer/train/loss.py takes the full (B*T, V) logits."""
-MUON_SHARDED = False
-"""Whether each rank keeps Muon's state for its share of the matrices only (exoformer/train/optim.py)."""
+LOSS_LOGITS_CHUNK: int | None = 4096
+"""Tokens per chunk of the training loss (exoformer/train/loss.py CHUNK_TOKENS; a test keeps them equal)."""
+MUON_SHARDED = True
+"""The ranks share Muon's orthogonalisations (exoformer/train/optim.py); states stay on every rank."""
 GB = 1e9
 
 

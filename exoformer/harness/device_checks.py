@@ -16,6 +16,7 @@ The rules:
   allowed: PyTorch computes bf16 autocast and bf16 weights there correctly, only slower (the smoke shape
   measured ~2-3x the fp32 step on 2 cores), and `auto` is fp32 there. `compile: true` is allowed on CPU
   too: it runs (same losses) and only costs compile time.
+- `model.attention: flex` trains only on CUDA (no FlexAttention backward on CPU); `auto` is sdpa on CPU.
 - batch_tokens must be a multiple of seq_len x micro_batch_seqs x ranks (TrainConfig.accumulation_steps).
 """
 
@@ -25,13 +26,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from exoformer.errors import UserError, did_you_mean
+from exoformer.errors import UserError
 
 if TYPE_CHECKING:
     from exoformer.harness.profiles import Profile
     from exoformer.harness.spec import Spec
 
-LOCAL_BACKENDS = ("inline", "local")
 BF16_PRECISIONS = ("bf16-autocast", "official-pure-bf16")
 """Precisions that compute in bf16 on every device; `auto` joins them on CUDA (exoformer/train/loop.py)."""
 NO_BF16_GPUS = re.compile(r"(?<![A-Z0-9])(K80|M60|P4|P40|P100|V100|T4|TITAN V|GTX 10\d\d|RTX 20\d\d|QUADRO RTX)"
@@ -73,9 +73,16 @@ def _pre_ampere(gpu_name: str) -> bool:
     return NO_BF16_GPUS.search(gpu_name.upper()) is not None
 
 
+def _on_this_machine(backend_name: str) -> bool:
+    """The backend's declared capability: its jobs run on this machine (one rank each)."""
+    from exoformer.harness.backends import check_name
+
+    return check_name(backend_name).on_this_machine
+
+
 def world_size(profile: Profile | None, backend_name: str) -> int:
     """Ranks of one job: 1 locally; nodes x tasks per node on Slurm (one per GPU unless tasks_per_node says)."""
-    if backend_name in LOCAL_BACKENDS or profile is None:
+    if _on_this_machine(backend_name) or profile is None:
         return 1
     return profile.slurm.nodes * profile.slurm.tasks
 
@@ -86,12 +93,10 @@ def check_placement(specs: list[Spec], profile: Profile | None, backend_name: st
 
     `device` replaces the probe of this machine (local/inline) or the profile's GPU (slurm); tests pass fakes.
     """
-    if backend_name not in (*LOCAL_BACKENDS, "slurm"):
-        raise UserError(f"unknown backend {backend_name!r}", where="--backend",
-                        fix=did_you_mean(backend_name, (*LOCAL_BACKENDS, "slurm")))
+    local = _on_this_machine(backend_name)  # an unknown name is a UserError here
     if not specs:
         return
-    if backend_name in LOCAL_BACKENDS:
+    if local:
         device = device or probe_local_device()
         if profile is not None and profile.slurm.gpus_per_node > 0 and device.kind != "cuda":
             raise UserError(
@@ -105,6 +110,7 @@ def check_placement(specs: list[Spec], profile: Profile | None, backend_name: st
     for spec in specs:
         if device is not None:
             _check_precision(spec, device)
+            _check_attention(spec, device)
         _check_batch(spec, ranks, profile)
 
 
@@ -114,8 +120,17 @@ def _check_precision(spec: Spec, device: DeviceInfo) -> None:
     if in_bf16 and not device.bf16:
         meaning = " (bf16 autocast on CUDA)" if precision == "auto" else ""
         raise UserError(f"precision {precision!r}{meaning} needs bf16, which {device.name} does not compute "
-                        "(compute capability < 8.0)", where=f"{spec.name}: train.precision",
+                        "(compute capability < 8.0)", where=f"train.precision of {spec.name}",
                         fix="--set train.precision=fp32, or a bf16 GPU (A100, H100, H200)")
+
+
+def _check_attention(spec: Spec, device: DeviceInfo) -> None:
+    """`attention: flex` cannot train on a CPU (torch's FlexAttention has no CPU backward); `auto` is sdpa there.
+    A spec with its own stages (a checkpoint import) does not train and may score with flex anywhere."""
+    if spec.model.attention == "flex" and device.kind != "cuda" and "train" not in spec.stage_functions():
+        raise UserError("attention 'flex' cannot train on the CPU (torch's FlexAttention has no CPU backward)",
+                        where=f"{spec.name}: model.attention",
+                        fix="--set model.attention=auto (flex on CUDA, sdpa on CPU) or sdpa, or a GPU profile")
 
 
 def _check_batch(spec: Spec, ranks: int, profile: Profile | None) -> None:
@@ -132,4 +147,4 @@ def _check_batch(spec: Spec, ranks: int, profile: Profile | None) -> None:
            f"{cfg.seq_len * ranks}")
     raise UserError(f"batch_tokens={cfg.batch_tokens} is not a multiple of seq_len x micro_batch_seqs x ranks = "
                     f"{cfg.seq_len} x {cfg.micro_batch_seqs} x {ranks} = {per_step}{origin}",
-                    where=f"{spec.name}: train.batch_tokens", fix=fix)
+                    where=f"train.batch_tokens of {spec.name}", fix=fix)

@@ -21,6 +21,7 @@ from exoformer.harness import locking, runs
 from exoformer.harness.device_checks import check_placement
 from exoformer.harness.plan import ACTIVE, LAUNCHING, RERUN, PlannedRun, assess
 from exoformer.harness.status import SlurmView, reconcile
+from exoformer.io import remove_temp_files
 from exoformer.rundir import RunDir
 
 
@@ -58,35 +59,43 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
     final: list[PlannedRun] = []
     items: dict[Path, list[Item]] = {}
     view = SlurmView()
-    for root in roots:
-        with locking.launch_lock(root):
-            manifest = locking.read_manifest(root)
-            claims = []
-            for p in (p for p in planned if p.root == root):
-                claim = manifest.get(p.spec.hash)
-                action, reason, state = assess(p.spec, root, claim=claim, view=view, force=p.force,
-                                               retry_failed=p.retry_failed, write=True)
-                again = replace(p, action=action, reason=reason, state=state, claim=claim)
-                final.append(again)
-                if again.action not in LAUNCHING:
-                    continue
-                if again.action == RERUN and again.run_dir.exists():
-                    _move_aside(again.run_dir)
-                runs.prepare(again.spec, again.run_dir, command=command)
-                RunDir(again.run_dir).clear_stop()
-                RunDir(again.run_dir).write_status(runs.Status(state=runs.PENDING, backend=backend.name,
-                                                               reason="queued by run"))
-                claim = locking.new_claim(spec_hash=again.spec.hash, name=again.spec.name, run_dir=again.run_dir,
-                                          backend=backend.name)
-                claims.append(claim)
-                items.setdefault(root, []).append(Item(spec=again.spec, run_dir=again.run_dir, claim=claim))
-            manifest.update({c.hash: c for c in claims})
-            locking.write_manifest(root, manifest)
-            if backend.name == "slurm" and items.get(root):
-                _submit(backend, items[root], root, manifest)
+    try:
+        for root in roots:
+            with locking.launch_lock(root):
+                remove_temp_files(root)  # a launcher killed mid-write of the manifest
+                manifest = locking.read_manifest(root)
+                claims = []
+                for p in (p for p in planned if p.root == root):
+                    if p.run_dir.is_dir() and not RunDir(p.run_dir).job_lock_held():
+                        remove_temp_files(p.run_dir)  # a launcher or `status` killed mid-write of STATUS
+                    claim = manifest.get(p.spec.hash)
+                    action, reason, state = assess(p.spec, root, claim=claim, view=view, force=p.force,
+                                                   retry_failed=p.retry_failed, write=True)
+                    again = replace(p, action=action, reason=reason, state=state, claim=claim)
+                    final.append(again)
+                    if again.action not in LAUNCHING:
+                        continue
+                    if again.action == RERUN and again.run_dir.exists():
+                        _move_aside(again.run_dir)
+                    runs.prepare(again.spec, again.run_dir, command=command)
+                    RunDir(again.run_dir).clear_stop()
+                    RunDir(again.run_dir).write_status(runs.Status(state=runs.PENDING, backend=backend.name,
+                                                                   reason="queued by run"))
+                    claim = locking.new_claim(spec_hash=again.spec.hash, name=again.spec.name, run_dir=again.run_dir,
+                                              backend=backend.name)
+                    claims.append(claim)
+                    items.setdefault(root, []).append(Item(spec=again.spec, run_dir=again.run_dir, claim=claim))
+                manifest.update({c.hash: c for c in claims})
+                locking.write_manifest(root, manifest)
+                if backend.submits_under_lock and items.get(root):
+                    _submit(backend, items[root], root, manifest)
+    except OSError as err:  # a full disk, a read-only root: nothing was started
+        raise UserError(f"cannot write the runs root ({err.strerror or type(err).__name__}); no job was started",
+                        where=str(err.filename or roots[0]),
+                        fix="free space on that disk (or make it writable) and run the same command again") from None
     if on_decided:
         on_decided(final, backend.name)
-    if backend.name != "slurm":
+    if not backend.submits_under_lock:
         for root, group in items.items():
             try:
                 backend.launch(group, root, record=lambda cs, r=root: locking.update_claims(r, cs), on_done=on_done)
@@ -96,13 +105,17 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
 
 
 def _mark_interrupted(items: list) -> list[str]:
-    """Runs of this launch that did not end on their own (still active, or killed with the launcher's jobs)."""
+    """Runs of this launch that did not end on their own (still active, or killed with the launcher's jobs);
+    a queued run whose job never started goes back to un-run."""
     names = []
     for item in items:
         rd = RunDir(item.run_dir)
         status = rd.read_status()
-        if status is None or status.state in runs.ACTIVE_STATES or status.state == runs.INTERRUPTED \
-                or (status.state == runs.FAILED and (status.reason or "").startswith("dead:")):
+        if status is not None and status.state == runs.PENDING and not any(rd.logs.glob("attempt-*.log")) \
+                and not rd.job_lock_held():
+            rd.status_file.unlink(missing_ok=True)
+            continue
+        if status is None or status.state in runs.ACTIVE_STATES or status.state == runs.INTERRUPTED:
             where = f" during {status.stage}" if status and status.stage else ""
             rd.update_status(state=runs.INTERRUPTED, pid=None,
                              reason=f"interrupted (Ctrl-C){where}; run the same command to resume")

@@ -42,6 +42,9 @@ class Claim:
     job_id: str | None = None
     folder: str | None = None
     submitted: float = 0.0
+    launcher_identity: str | None = None
+    """Boot id and start time of the launcher process: a recycled PID (after a reboot PIDs are small and reused)
+    is never mistaken for the launcher."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,8 +53,13 @@ class Claim:
 @contextmanager
 def launch_lock(root: Path, *, timeout_s: float = 600.0) -> Iterator[None]:
     """Exclusive lock on the runs root; waits up to `timeout_s` (a launcher holds it for seconds at most)."""
-    root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise UserError(f"cannot open the launch lock ({err.strerror or type(err).__name__})",
+                        where=str(root / LAUNCH_LOCK),
+                        fix="move it away if it is not a file, or choose a writable --runs-dir") from None
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -116,17 +124,30 @@ def update_claims(root: Path, claims: list[Claim]) -> None:
 
 def new_claim(*, spec_hash: str, name: str, run_dir: Path, backend: str) -> Claim:
     return Claim(hash=spec_hash, name=name, run_dir=str(run_dir), backend=backend, host=socket.gethostname(),
-                 launcher_pid=os.getpid(), submitted=time.time())
+                 launcher_pid=os.getpid(), submitted=time.time(), launcher_identity=process_identity(os.getpid()))
 
 
-def pid_alive(pid: int | None, *, expect: str | None = None) -> bool:
-    """Whether process `pid` runs on this machine (and, with `expect`, its command line contains it:
-    guards against a recycled PID)."""
-    if not pid or pid <= 0:
+def process_identity(pid: int) -> str | None:
+    """`<boot id>:<start time in clock ticks>` of a process (Linux /proc), None where it cannot be read: two
+    processes that ever had the same PID on this machine never share it."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        start = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[19]
+    except (OSError, IndexError):
+        return None
+    return f"{boot}:{start}"
+
+
+def pid_alive(pid: int | None, *, expect: str | None = None, identity: str | None = None) -> bool:
+    """Whether process `pid` runs on this machine (and, with `expect`, its command line contains it; with
+    `identity`, it is the very process that identity was read from: both guard against a recycled PID)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if identity is not None and process_identity(pid) not in (identity, None):
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         pass

@@ -8,7 +8,7 @@ exoformer/train/loop.py, loss.py and optim.py that it stands for.
   is bf16 and norm gains and coefficients stay fp32 (`to_official_pure_bf16`); otherwise all are fp32.
 - Gradients have their parameter's dtype. Optimiser states as `Muon` and `torch.optim.AdamW` keep them: Muon a
   momentum buffer in the parameter's dtype and an fp32 second moment of one row or column; AdamW two moments
-  in the parameter's dtype.
+  in the parameter's dtype (Muon's second moment too).
 - Activations: the tensors autograd saves for backward, layer by layer (`_saved_per_layer`), read off the
   forward: norms keep an fp32 copy of their input, the rstd and the pre-gain output; every matmul its input
   (a bf16 copy under autocast) and, under autocast, a bf16 copy of its fp32 weight; the fused mixing its
@@ -25,8 +25,9 @@ exoformer/train/loop.py, loss.py and optim.py that it stands for.
 - The peak is the largest of: the loss backward (all activations alive), each step of the backward walk (the
   layers not yet visited keep their activations, those visited hold gradients), and the optimiser step (all
   gradients, plus the largest temporaries of Muon's Polar Express or of the foreach AdamW).
-- Data parallel: DDP keeps one bucket copy of the gradients; a sharded Muon keeps its states for the
-  parameters a rank owns (1 / ranks of them) and gathers the updates.
+- Data parallel: DDP keeps one bucket copy of the gradients. Muon keeps every matrix's orthogonalised update
+  until all are computed (and, across ranks, broadcast from the rank that computed it): one extra copy of its
+  matrices during the step, with or without sharing the work.
 - On a GPU the total adds an allocator margin (fragmentation of the caching allocator) and the CUDA context.
 """
 
@@ -179,16 +180,24 @@ def _linear(led: _Ledger, num: _Numerics, tokens: int, d_in: int, d_out: int, x_
         led.add(d_out * d_in * BF16)
 
 
+def attention_kernel(cfg: ModelConfig, device: str) -> str:
+    """The kernel the model runs: 'auto' is FlexAttention on CUDA and SDPA elsewhere (exoformer/model/model.py)."""
+    if cfg.attention == "auto":
+        return "flex" if device == "cuda" else "sdpa"
+    return cfg.attention
+
+
 def _saved_per_layer(cfg: ModelConfig, num: _Numerics, batch: int, seq: int, *, doc_masking: bool,
-                     compiled: bool) -> tuple[dict[str, int], int]:
-    """Bytes autograd saves for backward, per 'layer' (embed, anchor, block0.., head), and the shared part."""
+                     compiled: bool, device: str = "cpu", chunked_loss: bool = False) -> tuple[dict[str, int], int]:
+    """Bytes autograd saves for backward, per 'layer' (embed, anchor, block0.., head), and the shared part.
+    `chunked_loss`: the head runs inside the loss's per-chunk checkpoint, which keeps only its input."""
     N, d, H, dh = batch * seq, cfg.d_model, cfg.n_head, cfg.d_head
     P, M = len(cfg.proj_paths), len(cfg.mix_paths)
     c, s = num.compute, num.stream
     w_lin = BF16 if num.pure else FP32
     hid = cfg.dynamic_hidden if cfg.dynamic else 0
     mixing = set(cfg.mixing_layers())
-    mask = batch * seq * seq * c if doc_masking and cfg.attention == "sdpa" else 0
+    mask = batch * seq * seq * c if doc_masking and attention_kernel(cfg, device) == "sdpa" else 0
     per: dict[str, int] = {}
     shared = _Ledger()  # tensors first saved in one layer and reused by later ones (the anchor)
     if compiled:
@@ -281,7 +290,10 @@ def _saved_per_layer(cfg: ModelConfig, num: _Numerics, batch: int, seq: int, *, 
         shared.add(anchor_bytes, "anchor")
     led = _Ledger()
     _norm(led, num, N, d, s, "hL")
-    _linear(led, num, N, d, cfg.vocab_size, s, "xnL", weight_bytes=w_lin)
+    if chunked_loss:
+        led.add(N * d * s)  # the LM head's input, kept by the loss's checkpoint
+    else:
+        _linear(led, num, N, d, cfg.vocab_size, s, "xnL", weight_bytes=w_lin)
     led.add(N * INT64)  # targets, kept by the loss's gather
     per["head"] = led.total
     return per, shared.total
@@ -319,7 +331,8 @@ class MemoryEstimate:
     optimizer: int
     activations: int
     logits: int
-    """What the loss holds on top of the activations at its backward (the largest logits moment)."""
+    """What the loss holds on top of the activations at its backward (the largest logits moment; with a chunked
+    loss also the head's gradient and the hidden state's, which its chunks accumulate)."""
     transient: int
     """Temporaries of the phase that makes the peak, beyond the above."""
     ddp_buckets: int
@@ -347,8 +360,9 @@ def estimate_memory(cfg: ModelConfig, *, precision: str, micro_batch: int, seq_l
     """Peak bytes per rank of one training step (see the module docstring).
 
     precision: fp32 | bf16-autocast | official-pure-bf16 (`auto` resolved by the caller for the device);
-    logits_chunk: tokens per chunk of a chunked loss (None: full logits); muon_sharded: each rank keeps the Muon
-    state of 1/ranks of the matrices; fused_adam: default True on CUDA, as build_optimizers picks it;
+    logits_chunk: tokens per chunk of a chunked loss (None: full logits); muon_sharded: whether the ranks share
+    the orthogonalisations (exoformer/train/optim.py keeps every state and update on every rank either way, so it
+    changes time, not memory); fused_adam: default True on CUDA, as build_optimizers picks it;
     keep_logits: the caller keeps its `logits` through backward and the step (exoformer/train/loop.py does).
     """
     num = _numerics(precision)
@@ -357,15 +371,15 @@ def estimate_memory(cfg: ModelConfig, *, precision: str, micro_batch: int, seq_l
     gradients = sum(pb.values())
     weights = gradients + 2 * cfg.seq_len * cfg.d_head * FP32  # + the RoPE cos/sin buffers (fp32)
     muon = [p for p in params if p.group == "muon"]
-    muon_state = sum(pb[p.name] + (p.shape[0] if p.shape[0] >= p.shape[1] else p.shape[1]) * FP32 for p in muon)
-    if muon_sharded and ranks > 1:
-        muon_state = math.ceil(muon_state / ranks)
+    muon_state = sum(pb[p.name] + (p.shape[0] if p.shape[0] >= p.shape[1] else p.shape[1])
+                     * param_bytes(p, precision) for p in muon)
     adam = [p for p in params if p.group != "muon"]
     adam_state = sum(2 * pb[p.name] for p in adam) + len({p.group for p in adam}) * FP32
     optimizer = muon_state + adam_state
 
     N, V = micro_batch * seq_len, cfg.vocab_size
-    per, shared = _saved_per_layer(cfg, num, micro_batch, seq_len, doc_masking=doc_masking, compiled=compiled)
+    per, shared = _saved_per_layer(cfg, num, micro_batch, seq_len, doc_masking=doc_masking, compiled=compiled,
+                                   device=device, chunked_loss=logits_chunk is not None)
     if activation_checkpointing:
         recompute = dict(per)
         kept = {k: (N * cfg.d_model * num.stream if k.startswith("block") else v) for k, v in per.items()}
@@ -384,7 +398,11 @@ def estimate_memory(cfg: ModelConfig, *, precision: str, micro_batch: int, seq_l
     base = weights + optimizer + ddp
     grads_before = gradients if accumulation > 1 else 0
     phases: list[tuple[str, int, int, int]] = []  # (phase, live tensors, logits part, transient part)
-    phases.append(("loss backward", base + grads_before + activations + loss_extra, loss_extra, 0))
+    head_grads = 0
+    if logits_chunk is not None:  # the chunks' backward accumulates the head's gradient and the hidden state's
+        head_grads = sum(pb[p.name] for p in params if p.name == "lm_head.weight") + N * cfg.d_model * FP32
+    loss_part = loss_extra + max(grads_before, head_grads) - grads_before
+    phases.append(("loss backward", base + grads_before + activations + loss_part, loss_part, 0))
 
     d = cfg.d_model
     f1 = cfg.mlp_ratio * d
@@ -412,14 +430,16 @@ def estimate_memory(cfg: ModelConfig, *, precision: str, micro_batch: int, seq_l
     phases.append(("end of backward", base + gradients + logits_kept + N * INT64, logits_kept, 0))
 
     pe = BF16 if device == "cuda" else FP32
-    muon_peak = 0
+    per_matrix = 0
     for p in muon:
         r, k = p.shape
         n, m = r * k, min(r, k)
         own = param_bytes(p, precision)
-        muon_peak = max(muon_peak, n * (3 * FP32 + own + 2 * pe) + 4 * m * m * pe)
-    if muon_sharded and ranks > 1:
-        muon_peak += sum(pb[p.name] for p in muon)  # the gathered updates
+        polar = n * (own + 4 * pe) + 4 * m * m * pe  # the Nesterov update, its copy and Polar Express's products
+        apply = n * (4 * own + 1)  # square, normed (twice), the decay mask and product
+        per_matrix = max(per_matrix, polar, apply)
+    # Muon keeps every matrix's orthogonalised update until all are computed (and broadcast, across ranks)
+    muon_peak = sum(pb[p.name] for p in muon) + per_matrix
     fused = (device == "cuda") if fused_adam is None else fused_adam
     adam_peak = 0 if fused else max(
         (sum(pb[p.name] for p in adam if p.group == g) for g in ("adam", "coef")), default=0)

@@ -10,6 +10,10 @@ hands the signal back to submitit's handler, which calls `checkpoint()` and requ
 requeue` on Slurm, exit code 144 under the local executor), and the next attempt resumes from the checkpoint
 (docs/ecosystem.md B4). Multi-task jobs export torch.distributed variables from submitit's job environment (B5)
 and run inside exoformer.train.distributed.fail_together, so that one rank's error stops every rank at once.
+Such a job holds one process group for its life: rank 0 runs the pipeline and announces each stage it starts;
+the other ranks follow and join training, validation and evaluation, which split their work across the ranks
+(results gathered on rank 0). A spec with its own stages (a checkpoint import) runs on rank 0 alone.
+Every stage gets the job's accelerator as `StageContext.device` (`job_device`).
 Ctrl-C (KeyboardInterrupt) marks the run INTERRUPTED, which a plain `run` resumes.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import logging
 import os
 import signal
@@ -30,8 +35,10 @@ from typing import Any, TextIO
 
 from exoformer.analysis.stage import analyse_stage
 from exoformer.eval.stage import evaluate_stage, validate_stage
+from exoformer.faults import RunDirectoryGone, check_run_dir, guard_run_dir, is_machine_fault
 from exoformer.harness import runs
 from exoformer.harness.spec import STAGES, Spec, wanted_stages
+from exoformer.io import remove_temp_files
 from exoformer.rundir import RunDir
 from exoformer.stage import StageContext
 
@@ -172,8 +179,47 @@ def run_pipeline(run_dir: Path, spec: Spec, *, backend: str, job_id: str | None 
     if run_dir.name != spec.hash12:
         raise ValueError(f"{run_dir} is not the run directory of hash {spec.hash12}")
     rd = RunDir(run_dir)
-    with rd.job_lock():
+    device = device or job_device()
+    with rd.job_lock(), guard_run_dir(rd.path):
+        remove_temp_files(rd.path, recursive=True)  # writes a killed attempt cut short
         return _run_stages(rd, spec, backend=backend, job_id=job_id, device=device, echo=echo)
+
+
+def job_device() -> str:
+    """This process's accelerator, the device every stage runs on: its GPU (by local rank), else the CPU.
+    A rank given a GPU it cannot see fails here in one line (exoformer.train.distributed.pick_device)."""
+    from exoformer.train import distributed as dist_util
+
+    return str(dist_util.pick_device(None, dist_util.distributed_env()))
+
+
+SHARDED_STAGES = ("train", "validate", "evaluate")
+"""Stages every rank of a multi-rank job runs together (data parallel training, validation split by batches,
+lm-eval split by documents, results on rank 0); the others run on rank 0 alone."""
+
+
+class _StagePlan:
+    """Rank 0 announces each stage it starts, in order, then `done`; the other ranks follow (PipelineJob)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def announce(self, stage: str) -> None:
+        from exoformer.train import distributed as dist_util
+
+        dist_util.announce(f"stage-{self.count}", stage)
+        self.count += 1
+
+
+def follow_stages() -> Iterator[str]:
+    """On a rank other than 0: the stages rank 0 starts, as it starts them, until it is done."""
+    from exoformer.train import distributed as dist_util
+
+    for count in itertools.count():
+        stage = dist_util.hear(f"stage-{count}")
+        if stage in (None, "done"):
+            return
+        yield stage
 
 
 def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, device: str | None, echo: bool) -> str:
@@ -183,50 +229,72 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
     with _capture(log_path, echo) as log:
         log.info(f"{spec.name} ({spec.hash12}) on {socket.gethostname()}, pid {os.getpid()}, backend {backend}"
                  + (f", job {job_id}" if job_id else ""))
-        rd.record_job_provenance({**_device_info(), "started": runs.now(), "job_id": job_id})
-        for stage in STAGES:
-            if stage not in wanted_stages(spec):
-                log.info(f"{stage}: disabled by the spec")
-                continue
-            if rd.stage_done(stage):
-                problem = _final_checkpoint_problem(rd, spec) if stage == "train" else None
-                if problem is None:
-                    log.info(f"{stage}: already done")
+        rd.record_job_provenance({**_device_info(), "device": device, "started": runs.now(), "job_id": job_id})
+        plan, failed = _StagePlan(), False
+        try:
+            for stage in STAGES:
+                if stage not in wanted_stages(spec):
+                    log.info(f"{stage}: disabled by the spec")
                     continue
-                log.info(f"train: recorded as done, but {problem}: training again from the newest good checkpoint")
-            rd.update_status(stage=stage)
-            started = time.time()
-            log.info(f"{stage}: start")
-            try:
-                result = stage_function(spec, stage)(StageContext(run_dir=rd.path, spec=spec, device=device,
-                                                                  say=log.info))
-            except StageInterrupted as stop:
-                if rd.stop_requested():  # the launcher was interrupted: stop for good, a plain `run` resumes
-                    rd.clear_stop()
-                    log.info(f"{stage}: stopped ({stop}); checkpoint saved")
-                    rd.update_status(state=runs.INTERRUPTED, pid=None, reason=f"interrupted (Ctrl-C) in {stage} at "
-                                     f"step {stop.result.get('step')}; run the same command to resume")
-                    return STOPPED
-                log.info(f"{stage}: interrupted ({stop}); checkpoint saved, requeueing")
-                rd.update_status(state=runs.PENDING, reason=f"interrupted in {stage} at step "
-                                 f"{stop.result.get('step')}; requeued", pid=None)
-                return INTERRUPTED
-            except KeyboardInterrupt:
-                log.info(f"{stage}: interrupted (Ctrl-C)")
-                rd.update_status(state=runs.INTERRUPTED, pid=None,
-                                 reason=f"interrupted (Ctrl-C) during {stage}; run the same command to resume")
-                raise
-            except BaseException as err:
-                trace = traceback.format_exc()
-                print(trace, file=sys.stderr)
-                trace_path = rd.traceback_path(log_path)
-                runs.atomic_write_text(trace_path, trace)
-                reason = f"{stage}: {type(err).__name__}: {' '.join(str(err).split())}"[:500]
-                rd.update_status(state=runs.FAILED, reason=reason, log=str(trace_path), pid=None)
-                raise
-            rd.record_stage(stage, {"stage": stage, "seconds": round(time.time() - started, 3),
-                                    "finished": runs.now(), "result": result})
-            log.info(f"{stage}: done in {time.time() - started:.1f} s")
+                if rd.stage_done(stage):
+                    problem = _final_checkpoint_problem(rd, spec) if stage == "train" else None
+                    if problem is None:
+                        log.info(f"{stage}: already done")
+                        continue
+                    log.info(f"train: recorded as done, but {problem}: training again from the newest good "
+                             "checkpoint")
+                check_run_dir(rd.path)
+                rd.update_status(stage=stage)
+                started = time.time()
+                log.info(f"{stage}: start")
+                plan.announce(stage)
+                try:
+                    result = stage_function(spec, stage)(StageContext(run_dir=rd.path, spec=spec, device=device,
+                                                                      say=log.info))
+                except StageInterrupted as stop:
+                    if rd.stop_requested():  # the launcher was interrupted: stop for good, a plain `run` resumes
+                        rd.clear_stop()
+                        log.info(f"{stage}: stopped ({stop}); checkpoint saved")
+                        rd.update_status(state=runs.INTERRUPTED, pid=None, reason=f"interrupted (Ctrl-C) in {stage} "
+                                         f"at step {stop.result.get('step')}; run the same command to resume")
+                        return STOPPED
+                    log.info(f"{stage}: interrupted ({stop}); checkpoint saved, requeueing")
+                    rd.update_status(state=runs.PENDING, reason=f"stopped by a signal in {stage} at step "
+                                     f"{stop.result.get('step')}; requeued", pid=None)
+                    return INTERRUPTED
+                except KeyboardInterrupt:
+                    log.info(f"{stage}: interrupted (Ctrl-C)")
+                    rd.update_status(state=runs.INTERRUPTED, pid=None,
+                                     reason=f"interrupted (Ctrl-C) during {stage}; run the same command to resume")
+                    raise
+                except RunDirectoryGone as gone:
+                    log.info(f"{stage}: {gone}")
+                    raise
+                except BaseException as err:
+                    check_run_dir(rd.path)
+                    if is_machine_fault(err):  # the checkpoints are intact: a plain `run` resumes once it is fixed
+                        log.info(f"{stage}: stopped: {err}")
+                        reason = f"interrupted during {stage}: {' '.join(str(err).split())}"[:500]
+                        rd.update_status(state=runs.INTERRUPTED, reason=reason, pid=None)
+                        raise
+                    trace = traceback.format_exc()
+                    print(trace, file=sys.stderr)
+                    trace_path = rd.traceback_path(log_path)
+                    runs.atomic_write_text(trace_path, trace)
+                    reason = f"{stage}: {type(err).__name__}: {' '.join(str(err).split())}"[:500]
+                    rd.update_status(state=runs.FAILED, reason=reason, log=str(trace_path), pid=None)
+                    raise
+                check_run_dir(rd.path)
+                rd.record_stage(stage, {"stage": stage, "seconds": round(time.time() - started, 3),
+                                        "finished": runs.now(), "result": result})
+                log.info(f"{stage}: done in {time.time() - started:.1f} s")
+        except BaseException:
+            failed = True  # the other ranks stop on the failure itself (exoformer.train.distributed.fail_together)
+            raise
+        finally:
+            if not failed:
+                plan.announce("done")  # the other ranks stop following rank 0
+        check_run_dir(rd.path)
         rd.update_status(state=runs.SUCCEEDED, stage=None, reason=None, pid=None)
         log.info("SUCCEEDED")
     return DONE
@@ -249,20 +317,34 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
         job_id, rank, tasks = _job_id_and_rank()
         if tasks == 1:
             return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=0)
+        if spec.stage_functions():  # its own stages (a checkpoint import): nothing to share, rank 0 runs alone
+            if rank != 0:
+                return {"state": "rank-idle", "rank": rank}
+            return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=0)
         export_distributed_env()
-        from exoformer.train.distributed import DistEnv, fail_together
+        from exoformer.train import distributed as dist_util
 
         # any rank's error, even rank 0's before training (its job lock), stops the others at once
-        with fail_together(DistEnv(rank=rank, world_size=tasks)):
-            return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=rank)
+        env = dist_util.DistEnv(rank=rank, world_size=tasks, local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+        with dist_util.fail_together(env):
+            started = dist_util.init_process_group(env, dist_util.pick_device(None, env))  # one group per job
+            try:
+                return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=rank)
+            finally:
+                if started:
+                    import torch.distributed
+
+                    torch.distributed.destroy_process_group()
 
     def run_rank(self, run_dir: str, spec: Spec, backend: str, *, job_id: str | None, rank: int) -> dict[str, Any]:
-        """One rank's share: rank 0 runs the pipeline, the others join its training only."""
-        if rank != 0:  # other ranks only train (DDP); rank 0 owns the run directory
-            rd = RunDir(run_dir)
-            if not rd.stage_done("train") or _final_checkpoint_problem(rd, spec):  # as rank 0 decides
-                with contextlib.suppress(StageInterrupted):
-                    train_stage(StageContext(run_dir=Path(run_dir), spec=spec))
+        """One rank's share: rank 0 runs the pipeline and owns the run directory; the others follow the stages
+        it announces and join those in SHARDED_STAGES (their results go to rank 0, they write nothing)."""
+        if rank != 0:
+            device = job_device()
+            for stage in follow_stages():
+                if stage in SHARDED_STAGES:
+                    with contextlib.suppress(StageInterrupted):
+                        stage_function(spec, stage)(StageContext(run_dir=Path(run_dir), spec=spec, device=device))
             return {"state": "rank-done", "rank": rank}
         outcome = run_pipeline(Path(run_dir), spec, backend=backend, job_id=job_id)
         if outcome == INTERRUPTED and job_id is not None:

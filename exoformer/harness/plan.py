@@ -1,8 +1,9 @@
 """What `run` would do with each spec of a target, decided once: `plan`, `run --dry-run` and `run` all call `plan()`.
 
-Per spec the decision (`decide`) reads the run directory's STATUS (reconciled with the scheduler: a PENDING or
-RUNNING run whose job is dead counts as FAILED), whether a live process holds its job lock, the manifest's
-claim, its checkpoints and its stage records:
+Per spec the decision (`decide`) reads the run directory's STATUS (reconciled by exoformer.harness.status: a
+RUNNING run whose job lock nobody holds, or a queued one whose job is gone, counts as INTERRUPTED, or as un-run
+when its job never started), whether a live process holds its job lock, the manifest's claim, its checkpoints
+and its stage records:
 
 | state                                  | no flag          | --retry-failed | --force          |
 |----------------------------------------|------------------|----------------|------------------|
@@ -10,8 +11,8 @@ claim, its checkpoints and its stage records:
 | no run directory / no STATUS           | run (or resume when a checkpoint exists)  | same | rerun |
 | SUCCEEDED with every stage recorded    | skip             | skip           | rerun            |
 | SUCCEEDED with a stage record missing  | resume           | resume         | rerun            |
-| FAILED                                 | skip (failed)    | resume         | rerun            |
-| INTERRUPTED, DAMAGED STATUS            | resume           | resume         | rerun            |
+| FAILED (an error raised in the job)    | skip (failed)    | resume         | rerun            |
+| INTERRUPTED (killed, lost, timed out), DAMAGED STATUS | resume | resume     | rerun            |
 
 Torch-free: `plan` answers in well under a second.
 """
@@ -28,6 +29,7 @@ from exoformer.harness.cost import Cost, estimate
 from exoformer.harness.profiles import Profile, load_profile
 from exoformer.harness.registry import Registry
 from exoformer.harness.spec import Spec, parse_override, wanted_stages
+from exoformer.limits import check_runs_root_path
 from exoformer.harness.status import SlurmView, claim_alive, reconcile
 from exoformer.rundir import RunDir
 
@@ -93,8 +95,8 @@ def decide(*, state: str | None, active: bool, has_checkpoint: bool, missing_sta
 
 def assess(spec: Spec, root: Path, *, claim: locking.Claim | None, view: SlurmView, force: bool,
            retry_failed: bool, write: bool = False) -> tuple[str, str, str | None]:
-    """(action, reason, reconciled state) of one spec. With `write`, a dead job's STATUS is turned into FAILED on
-    disk (as `run` and `status` do); without, nothing is changed."""
+    """(action, reason, reconciled state) of one spec. With `write`, a gone job's STATUS is turned into INTERRUPTED
+    (or removed, when it never started) on disk, as `run` and `status` do; without, nothing is changed."""
     run_dir = runs.run_dir_for(spec, root)
     rd = RunDir(run_dir)
     status = reconcile(run_dir, claim, view, write=write) if run_dir.is_dir() else None
@@ -140,7 +142,7 @@ def plan(registry: Registry, target: str, *, preset: str | None = None, override
          runs_root: str | Path | None = None, all_seeds: bool = False, force: bool = False,
          retry_failed: bool = False, profile: str | None = None, write: bool = False) -> list[PlannedRun]:
     """Every spec of `target` with the action `run` takes for it. `runs_root` None: $EXOFORMER_RUNS_DIR, else
-    results/runs. Read-only unless `write` (then dead jobs are marked FAILED, as `run` does under its lock)."""
+    results/runs. Read-only unless `write` (then gone jobs are marked INTERRUPTED, as `run` does under its lock)."""
     specs = resolve_target(registry, target, preset=preset, overrides=overrides, all_seeds=all_seeds)
     return plan_specs(registry, specs, runs_root=runs_root, overrides=overrides, force=force,
                       retry_failed=retry_failed, profile=profile, write=write)
@@ -152,6 +154,7 @@ def plan_specs(registry: Registry, specs: list[Spec], *, runs_root: str | Path |
                cost: Callable[[Spec, Profile], Cost] = estimate) -> list[PlannedRun]:
     """`plan` for resolved specs (each once); `cost` prices one spec on a profile (training by default)."""
     root = runs.runs_root(None if runs_root is None else str(runs_root))
+    check_runs_root_path(root, where="--runs-dir" if runs_root is not None else "the runs root")
     _, profile_sets = split_overrides(overrides)
     manifest = locking.read_manifest(root)
     view = SlurmView()

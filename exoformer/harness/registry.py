@@ -169,6 +169,12 @@ class Registry:
             raise UserError("include must be a list of file names", where=f"{file}:{data.line_of('include')}",
                             fix="write include: [a.yaml, b.yaml]")
         for i, name in enumerate(includes):
+            if "\0" in name or len(name) > limits.MAX_INCLUDE_LEN \
+                    or any(len(part.encode()) > limits.MAX_COMPONENT_BYTES for part in name.split("/")):
+                shown = repr(name[:40] + "..." if len(name) > 40 else name)
+                raise UserError(f"included file name {shown} is not a usable file name (NUL byte or too long)",
+                                where=f"{file}:{includes.line_of(i)}",
+                                fix=f"name a .yaml file of at most {limits.MAX_COMPONENT_BYTES} characters")
             target = path.parent / name
             if Path(name).is_absolute() or not target.resolve().is_relative_to(self._root_dir):
                 raise UserError(f"included file {name!r} is outside the registry directory",
@@ -490,4 +496,4 @@ def _cross_check(model: ModelConfig, train: TrainConfig, analysis: AnalysisConfi
     try:
         train.accumulation_steps(1)
     except UserError as err:
-        raise UserError(err.problem, where=f"{origin('train.micro_batch_seqs')}: {err.where}", fix=err.fix) from None
+        raise UserError(err.problem, where=f"{err.where} at {origin('train.micro_batch_seqs')}", fix=err.fix) from None

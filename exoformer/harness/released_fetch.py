@@ -25,7 +25,7 @@ def parse_map(items: list[str] | tuple[str, ...], rows: list[str]) -> dict[str, 
     for text in items:
         row, sep, repo = text.partition("=")
         if not sep or not row.strip():
-            raise UserError(f"--map {text!r} is not ROW=OWNER/NAME", where="--map", fix="e.g. --map gated=OWNER/NAME")
+            raise UserError(f"{text!r} is not ROW=OWNER/NAME", where="--map", fix="e.g. --map gated=OWNER/NAME")
         row = row.strip()
         if row not in rows:
             raise UserError(f"unknown row {row!r}", where=f"--map {text}", fix=did_you_mean(row, rows))

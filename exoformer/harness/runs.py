@@ -49,7 +49,7 @@ def runs_root(cli_dir: str | None = None) -> Path:
     """--runs-dir, else $EXOFORMER_RUNS_DIR, else results/runs (README "Where things live"). A registry file
     or `--set` never chooses it: results go where the command line says."""
     if cli_dir is not None and not str(cli_dir).strip():
-        raise UserError("--runs-dir is empty", where="--runs-dir", fix="name a directory, or leave the option out")
+        raise UserError("the option is empty", where="--runs-dir", fix="name a directory, or leave the option out")
     chosen = cli_dir or os.environ.get(RUNS_ENV)
     return Path(chosen).expanduser().absolute() if chosen else DEFAULT_RUNS_ROOT
 
@@ -167,6 +167,8 @@ def submit_provenance(command: list[str] | None) -> dict[str, Any]:
 def file_checksum(path: Path, *, full_limit: int = 256 << 20) -> str:
     """sha256 of a file; above `full_limit` bytes of the size, first and last 8 MiB ('sampled:' prefix), so that
     10B-token shards are fingerprinted in a second instead of minutes."""
+    if not path.is_file():  # a FIFO or device named *.bin would block or never end
+        raise UserError("is not a regular file", where=str(path), fix="move it out of the data directory")
     size = path.stat().st_size
     digest = hashlib.sha256()
     with path.open("rb") as f:

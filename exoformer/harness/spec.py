@@ -17,7 +17,7 @@ from exoformer.data import SMOKE_DATA, smoke_key
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.suites import SUITES
 from exoformer.harness.hashing import hash12, semantic_hash
-from exoformer.limits import MAX_INT, check_finite, check_seed
+from exoformer.limits import MAX_INT, check_finite, check_name, check_seed, check_size
 from exoformer.model.config import ABLATIONS, ModelConfig
 from exoformer.train.config import TrainConfig
 from exoformer.yaml_lines import load_yaml_text
@@ -51,6 +51,8 @@ class EvalConfig:
             raise UserError(f"must be positive, got {self.batch_size}", where="eval.batch_size", fix="use 32")
         if self.limit is not None and self.limit <= 0:
             raise UserError(f"must be positive or null, got {self.limit}", where="eval.limit", fix="use null")
+        for name in ("batch_size", "num_fewshot", "limit"):
+            check_size(getattr(self, name), where=f"eval.{name}")
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -79,6 +81,8 @@ class AnalysisConfig:
         if self.seq_len is not None and self.seq_len <= 0:
             raise UserError(f"must be positive or null, got {self.seq_len}", where="analysis.seq_len",
                             fix="use null (the model's seq_len)")
+        for name in ("n_sequences", "seq_len"):
+            check_size(getattr(self, name), where=f"analysis.{name}")
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -97,6 +101,16 @@ class Placement:
     """Not settable from a registry file or `--set` (FORBIDDEN): the runs root is chosen by --runs-dir or
     $EXOFORMER_RUNS_DIR only, so a registry file can never redirect where runs are written. Kept so that
     run directories written before keep loading."""
+
+    def __post_init__(self) -> None:
+        if self.profile is not None:  # a name in slurm/profiles/, never a path
+            check_name(self.profile, where="placement.profile", what="profile name")
+        for key in ("partition", "account", "qos"):
+            value = getattr(self, key)
+            plain = isinstance(value, str) and value and all(c.isprintable() and not c.isspace() for c in value)
+            if value is not None and not plain:
+                raise UserError(f"invalid {key} {str(value)[:40]!r}", where=f"placement.{key}",
+                                fix=f"write the Slurm {key} name, without spaces")
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -237,9 +251,9 @@ def set_flat(layer: Layer, key: str, value: Any, origin: str, *, allowed: tuple[
     valid = [k for k in FIELD_TYPES if allowed is None or k.split(".")[0] in allowed]
     if key not in FIELD_TYPES or key not in valid:
         raise UserError(f"unknown key {key!r}", where=origin, fix=did_you_mean(key, valid))
-    value = check_type(value, FIELD_TYPES[key], where=f"{origin}: {key}")
+    value = check_type(value, FIELD_TYPES[key], where=origin if origin.endswith(key) else f"{key} at {origin}")
     if key == "seed":
-        check_seed(value, where=f"{origin}: {key}")
+        check_seed(value, where=origin if origin.endswith(key) else f"{key} at {origin}")
     layer[key] = Entry(value, origin)
 
 
@@ -299,7 +313,7 @@ def _kind(value: Any) -> str:
 def parse_override(text: str) -> tuple[str, Any]:
     """`key=value` from the CLI: the value is read as a YAML scalar (or flow list), like a registry file."""
     if "=" not in text:
-        raise UserError(f"--set {text!r} has no '='", where="--set", fix="write --set key=value, e.g. train.steps=100")
+        raise UserError(f"{text!r} has no '='", where="--set", fix="write --set key=value, e.g. train.steps=100")
     key, _, raw = text.partition("=")
     key = key.strip()
     try:
@@ -333,7 +347,8 @@ def build_section(cls: type, layer: Layer, section: str, base: dict[str, Any], *
             problem, origin = f"{problem} ({err.where} comes from {origin})", fallback
         elif origin.split(":")[0] != fallback.split(":")[0]:  # set elsewhere (a preset): name the spec too
             problem = f"{problem} (while resolving the spec declared at {fallback})"
-        raise UserError(problem, where=f"{origin}: {err.where}" if err.where else origin, fix=err.fix) from None
+        where = origin if not err.where or origin.endswith(err.where) else f"{err.where} at {origin}"
+        raise UserError(problem, where=where, fix=err.fix) from None
     except TypeError as err:  # a wrong type the field table did not know about: still one line
         raise UserError(f"invalid {section} config ({err})", where=fallback, fix="check the field types") from None
 

@@ -1,121 +1,99 @@
-"""Run states reconciled with the scheduler; torch-free, never blocks on submitit.
+"""Run states reconciled with the job lock and the scheduler; torch-free, never blocks on submitit.
 
-A run whose STATUS says PENDING or RUNNING is only believed while its job is alive: for Slurm, in `squeue`
-(one call for all jobs), else its final state from `sacct`; for local jobs, the submitit controller process;
-for inline runs (and local jobs still waiting for a slot), the launcher process. A dead job that left no
-result (scancel, SIGKILL, OOM, node failure) is marked FAILED with the reason; submitit's `result()` would
-wait forever on it (docs/feasibility.md, Slurm pitfall 3), so it is never called here. A live process holding
-the run's job lock is alive whatever STATUS says.
+One liveness truth: a started job holds its run's job lock (exoformer.rundir.RunDir.job_lock) for its whole
+life and the kernel drops it when the process dies, whatever way it dies. So a RUNNING run whose lock nobody
+holds is not running, whatever PID its STATUS names (the PID is a hint for messages only). Before a job takes
+the lock (PENDING: queued on Slurm, or waiting for a local slot) its backend answers (`Backend.liveness`).
+
+A run whose job is gone without a result is INTERRUPTED (killed by a signal, out of memory, a hang-up, a lost
+launcher, or its time limit: "timed out"), which a plain `run` resumes from its last good checkpoint; FAILED
+is only written by the job itself, for an error raised inside it. A queued run whose job never started goes
+back to un-run (no STATUS). submitit's `result()` would wait forever on a dead job (docs/feasibility.md, Slurm
+pitfall 3), so it is never called here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
-import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exoformer.errors import UserError
 from exoformer.harness import locking, runs
+from exoformer.harness.backends import Liveness, SlurmView, backend_class, launcher_liveness
 from exoformer.rundir import RunDir
 
+__all__ = ["Liveness", "SlurmView", "claim_alive", "collect", "format_table", "liveness", "reconcile", "row_for"]
 
-@dataclass(kw_only=True, slots=True)
-class Liveness:
-    alive: bool | None
-    """True / False, or None when it cannot be told from here (another host, no Slurm client)."""
-    reason: str = ""
-    log: str | None = None
-
-
-class SlurmView:
-    """squeue and sacct answers for many jobs, fetched lazily once per reconciliation."""
-
-    def __init__(self) -> None:
-        self._queue: dict[str, str] | None = None
-
-    def queue(self) -> dict[str, str] | None:
-        """job id (array tasks as `A_i`) -> state, for every job the controller still holds; None without Slurm."""
-        if self._queue is None:
-            try:
-                out = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T"], capture_output=True, text=True,
-                                     timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                return None
-            if out.returncode != 0:
-                return None
-            self._queue = dict(line.split("|", 1) for line in out.stdout.splitlines() if "|" in line)
-        return self._queue
-
-    @staticmethod
-    def final_state(job_id: str) -> str | None:
-        """The latest accounting state of a job (`CANCELLED by 0`, `FAILED`, `TIMEOUT` ...), or None."""
-        try:
-            out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobID,State,ExitCode"],
-                                 capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        rows = [line.split("|") for line in out.stdout.splitlines() if line.count("|") == 2]
-        rows = [r for r in rows if r[0] == job_id]
-        return f"{rows[-1][1]} (exit {rows[-1][2]})" if rows else None
+RESUME_FIX = "run the same command again to resume from the last checkpoint"
 
 
 def liveness(claim: locking.Claim | None, status: runs.Status, view: SlurmView) -> Liveness:
-    """Is the job working on this run still alive?"""
-    job_id = status.job_id or (claim.job_id if claim else None)
-    backend = status.backend or (claim.backend if claim else None)
-    if backend == "slurm" and job_id:
-        queue = view.queue()
-        if queue is None:
-            return Liveness(alive=None, reason="no Slurm client here")
-        if job_id in queue:
-            return Liveness(alive=True, reason=queue[job_id])
-        final = view.final_state(job_id)
-        folder = Path(claim.folder) if claim and claim.folder else None
-        log = folder / f"{job_id}_0_log.err" if folder else None
-        return Liveness(alive=False, reason=f"slurm job {job_id} ended without a result: "
-                        + (final or "no longer in the queue"), log=str(log) if log and log.exists() else None)
-    if claim is None:
-        if status.pid and status.host == socket.gethostname():  # the job wrote its PID: ask the process
-            if locking.pid_alive(status.pid):
-                return Liveness(alive=True, reason=f"pid {status.pid}")
-            return Liveness(alive=False, reason=f"process {status.pid} died without a result")
-        return Liveness(alive=None, reason="no launch record in the manifest")
-    if claim.host != socket.gethostname():
-        return Liveness(alive=None, reason=f"launched on {claim.host}")
-    if backend == "local" and job_id:
-        if locking.pid_alive(int(job_id), expect="submitit"):
-            return Liveness(alive=True, reason=f"local job {job_id}")
-        log = Path(claim.folder) / f"{job_id}_0_log.err" if claim.folder else None
-        return Liveness(alive=False, reason=f"local job {job_id} died without a result",
-                        log=str(log) if log and log.exists() else None)
-    if locking.pid_alive(claim.launcher_pid):
-        return Liveness(alive=True, reason=f"launcher pid {claim.launcher_pid}")
-    return Liveness(alive=False, reason=f"launcher process {claim.launcher_pid} died without a result")
+    """Is the job of a run that holds no job lock still queued or starting (its backend's answer)?"""
+    cls = backend_class(status.backend or (claim.backend if claim else None))
+    if cls is None:
+        return launcher_liveness(claim)
+    return cls.liveness(claim, status, view)
+
+
+def _gone(claim: locking.Claim | None, status: runs.Status, view: SlurmView) -> Liveness | None:
+    """Why the job of an active run is gone, or None while it may still be alive."""
+    if status.state == runs.RUNNING:
+        live = liveness(claim, status, view)
+        if live.alive is not False and status.host not in (None, socket.gethostname()):
+            return None  # a lock on another host may not show here: its scheduler decides (or nobody can tell)
+        hint = f" (pid {status.pid} on {status.host})" if status.pid else ""
+        return Liveness(alive=False, timed_out=live.timed_out, log=live.log,
+                        reason=f"the job{hint} stopped without a result and holds no job lock"
+                        + (f" ({live.reason})" if live.alive is False and claim is not None else ""))
+    live = liveness(claim, status, view)
+    return live if live.alive is False else None
 
 
 def reconcile(run_dir: Path, claim: locking.Claim | None, view: SlurmView, *, write: bool = True
               ) -> runs.Status | None:
-    """STATUS of a run, with a dead job turned into FAILED and the reason why (written atomically unless
-    `write=False`, as `plan` asks: it must not change anything)."""
+    """STATUS of a run, with a gone job turned into INTERRUPTED (or back into un-run, None, when it never
+    started); written atomically unless `write=False`, as `plan` asks: it must not change anything."""
     rd = RunDir(run_dir)
     status = rd.read_status()
+    if status is not None and status.state == runs.FAILED and (status.reason or "").startswith("dead: "):
+        status.state, status.reason = runs.INTERRUPTED, status.reason.removeprefix("dead: ") + f"; {RESUME_FIX}"
+        return _write(rd, status, write)  # a job lost without a result is never a failure of the job
     if status is None or status.state not in runs.ACTIVE_STATES:
         return status
     if rd.job_lock_held():
         return status
-    live = liveness(claim, status, view)
-    if live.alive is not False:
+    gone = _gone(claim, status, view)
+    if gone is None:
         return status
-    fresh = rd.read_status()  # the job may have finished between the two looks
-    if fresh is None or fresh.state not in runs.ACTIVE_STATES or fresh.updated != status.updated:
+    fresh = rd.read_status()  # the job may have started or finished between the two looks
+    if fresh is None or fresh.state not in runs.ACTIVE_STATES or fresh.updated != status.updated \
+            or rd.job_lock_held():
         return fresh
-    fresh.state = runs.FAILED
-    fresh.reason = f"dead: {live.reason}" + (f" (during {fresh.stage})" if fresh.stage else "")
-    fresh.log = live.log or fresh.log
+    if fresh.state == runs.PENDING and not any(rd.logs.glob("attempt-*.log")):
+        if write:  # queued, never started: it was never run
+            with contextlib.suppress(OSError):
+                rd.status_file.unlink(missing_ok=True)
+        return None
+    where = f" during {fresh.stage}" if fresh.stage else ""
+    what = "timed out" if gone.timed_out else "interrupted"
+    fresh.state = runs.INTERRUPTED
+    fresh.reason = f"{what}{where}: {gone.reason}; {RESUME_FIX}"
+    fresh.log = gone.log or fresh.log
     fresh.pid = None
-    return rd.write_status(fresh) if write else fresh
+    return _write(rd, fresh, write)
+
+
+def _write(rd: RunDir, status: runs.Status, write: bool) -> runs.Status:
+    """The reconciled status, written when asked and possible: a read-only root still gets its answer."""
+    if write:
+        try:
+            return rd.write_status(status)
+        except (OSError, UserError):
+            pass
+    return status
 
 
 def claim_alive(run_dir: Path, claim: locking.Claim | None, view: SlurmView) -> bool:
@@ -189,7 +167,7 @@ def format_table(rows: list[dict]) -> str:
             progress += f" {r['stage']}"
         loss = f"{r['loss']:.3f}" if isinstance(r["loss"], (int, float)) else "-"
         tail = r["log"] or "-"
-        if r["state"] == runs.FAILED and r["reason"]:
+        if r["state"] in (runs.FAILED, runs.INTERRUPTED) and r["reason"]:
             tail = f"{r['reason']} | {tail}"
         elif r["state"] == runs.SUCCEEDED and r["reason"]:
             tail = r["reason"]

@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
-from exoformer.eval.suites import PAPER_TASKS
+from exoformer.eval.task_facts import PAPER_TASKS, TASK_FACTS
 from exoformer.harness.sweeps import check_name
 
 TASKS = PAPER_TASKS
-DEFAULT_CONVENTION = {"arc_challenge": "acc_norm", "arc_easy": "acc_norm", "hellaswag": "acc_norm",
-                      "openbookqa": "acc_norm", "piqa": "acc_norm", "winogrande": "acc"}
-"""Default metric per task [inference: docs/paper.md 4.2; WinoGrande has only acc]; a table may override it."""
+DEFAULT_CONVENTION = {task: facts.convention for task, facts in TASK_FACTS.items()}
+"""Default metric per task (exoformer/eval/task_facts.py); a table may override it."""
 TASK_METRICS = ("acc", "acc_norm")
 FIGURE_KINDS = ("curves", "bars", "heatmap", "per-layer", "matrix", "table")
 """Parsed here; what each kind draws is exoformer/harness/figure_kinds.py."""
@@ -107,7 +106,11 @@ def parse_metrics(section: Any, file: str) -> dict[str, Metric]:
         if better not in ("lower", "higher"):
             raise UserError(f"metric {mid!r}: better must be 'lower' or 'higher', got {better!r}",
                             where=_where(file, body, "better"), fix="write better: lower (or higher)")
-        out[mid] = Metric(id=mid, description=str(body.get("description", "")), better=better)
+        description = body.get("description", "")
+        if not isinstance(description, str):
+            raise UserError(f"metric {mid!r}: description must be a sentence, got a {type(description).__name__}",
+                            where=_where(file, body, "description"), fix='write description: "what it measures"')
+        out[mid] = Metric(id=mid, description=description, better=better)
     return out
 
 
@@ -155,6 +158,10 @@ def parse_table(tid: str, body: Any, file: str, where: str) -> Table:
         if not isinstance(c, str):
             raise UserError(f"{what}: column {c!r} is not a metric id", where=_where(file, body, "columns"),
                             fix="write metric ids as strings")
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:
+        raise UserError(f"{what}: column {repeated[0]!r} is listed twice", where=_where(file, body, "columns"),
+                        fix="list each metric once")
     notes = body.get("notes", []) or []
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
         raise UserError(f"{what}: notes must be a list of sentences", where=_where(file, body, "notes"),

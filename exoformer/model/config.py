@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from exoformer.errors import UserError, did_you_mean
+from exoformer.limits import MAX_PARAMETERS, check_size
 
 PATHS = ("q", "k", "v", "g")
 """The four projections that can be mixed, in the order of the fused projection (official c_attn order)."""
@@ -27,8 +28,10 @@ ablation); only the layers after that block mix [inference: the anchor does not 
 GRANULARITIES = ("elementwise", "headwise", "scalar")
 """Coefficient shape per path and layer: (H, d_head), (H,), or () (paper: E / H / S)."""
 
-ATTENTION_KERNELS = ("sdpa", "flex")
-"""Attention implementation: torch's scaled_dot_product_attention, or FlexAttention (CUDA) with a block mask."""
+ATTENTION_KERNELS = ("sdpa", "flex", "auto")
+"""Attention implementation: torch's scaled_dot_product_attention, FlexAttention (CUDA) with a block mask, or
+auto: FlexAttention on CUDA and sdpa elsewhere (the paper presets: flex skips masked blocks; CPU has no flex
+backward)."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -79,8 +82,9 @@ class ModelConfig:
 
     # --- implementation ---
     attention: str = "sdpa"
-    """Attention kernel, one of ATTENTION_KERNELS: 'sdpa' (everywhere) or 'flex' (FlexAttention: CUDA, or CPU
-    without gradients; skips fully masked blocks of packed documents). Same math, different rounding, so hashed."""
+    """Attention kernel, one of ATTENTION_KERNELS: 'sdpa' (everywhere), 'flex' (FlexAttention: CUDA, or CPU
+    without gradients; skips fully masked blocks of packed documents) or 'auto' (flex on CUDA, else sdpa).
+    Same math, different rounding, so hashed."""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -163,6 +167,7 @@ def _validate(cfg: ModelConfig) -> None:
         value = getattr(cfg, name)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise bad(name, f"must be a positive integer, got {value!r}", "set a positive integer")
+        check_size(value, where=f"model.{name}")
     if cfg.d_model % cfg.n_head:
         raise bad("d_model", f"{cfg.d_model} is not divisible by n_head={cfg.n_head}",
                   "choose d_model a multiple of n_head")
@@ -206,9 +211,9 @@ def _validate(cfg: ModelConfig) -> None:
     for name in ("rope_theta", "norm_eps", "init_std", "init_cutoff"):
         if getattr(cfg, name) <= 0:
             raise bad(name, f"must be > 0, got {getattr(cfg, name)!r}", "use a positive value (see the default)")
-
-
-MODEL_FIELDS = tuple(f.name for f in fields(ModelConfig))
+    if count_parameters(cfg) > MAX_PARAMETERS:
+        raise bad("d_model", f"the model would have {count_parameters(cfg):,} parameters, above the limit of "
+                  f"{MAX_PARAMETERS:,}", "choose a smaller n_layer, d_model or vocab_size (docs/input-limits.md)")
 
 
 ABLATIONS = ("none", "anchor", "self")

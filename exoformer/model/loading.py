@@ -16,6 +16,7 @@ The variant is read from the state-dict keys (which official model file wrote it
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import re
@@ -61,25 +62,44 @@ def load_official_checkpoint(path_or_state_dict: str | os.PathLike | dict) -> tu
     state = {k.removeprefix("_orig_mod."): v for k, v in ckpt["model"].items()}
     args = {**OFFICIAL_DEFAULTS, **dict(ckpt["model_args"])}
     config = official_config(state, args, where=where)
-    model = ExoTransformer(config)
     ours = map_state_dict(state, config, where=where)
+    check_tensor_shapes(ours, config, where=where, reshape_ok=True)  # on the meta device, before any allocation
+    model = ExoTransformer(config)
     expected = model.state_dict()
-    missing = sorted(set(expected) - set(ours))
-    if missing:
-        raise UserError(f"missing {len(missing)} tensors for the detected variant: {', '.join(missing[:8])}",
-                        where=where, fix="the checkpoint does not match its model_args; check the model file used")
-    extra = sorted(set(ours) - set(expected))
-    if extra:
-        raise UserError(f"{len(extra)} tensors have no place in the detected variant: {', '.join(extra[:8])}",
-                        where=where, fix="the checkpoint does not match its model_args; check the model file used")
     for name, tensor in ours.items():
         if tuple(tensor.shape) != tuple(expected[name].shape):
-            if tensor.numel() != expected[name].numel():
-                raise UserError(f"tensor {name} has shape {tuple(tensor.shape)}, expected "
-                                f"{tuple(expected[name].shape)}", where=where, fix="check n_layer/n_head/n_embd")
             ours[name] = tensor.reshape(expected[name].shape)  # e.g. headwise lambdas stored as (H, 1)
     model.load_state_dict(ours, strict=True)
     return model, config
+
+
+def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor an ExoTransformer of `config` holds, from a model built on the meta device
+    (no memory is allocated, so a config that declares a huge model costs nothing to check)."""
+    with torch.device("meta"):
+        model = ExoTransformer(config)
+    return {name: tuple(t.shape) for name, t in model.state_dict().items()}
+
+
+def check_tensor_shapes(state: dict, config: ModelConfig, *, where: str, reshape_ok: bool = False) -> None:
+    """Refuse, in one line, a state dict whose tensors are not exactly those of `config` (names and shapes),
+    before any real model is built. `reshape_ok`: a tensor may differ in shape with the same number of values."""
+    expected = expected_shapes(config)
+    missing = sorted(set(expected) - set(state))
+    if missing:
+        raise UserError(f"missing {len(missing)} tensors for the declared model: {', '.join(missing[:8])}",
+                        where=where, fix="the checkpoint does not match its model config; check the file")
+    extra = sorted(set(state) - set(expected))
+    if extra:
+        raise UserError(f"{len(extra)} tensors have no place in the declared model: {', '.join(extra[:8])}",
+                        where=where, fix="the checkpoint does not match its model config; check the file")
+    for name, tensor in state.items():
+        shape = tuple(getattr(tensor, "shape", ()))
+        if not isinstance(tensor, torch.Tensor):
+            raise UserError(f"entry {name} is not a tensor", where=where, fix="the file is damaged")
+        if shape != expected[name] and not (reshape_ok and tensor.numel() == math.prod(expected[name])):
+            raise UserError(f"tensor {name} has shape {shape}, but the declared model needs {expected[name]}",
+                            where=where, fix="the checkpoint does not match its model config; check the file")
 
 
 def _read(path: str) -> dict:

@@ -240,7 +240,7 @@ class Mixer(nn.Module):
         - the anchor term is one addcmul, and the effective coefficients are multiplied out only when asked.
         """
         c_anchor, c_self = self.static(ablate)
-        weight = weight * self._row_scale(c_self)[:, None]
+        weight = weight * self._row_scale(c_self).to(weight.dtype)[:, None]
         if self.dynamic is None:
             own = F.linear(x, weight)
         else:
@@ -282,7 +282,8 @@ class Mixer(nn.Module):
 
 # ModelConfig.attention picks the kernel: 'sdpa' is torch's scaled_dot_product_attention with the causal flag
 # or a dense (B, 1, T, T) document mask; 'flex' is FlexAttention with a block mask (CUDA; CPU only without
-# gradients, torch has no CPU backward), which skips fully masked blocks of packed documents.
+# gradients, torch has no CPU backward), which skips fully masked blocks of packed documents; 'auto' is flex on
+# CUDA and sdpa elsewhere. The causal block mask is cached per length; a document mask is built per batch.
 
 
 @dataclass(slots=True)
@@ -317,11 +318,29 @@ def build_mask(doc_starts: torch.Tensor | None, seq_len: int, device: torch.devi
                          f"{tuple(doc_starts.shape)}")
     doc_ids = None if doc_starts is None else torch.cumsum(doc_starts.to(torch.int32), dim=1)
     mask = AttentionMask(seq_len, doc_ids)
-    if kernel == "flex":
-        mask.block = flex_block_mask(doc_ids, seq_len, device)
+    if resolve_kernel(kernel, device) == "flex":
+        mask.block = causal_block_mask(seq_len, device) if doc_ids is None else flex_block_mask(doc_ids, seq_len,
+                                                                                                  device)
     elif doc_ids is not None:
         mask.dense_mask(device)
     return mask
+
+
+def resolve_kernel(kernel: str, device: torch.device | str) -> str:
+    """'auto' is FlexAttention on CUDA and sdpa elsewhere; the other kernels are themselves."""
+    if kernel == "auto":
+        return "flex" if torch.device(device).type == "cuda" else "sdpa"
+    return kernel
+
+
+def causal_block_mask(seq_len: int, device: torch.device | str):
+    """The causal BlockMask of one length on one device, built once per process (it depends on nothing else)."""
+    return _causal_block_mask(seq_len, str(torch.device(device)))
+
+
+@functools.lru_cache(maxsize=16)
+def _causal_block_mask(seq_len: int, device: str):
+    return flex_block_mask(None, seq_len, torch.device(device))
 
 
 def flex_block_mask(doc_ids: torch.Tensor | None, seq_len: int, device: torch.device):

@@ -38,6 +38,8 @@ def check_file(path: str | os.PathLike) -> Path:
     if p.is_dir():
         raise UserError("is a directory, not a checkpoint file", where=str(p),
                         fix="name the .pt file inside it, e.g. <dir>/ckpt_step:38146.pt")
+    if not p.is_file():  # a FIFO, socket or device: opening it could block forever or never end
+        raise UserError("is not a regular file", where=str(p), fix="give the path of a checkpoint file")
     return p
 
 

@@ -122,11 +122,11 @@ def _parse(data: Any, file: str) -> VariantTable:
                 if key not in allowed:
                     raise UserError(f"unknown field {key!r} in {section}.{name}", where=kw,
                                     fix=did_you_mean(str(key), allowed))
-                _check_value(value, _FIELD_TYPES[key], f"{kw}: model.{key}")
+                _check_value(value, _FIELD_TYPES[key], f"model.{key} at {kw}")
             try:  # each entry must make a valid model on its own (defaults for the rest)
                 ModelConfig.from_dict({k: v for k, v in entry.items() if k != "description"}, where=where)
             except UserError as err:
-                raise UserError(err.problem, where=f"{where}: {err.where}", fix=err.fix) from None
+                raise UserError(err.problem, where=f"{err.where} at {where}", fix=err.fix) from None
             out[section][name] = dict(entry)
     aliases: dict[str, tuple[str, str]] = {}
     body = data.get("aliases") or {}

@@ -10,8 +10,9 @@ ablations of a model that mixes nothing) is written into the panel as "not appli
 Runs of different depth (the paper's ungated models are deeper than its gated ones at equal size, docs/paper.md
 2.1) share one axis: relative depth, hidden state i of a model with L blocks at i / L and block l at
 (l + 1) / L (the hidden state it writes). Runs probed on different inputs (batch or sequence length) are not
-comparable and are a one-line error. Torch-free: reads the analyse stage's probes and spikes records only
-(RunDir.probes, RunDir.spikes).
+comparable and are a one-line error. Panels of one quantity share their y range. Every plot ends in
+exoformer.report.canvas.save (text under the panels is stacked by canvas.below). Torch-free: reads the analyse
+stage's probes and spikes records only (RunDir.probes, RunDir.spikes).
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError
-from exoformer.io import atomic_write_bytes, atomic_write_text
+from exoformer.io import atomic_write_text
 from exoformer.report import NOT_REPORTED, NOT_RUN, style
+from exoformer.report.canvas import add_below, below, pyplot, save
 from exoformer.rundir import RunDir
 
 RunRef = tuple[str, str, "str | os.PathLike | None"]
@@ -201,7 +204,7 @@ def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLi
     neither is drawn over data. A panel with no line at all shows its notes in its middle.
     """
     panels = per_layer_panels(figure, runs)
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
     columns = min(3, len(panels))
@@ -232,16 +235,28 @@ def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLi
         elif data.notes:
             ax.text(0.5, 0.5, "\n".join(data.notes), transform=ax.transAxes, fontsize=7, ha="center", va="center",
                     color="0.35")
+    _share_y(axes.flat, panels)
     fig.suptitle(str(_field(figure, "title") or _figure_id(figure)), fontsize=11)
     fig.tight_layout()
-    below = 0.0
     if legend:
-        fig.legend(list(legend.values()), list(legend), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+        fig.legend(list(legend.values()), list(legend), loc="upper center", bbox_to_anchor=(0.5, below(fig)),
                    ncol=min(4, len(legend)), fontsize=8, frameon=False)
-        below = 0.04 * math.ceil(len(legend) / min(4, len(legend))) / rows
-    if footer:
-        fig.text(0.01, -below - 0.02, "\n".join(footer), fontsize=7, color="0.35", va="top")
-    return _save(fig, out_dir, _figure_id(figure))
+    add_below(fig, "\n".join(footer))
+    return save(fig, out_dir, _figure_id(figure))
+
+
+def _share_y(axes: Any, panels: Sequence[PanelData]) -> None:
+    """Panels of one quantity (the PCA panels under each ablation) share their y range, so they compare at a glance."""
+    groups: dict[str, list[Any]] = {}
+    for ax, data in zip(axes, panels):
+        if data.lines:
+            groups.setdefault(data.ylabel, []).append(ax)
+    for group in groups.values():
+        low = min(ax.get_ylim()[0] for ax in group)
+        high = max(ax.get_ylim()[1] for ax in group)
+        for ax in group[1:]:
+            ax.sharey(group[0])
+        group[0].set_ylim(low, high)
 
 
 def _series(items: Sequence[tuple[str, dict]], panel: Panel) -> tuple[list[list[float]] | None, str]:
@@ -299,7 +314,7 @@ def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os
     a [-1, 1] diverging scale renders as one flat red, so we use viridis from the lowest value (to 0.05) to 1.
     """
     _analysis_series(figure, allowed=("layer_similarity",))
-    plt = _pyplot()
+    plt = pyplot()
     groups = _groups(runs)
     _require_some(figure, any(read_analysis(d, "probes") for _, _, d in runs), "probes")
     panels: list[tuple[str, str, Any]] = []
@@ -316,7 +331,8 @@ def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os
         panels.append((label, *chosen))
     columns = min(3, max(1, len(panels)))
     rows = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 4.2 * rows + 0.6), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 4.2 * rows + 0.6), squeeze=False,
+                             layout="constrained")
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     low = similarity_colour_floor([m for _, _, m in panels if isinstance(m, list)])
@@ -341,7 +357,7 @@ def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os
     if image is not None:
         fig.colorbar(image, ax=list(axes.flat[:len(panels)]), shrink=0.8, label="mean token cosine")
     fig.suptitle(str(_field(figure, "title") or _figure_id(figure)), fontsize=11)
-    return _save(fig, out_dir, _figure_id(figure))
+    return save(fig, out_dir, _figure_id(figure))
 
 
 def similarity_colour_floor(matrices: Sequence[Sequence[Sequence[float | None]]]) -> float:
@@ -443,7 +459,7 @@ def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(md_path, "\n".join(markdown))
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(11, 0.25 * (max(len(rows), 1) + 1) + 0.5))
     ax.axis("off")
     cells = [[row[h] for h in header] for row in rows] or [[NOT_RUN] * len(header)]
@@ -452,8 +468,8 @@ def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.Pat
     table.set_fontsize(8)
     table.auto_set_column_width(list(range(len(header))))
     ax.set_title(title, fontsize=11)
-    fig.text(0.01, -0.02, note, fontsize=7, color="0.3", va="top")
-    return [*_save(fig, out_dir, _figure_id(figure)), md_path]
+    add_below(fig, "\n".join(textwrap.wrap(note, width=130)))
+    return [*save(fig, out_dir, _figure_id(figure)), md_path]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -478,29 +494,3 @@ def _analysis_series(figure: Any, *, allowed: Mapping | Sequence, extra: Sequenc
                         where=f"figure {_figure_id(figure)}",
                         fix=f"use series from {sorted('analysis.' + a for a in allowed)}")
     return probes
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, out_dir: str | os.PathLike, stem: str) -> list[Path]:
-    """Render `stem`.png and `stem`.pdf in memory and write each atomically (as the other figures: PNG + PDF)."""
-    import io
-
-    plt = _pyplot()
-    written = []
-    for fmt in ("png", "pdf"):
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=fmt, dpi=130, bbox_inches="tight")
-        path = Path(out_dir) / f"{stem}.{fmt}"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, buffer.getvalue())
-        written.append(path)
-    plt.close(fig)
-    return written

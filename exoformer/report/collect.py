@@ -20,6 +20,7 @@ from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.suites import SMOKE_PREFIX
 from exoformer.harness.registry import Registry
 from exoformer.harness.run_index import CHECKPOINT, RunInfo, find_runs
+from exoformer.rerun import rerun_command
 from exoformer.rundir import SUCCEEDED
 
 COLUMNS = ("spec", "seed", "preset", "task", "metric", "value", "stderr", "n")
@@ -29,7 +30,7 @@ EXTRA_COLUMNS = ("suite", "hash12", "run_dir", "source")
 def check_outputs(run: RunInfo) -> None:
     """A finished evaluation whose output is missing is an error; an unfinished one is "not run"."""
     rd = run.run
-    again = (f"re-run it: reproduce.py run {run.spec} --force" if run.source != CHECKPOINT
+    again = (f"re-run it: {rerun_command(rd.read_provenance(), run.spec, rd.path)}" if run.source != CHECKPOINT
              else f"re-run its evaluation: reproduce.py evaluate CKPT --as {run.as_row} --force")
     for stage, output in (("evaluate", rd.eval_rows), ("validate", rd.validation)):
         if rd.stage_done(stage) and not output.is_file():

@@ -38,6 +38,7 @@ from exoformer.report.tables import (
     PERPLEXITY,
     BuiltTable,
     Cell,
+    swapped_convention,
 )
 
 Z = 2.0
@@ -226,7 +227,7 @@ def rank_agreement(built: BuiltTable, left: str = OURS, right: str = PAPER) -> d
 
 
 def describe_convention(metric_for: dict[str, str]) -> str:
-    """"acc_norm (5 tasks) + acc (winogrande)": which metric each task's accuracy is."""
+    """"acc_norm (5 tasks) + acc (one task)": which metric each task's accuracy is."""
     by_metric: dict[str, list[str]] = {}
     for task in TASKS:
         by_metric.setdefault(metric_for[task], []).append(task)
@@ -244,7 +245,7 @@ def convention_fits(built: BuiltTable) -> tuple[list[ConventionFit], str]:
     if AVERAGE not in table.columns:
         return [], ""
     names = (describe_convention(table.convention),
-             describe_convention({t: m if t == "winogrande" else OTHER_METRIC[m] for t, m in table.convention.items()}))
+             describe_convention(swapped_convention(table.convention)))
     fits, skipped = [], 0
     for source in (OURS, CHECKPOINT):
         pairs = []

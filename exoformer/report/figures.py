@@ -6,27 +6,32 @@ vs tokens with the data-efficiency ratios), `bars` (a table's accuracy cells wit
 (lambda ratio heatmaps of each run, from the coefficients its analyse stage wrote), and the analysis
 kinds `per-layer`, `matrix` and `table` drawn by exoformer.report.analysis_plots. Each run is the one
 exoformer.harness.run_index.pick_run picks. A figure drawn from runs that differ from the paper's recipe
-(report/recipe.py) carries a footnote "not comparable with the paper: <what differs>". matplotlib only (Agg);
-never imports torch.
+(report/recipe.py) carries a footnote "not comparable with the paper: <what differs>", and one that shows
+fewer models than its table holds says which (`shown_note`); every kind writes through
+exoformer.report.canvas.save, which places both under everything else. matplotlib only (Agg); never imports
+torch.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
+import math
 import os
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
+from exoformer.eval.task_facts import TASK_FACTS, mean_chance
 from exoformer.harness.registry import Registry
 from exoformer.harness.run_index import CHECKPOINT, OURS, find_runs, pick_run, runs_by_spec
 from exoformer.harness.tables import Figure
+from exoformer.report import NOT_RUN
 from exoformer.report import analysis_plots, style
+from exoformer.report.canvas import add_below, notes, pyplot, save
 from exoformer.report.recipe import run_differences
+from exoformer.report.tables import AVERAGE
 from exoformer.rundir import RunDir
 
 DEFAULT_OUT = "figures"
@@ -39,45 +44,6 @@ RunRef = tuple[str, str, Path]
 """(spec name, display label, run directory)."""
 FOOTNOTE_WIDTH = 130
 FOOTNOTE_LINES = 4
-_FOOTNOTE: contextvars.ContextVar[str] = contextvars.ContextVar("footnote", default="")
-"""The comparability footnote of the figure being drawn; `save` writes it under the figure."""
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def save(fig: Any, out_dir: str | os.PathLike, stem: str) -> list[Path]:
-    """Write `stem`.png and `stem`.pdf into out_dir (each written to a temp name, then renamed)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    add_footnote(fig)
-    written = []
-    for suffix in ("png", "pdf"):
-        path = out / f"{stem}.{suffix}"
-        tmp = out / f".{stem}.{suffix}.tmp"
-        fig.savefig(tmp, format=suffix, dpi=150, bbox_inches="tight")
-        os.replace(tmp, path)
-        written.append(path)
-    _pyplot().close(fig)
-    return written
-
-
-def add_footnote(fig: Any) -> None:
-    """Write the current figure's comparability footnote (if any) under its axes, once."""
-    text = _FOOTNOTE.get()
-    if text and not getattr(fig, "_exoformer_footnote", False):
-        below = [t for t in fig.texts if t.get_position()[1] < 0]  # e.g. the curves' efficiency ratios
-        lowest = min((t.get_position()[1] for t in below), default=-0.01)
-        lines = sum(t.get_text().count("\n") + 1 for t in below)
-        fig.text(0.01, lowest - 0.022 * lines - (0.01 if below else 0.0), text, fontsize=6, va="top",
-                 color="firebrick")
-        fig._exoformer_footnote = True
 
 
 def comparability_footnote(registry: Registry, refs: list[RunRef]) -> str:
@@ -96,26 +62,6 @@ def comparability_footnote(registry: Registry, refs: list[RunRef]) -> str:
         parts = [f"{', '.join(labels)}: {why}" for why, labels in whys.items()]
     lines = textwrap.wrap("not comparable with the paper: " + "; ".join(parts), width=FOOTNOTE_WIDTH)
     return "\n".join(lines[:FOOTNOTE_LINES] + (["..."] if len(lines) > FOOTNOTE_LINES else []))
-
-
-@contextlib.contextmanager
-def footnote(text: str) -> Iterator[None]:
-    """Every figure saved inside carries `text` (the analysis kinds save through analysis_plots' own writer,
-    which is wrapped for the duration)."""
-    token = _FOOTNOTE.set(text)
-    original = getattr(analysis_plots, "_save", None)
-    if text and callable(original):
-        def with_footnote(fig, *args, **kwargs):
-            add_footnote(fig)
-            return original(fig, *args, **kwargs)
-
-        analysis_plots._save = with_footnote
-    try:
-        yield
-    finally:
-        _FOOTNOTE.reset(token)
-        if text and callable(original):
-            analysis_plots._save = original
 
 
 # ------------------------------------------------------------------------------------------ run selection
@@ -143,6 +89,39 @@ def figure_runs(registry: Registry, figure: Figure, runs_root: str | os.PathLike
         if chosen is not None:
             out.append((name, labels.get(name) or style.label_of(name), chosen.path))
     return out
+
+
+def _model_labels(registry: Registry, table_id: str) -> list[str]:
+    return list(dict.fromkeys(style.label_of(row.id, row.label) for row in registry.tables[table_id].rows))
+
+
+def shown_note(registry: Registry, figure: Figure, refs: list[RunRef]) -> str:
+    """Which models the figure shows, when it is fewer than it could: the declared models without a run, and,
+    for a figure that names its specs, the models of the table they come from that it leaves out.
+
+    "shows 5 of the 7 models of table1: A, B, C, D, E (not in this figure: F, G)"; "" when it shows them all.
+    """
+    tables = [item[6:] for item in figure.specs if item.startswith("table:")]
+    names = registry.figure_specs(figure)
+    if tables:
+        parent, declared = tables[0], list(dict.fromkeys(m for t in tables for m in _model_labels(registry, t)))
+    else:
+        parent = next((tid for tid, table in registry.tables.items()
+                       if set(names) <= {n for row in table.rows for n in row.specs}), None)
+        labels = {n: style.label_of(row.id, row.label) for row in registry.tables[parent].rows for n in row.specs} \
+            if parent else {}
+        declared = list(dict.fromkeys(labels.get(n) or style.label_of(n) for n in names))
+    universe = _model_labels(registry, parent) if parent else declared
+    drawn = list(dict.fromkeys(label for _, label, _ in refs))
+    left_out = [m for m in universe if m not in declared]
+    not_run = [m for m in declared if m not in drawn]
+    if not left_out and not not_run:
+        return ""
+    of = f"the {len(universe)} models of {parent}" if parent else f"its {len(universe)} models"
+    text = f"shows {len(drawn)} of {of}: {', '.join(drawn)}"
+    extra = ([f"not in this figure: {', '.join(left_out)}"] if left_out else []) + \
+        ([f"{NOT_RUN}: {', '.join(not_run)}"] if not_run else [])
+    return "\n".join(textwrap.wrap(f"{text} ({'; '.join(extra)})", width=FOOTNOTE_WIDTH))
 
 
 def first_per_row(registry: Registry, figure: Figure, refs: list[RunRef]) -> list[tuple[str, RunRef]]:
@@ -218,8 +197,6 @@ def figure_claims(registry: Registry, figure: Figure) -> list[tuple[str, str, fl
 def efficiency_title_lines(claims: list[tuple[str, str, float, bool]], ratios: dict[str, dict[str, float | None]],
                            label: Callable[[str], str]) -> list[str]:
     """One line per claim: the paper's ratio and ours side by side (ours: "not run" without both curves)."""
-    from exoformer.report import NOT_RUN
-
     lines = []
     for ref, row, paper, approximate in claims:
         ours = ratios.get(ref, {}).get(row)
@@ -235,7 +212,7 @@ def _legend_outside(ax: Any, **kwargs: Any) -> None:
 
 
 def plot_curves(registry: Registry, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike) -> list[Path]:
-    plt = _pyplot()
+    plt = pyplot()
     rows = first_per_row(registry, figure, refs)
     curves = {rid: RunDir(ref[2]).val_curve() for rid, ref in rows}
     labels = {rid: ref[1] for rid, ref in rows}
@@ -259,8 +236,7 @@ def plot_curves(registry: Registry, figure: Figure, refs: list[RunRef], out_dir:
             lines += textwrap.wrap(f"data efficiency vs {labels.get(ref, ref)} (its tokens / a model's tokens to "
                                    f"reach its final "
                                    f"val loss): " + ", ".join(parts), width=120)
-    if lines:
-        fig.text(0.01, -0.03, "\n".join(lines), fontsize=6, va="top")
+    add_below(fig, "\n".join(lines), fontsize=6, color="black")
     written = save(fig, out_dir, figure.id)
     from exoformer.io import atomic_write_json
 
@@ -285,7 +261,9 @@ def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], o
     built = build_table(registry, table_ids[0], collect(runs_root, preset=preset, registry=registry), preset=preset,
                         runs_root=runs_root, overrides=overrides)
     columns = [s.split(".", 1)[1] for s in figure.series if s.startswith("eval.")]
-    plt = _pyplot()
+    plt = pyplot()
+    from matplotlib import patheffects
+
     rows = built.table.rows
     fig, ax = plt.subplots(figsize=(min(16.0, max(7.0, 0.22 * len(columns) * max(1, len(rows)))), 4.5))
     width = 0.8 / max(1, len(rows))
@@ -315,14 +293,27 @@ def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], o
     if ckpt_marks:
         ax.scatter([c[0] for c in ckpt_marks], [c[1] for c in ckpt_marks], marker="x", s=30, color="black",
                    linewidths=1.0, zorder=4, label="checkpoint evaluated as the row")
+    chance = [(j, 100 * level) for j, column in enumerate(columns) if (level := chance_level(column)) is not None]
+    if chance:
+        ax.hlines([c[1] for c in chance], [c[0] - 0.45 for c in chance], [c[0] + 0.45 for c in chance],
+                  colors="black", linestyles=":", linewidth=1.6, zorder=2.5, label="chance (uniform guess)",
+                  path_effects=[patheffects.withStroke(linewidth=3.0, foreground="white")])
     ax.set_xticks(range(len(columns)), columns, rotation=20, fontsize=8)
     ax.set_ylabel("accuracy (%)")
-    sources = "dashes: paper; crosses: checkpoint evaluated as the row" if ckpt_marks else "dashes: paper"
+    sources = "dashes: paper; dotted: chance" + ("; crosses: checkpoint evaluated as the row" if ckpt_marks else "")
     ax.set_title(f"{figure.title}\n(error bars: seed std, else lm-eval stderr; {sources})", fontsize=8)
     if ax.get_legend_handles_labels()[0]:
         _legend_outside(ax, fontsize=7)
     ax.grid(axis="y", alpha=0.3)
     return save(fig, out_dir, figure.id)
+
+
+def chance_level(column: str) -> float | None:
+    """A uniform guess's accuracy (fraction) on a task column, from its number of choices; avg6: the mean of
+    the six; None for other columns."""
+    if column in TASK_FACTS:
+        return TASK_FACTS[column].chance
+    return mean_chance() if column == AVERAGE else None
 
 
 # ------------------------------------------------------------------------------------------ lambda heatmaps
@@ -389,10 +380,31 @@ def ratio_norm(limits: tuple[float, float] | None) -> Any:
     return TwoSlopeNorm(vcenter=centre, vmin=lo, vmax=hi)
 
 
+def diverging_ticks(low: float, centre: float, high: float, per_side: int = 2) -> list[float]:
+    """Colourbar ticks of a diverging map: the neutral value and `per_side` evenly spaced ticks on each side of it
+    (a TwoSlopeNorm stretches the two halves, so a plain locator can leave the shorter half without a tick).
+
+    The outermost ticks are the range's ends rounded inwards to three significant digits, so every tick is inside.
+    """
+    import numpy as np
+
+    def inwards(value: float, up: bool) -> float:
+        if value == 0:
+            return 0.0
+        step = 10.0 ** (math.floor(math.log10(abs(value))) - 2)
+        return (math.ceil(value / step - 1e-9) if up else math.floor(value / step + 1e-9)) * step
+
+    lo, hi = inwards(low, up=True), inwards(high, up=False)
+    lo, hi = (lo if lo < centre else low), (hi if hi > centre else high)
+    lower = np.linspace(lo, centre, per_side + 1)[:-1]
+    upper = np.linspace(centre, hi, per_side + 1)[1:]
+    return [float(f"{v:.3g}") for v in (*lower, centre, *upper)]
+
+
 def plot_lambda_run(name: str, label: str, record: dict[str, Any], out_dir: str | os.PathLike, stem: str,
                     title: str, *, where: str) -> list[Path]:
     ratios = lambda_ratios(record, where=where)
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(10, 6.5))
     granularity = record["granularity"]
     xlabel = {"elementwise": "channel (head-major)", "headwise": "head", "scalar": "(single coefficient)"}[granularity]
@@ -411,7 +423,9 @@ def plot_lambda_run(name: str, label: str, record: dict[str, Any], out_dir: str 
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel("layer", fontsize=8)
         ax.set_yticks(range(grid.shape[0]))
-        fig.colorbar(image, ax=ax, fraction=0.046)
+        norm = image.norm
+        fig.colorbar(image, ax=ax, fraction=0.046, ticks=diverging_ticks(norm.vmin, norm.vcenter, norm.vmax),
+                     format="%.3g")
     dynamic = " (static coefficients; per-token scales not included)" if record.get("dynamic") else ""
     who = name if label == name else f"{label} [{name}]"
     fig.suptitle(f"{title}\n{who}{dynamic}; white: ratio {style.NEUTRAL_RATIO:g} (equal weights), range: "
@@ -483,5 +497,6 @@ def draw(registry: Registry, figure_id: str, *, runs_root: str | os.PathLike, ou
                         where="FIGURE", fix=f"run them first: reproduce.py run {figure_id}"
                         + (f" --preset {preset}" if preset else ""))
     extra = {"overrides": overrides} if overrides and plot is plot_accuracy_bars else {}
-    with footnote(comparability_footnote(registry, refs)):
+    shown = "" if figure.kind == "heatmap" else shown_note(registry, figure, refs)  # heatmaps: one run per file
+    with notes(shown=shown, footnote=comparability_footnote(registry, refs)):
         return plot(registry, figure, refs, out_dir, runs_root=runs_root, preset=preset, **extra)

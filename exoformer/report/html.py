@@ -25,6 +25,7 @@ from exoformer.harness.registry import Registry
 from exoformer.harness.run_index import CHECKPOINT, RunInfo, find_runs
 from exoformer.report import NOT_REPORTED, NOT_RUN
 from exoformer.report.diff import OUTSIDE, WITHIN, CellDiff, TableDiff, diff_table
+from exoformer.report.outputs import check_apart, read_run_file
 from exoformer.report.tables import (
     PERCENT_COLUMNS,
     BuiltTable,
@@ -258,18 +259,17 @@ def figure_html(item: DrawnFigure, out_dir: Path) -> str:
 
 # ------------------------------------------------------------------------------------------ runs
 
-def copy_small(src: Path, dest: Path) -> Path | None:
-    """Copy one text file of a run into the report; a log longer than LOG_TAIL_BYTES keeps only its end."""
+def copy_small(src: Path, dest: Path, run_dir: Path | None = None) -> Path | None:
+    """Copy one text file of a run into the report; a log longer than LOG_TAIL_BYTES keeps only its end. Only a
+    regular file inside its run directory (`run_dir`, default the file's own directory) is copied."""
     from exoformer.io import atomic_write_bytes
 
-    if not src.is_file():
+    try:
+        tail, size = read_run_file(src, run_dir or src.parent, tail_bytes=LOG_TAIL_BYTES)
+    except OSError:
         return None
-    size = src.stat().st_size
     if size <= LOG_TAIL_BYTES:
-        return atomic_write_bytes(dest, src.read_bytes())
-    with src.open("rb") as handle:
-        handle.seek(size - LOG_TAIL_BYTES)
-        tail = handle.read()
+        return atomic_write_bytes(dest, tail)
     head = f"[report: the first {size - LOG_TAIL_BYTES} bytes are left out; the whole file: {src}]\n".encode()
     return atomic_write_bytes(dest, head + tail)
 
@@ -289,7 +289,7 @@ def run_rows_html(runs: list[RunInfo], out_dir: Path) -> str:
             files += sorted(p for p in rd.logs.rglob("*") if p.is_file())
         links = []
         for src in files:
-            copied = copy_small(src, dest / src.relative_to(rd.path))
+            copied = copy_small(src, dest / src.relative_to(rd.path), rd.path)
             if copied is not None:
                 href = copied.relative_to(out_dir).as_posix()
                 links.append(f'<a href="{html.escape(href)}">{html.escape(src.relative_to(rd.path).as_posix())}</a>')
@@ -314,6 +314,7 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
     from exoformer.report.collect import collect
 
     root = Path(runs_root)
+    check_apart(out_dir, runs_roots=[root], registries=[registry.directory])
     out = check_out_dir(out_dir)
     runs = find_runs(root, preset=preset) if root.is_dir() else []
     if not runs:

@@ -28,6 +28,7 @@ from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import Registry
 from exoformer.harness.reported import Reported, load_reported
 from exoformer.harness.run_index import CHECKPOINT, OURS, pick_run
+from exoformer.eval.task_facts import TASK_FACTS
 from exoformer.harness.tables import TASKS, Table, TableRow
 from exoformer.report import NO_VALUE, NOT_REPORTED, NOT_RUN
 from exoformer.report.recipe import is_deliberate_variant, run_differences, shorten
@@ -277,18 +278,23 @@ def _fill(table: Table, row: TableRow, column: str, runs: list[_SpecRun], report
 
 def _swapped(table: Table, column: str) -> dict[str, str] | None:
     """The other metric convention for a task column (acc <-> acc_norm), or for avg6 (every task that has
-    both swapped; WinoGrande has acc only); None for other columns."""
+    both swapped; TASK_FACTS says which have acc only); None for other columns."""
     if column in TASKS:
-        return None if column == "winogrande" else {column: OTHER_METRIC[table.convention[column]]}
+        return {column: OTHER_METRIC[table.convention[column]]} if TASK_FACTS[column].normalised else None
     if column == AVERAGE:
-        return {task: m if task == "winogrande" else OTHER_METRIC[m] for task, m in table.convention.items()}
+        return swapped_convention(table.convention)
     return None
+
+
+def swapped_convention(convention: dict[str, str]) -> dict[str, str]:
+    """acc <-> acc_norm for every task that reports both (the others keep their only metric)."""
+    return {task: OTHER_METRIC[m] if TASK_FACTS[task].normalised else m for task, m in convention.items()}
 
 
 def _other(rows: pd.DataFrame, column: str, swapped: dict[str, str], spec: str, table: Table):
     try:
         return _per_seed(rows, column, swapped, spec, table)
-    except UserError:  # the other metric may not exist (WinoGrande has acc only)
+    except UserError:  # the other metric may not exist (a task with acc only)
         return None
 
 
@@ -366,27 +372,33 @@ def render_markdown(built: BuiltTable) -> str:
     t = built.table
     out = [f"### {line}" if i == 0 else line for i, line in enumerate(header_lines(built))]
     out.append("")
-    out.append("| Model | " + " | ".join(t.columns) + " |")
+    out.append("| Model | " + " | ".join(_md_escape(c) for c in t.columns) + " |")
     out.append("|---|" + "---|" * len(t.columns))
     for row in t.rows:
-        cells = [cell_text(built, row, c) for c in t.columns]
-        out.append(f"| {row.label} | " + " | ".join(cells) + " |")
+        cells = [_md_escape(cell_text(built, row, c)) for c in t.columns]
+        out.append(f"| {_md_escape(row.label)} | " + " | ".join(cells) + " |")
     out.extend(comparability_notes(built))
     out.extend(f"note: {n}" for n in built.notes)
     return "\n".join(out) + "\n"
 
 
 LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$",
-                 "{": r"\{", "}": r"\}", "±": r"$\pm$", MARK: r"$^\dagger$"}
+                 "{": r"\{", "}": r"\}", "^": r"\textasciicircum{}", "~": r"\textasciitilde{}", "\n": " ",
+                 "\r": " ", "±": r"$\pm$", MARK: r"$^\dagger$"}
 
 
 def _latex_escape(text: str) -> str:
     return "".join(LATEX_ESCAPES.get(ch, ch) for ch in text)
 
 
+def _md_escape(text: str) -> str:
+    """A Markdown table cell: a `|` would end the cell, a newline the row."""
+    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
 def render_latex(built: BuiltTable) -> str:
     t = built.table
-    out = ["% " + line for line in header_lines(built)]
+    out = ["% " + " ".join(line.split()) for line in header_lines(built)]
     out.append(r"\begin{tabular}{l" + "r" * len(t.columns) + "}")
     out.append(r"\toprule")
     out.append("Model & " + " & ".join(_latex_escape(c) for c in t.columns) + r" \\")

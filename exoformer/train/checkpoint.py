@@ -28,7 +28,8 @@ from typing import Any
 import torch
 
 from exoformer.errors import UserError
-from exoformer.io import atomic_write_text, fsync_dir, sha256_file, sha256_of
+from exoformer.faults import MACHINE_ERRNOS, ResumableFault, check_run_dir
+from exoformer.io import atomic_write_text, fsync_dir, remove_temp_files, sha256_file, sha256_of
 from exoformer.rundir import RunDir
 
 NAME = re.compile(r"^step_(\d{8,})\.pt$")
@@ -118,6 +119,7 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, An
     path = directory / checkpoint_name(step)
     fix = "free space on that disk (or point --out at another one) and run the same command again to resume"
     tmp: str | None = None
+    check_run_dir(directory.parent)  # a run directory removed under its job is not recreated here
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
@@ -126,6 +128,7 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, An
             f.flush()
             os.fsync(f.fileno())
         digest = sha256_file(Path(tmp))
+        check_run_dir(directory.parent)
         os.replace(tmp, path)
         tmp = None
         fsync_dir(directory)
@@ -136,14 +139,26 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, An
             raise
     except (OSError, RuntimeError) as error:  # torch reports a failed write as RuntimeError (inline_container)
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error).splitlines()[0]
-        raise UserError(f"cannot write checkpoint step {step} ({type(error).__name__}: {reason[:160]}); "
-                        "the previous checkpoints are intact", where=str(path), fix=fix) from None
+        # a full disk, a quota, a read-only or failing device (torch reports them as RuntimeError) is resumable
+        machine = not isinstance(error, OSError) or error.errno in MACHINE_ERRNOS
+        kind = ResumableFault if machine else UserError
+        raise kind(f"cannot write checkpoint step {step} ({type(error).__name__}: {reason[:160]}); "
+                   "the previous checkpoints are intact", where=str(path),
+                   fix=fix if machine else "fix the path or its permissions, then run the same command with "
+                                           "--retry-failed"
+                   ) from None
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
     _remember(path, digest, None)
     _prune(directory, keep)
     return path
+
+
+def remove_partial_writes(directory: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files of checkpoint writes that were cut short (SIGKILL, power loss): they are
+    never read and can be gigabytes each. Call only while holding the run's job lock (no write is under way)."""
+    return remove_temp_files(Path(directory))
 
 
 def _prune(directory: Path, keep: int) -> None:
@@ -276,8 +291,8 @@ def load_final_checkpoint(run_or_checkpoint_dir: str | os.PathLike, expected_ste
     """
     directory = checkpoint_dir(run_or_checkpoint_dir)
     path = directory / checkpoint_name(expected_step)
-    retrain = ("train the run to its last step again, which resumes from the newest good checkpoint (the same "
-               "python -m exoformer.train command; for a harness run, delete its stages/train.json and rerun it)")
+    retrain = ("train the run to its last step again, which resumes from the newest good checkpoint (delete the "
+               "run's stages/train.json and rerun the same reproduce.py run command)")
     if not path.is_file():
         newest = latest_checkpoint(directory)
         found = f"newest verified checkpoint is {newest.name}" if newest else "no verified checkpoint"
@@ -321,7 +336,10 @@ def model_from_state(state: dict[str, Any], *, where: str):
     from exoformer.model import ExoTransformer
     from exoformer.model.config import ModelConfig
 
+    from exoformer.model.loading import check_tensor_shapes
+
     config = ModelConfig.from_dict(state["model_config"], where=where)
+    check_tensor_shapes(state["model"], config, where=where)  # on the meta device, before any allocation
     model = ExoTransformer(config)
     model.load_state_dict(state["model"])
     return model.eval(), config
@@ -340,7 +358,7 @@ def load_model_from_run(out_dir: str | os.PathLike, *, steps: int | None = None,
         path, state = load_latest_verified(directory, map_location)
         if path is None:
             raise UserError("no complete checkpoint", where=str(directory),
-                            fix="train the run first (python -m exoformer.train ...)")
+                            fix="train the run first (reproduce.py run ...)")
         steps = (state.get("train_config") or {}).get("steps", state.get("step"))
         if state.get("step") != steps:  # the final checkpoint is missing or damaged: say which
             state = load_final_checkpoint(directory, steps, map_location=map_location)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from exoformer.errors import UserError, did_you_mean
-from exoformer.limits import SEED_MAX, check_range
+from exoformer.limits import SEED_MAX, check_range, check_size
 
 PRECISIONS = ("auto", "fp32", "bf16-autocast", "official-pure-bf16")
 """auto: bf16 autocast with fp32 master weights on GPU, fp32 on CPU. official-pure-bf16 mimics the
-author's code: bf16 weights and optimizer states, no master copy (hazard H4)."""
+author's code: bf16 weights and optimizer states, no master copy, no autocast (hazard H4)."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -128,6 +128,8 @@ def _validate(cfg: TrainConfig) -> None:
     for name in positive:
         if getattr(cfg, name) <= 0:
             raise UserError(f"must be positive, got {getattr(cfg, name)}", where=f"train.{name}", fix="use a value > 0")
+    for f in fields(cfg):
+        check_size(getattr(cfg, f.name), where=f"train.{f.name}")
     for name in ("muon_lr", "adam_lr", "coef_lr", "adam_eps", "grad_clip"):
         _in_range(cfg, name, low=0.0, low_open=True)  # learning rates, eps, clip: > 0
     for name in ("adam_beta1", "adam_beta2", "muon_beta2", "muon_momentum", "muon_momentum_start"):
@@ -152,5 +154,3 @@ def _in_range(cfg: TrainConfig, name: str, **bounds) -> None:
     """Finite and inside `bounds` (exoformer/limits.py check_range); the error names `train.<name>`."""
     check_range(getattr(cfg, name), where=f"train.{name}", **bounds)
 
-
-TRAIN_FIELDS = tuple(f.name for f in fields(TrainConfig))

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,8 +28,12 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from exoformer.errors import UserError
+
 POLL_S = 0.05
 """How often a rank at a meeting point looks at the store."""
+WATCH_S = 0.5
+"""How often a rank that may be inside a collective looks at the store for another rank's failure."""
 ACK_WAIT_S = 10.0
 """How long a failing store host stays up so that the waiting ranks can read its message."""
 TIMEOUT_ENV = "EXOFORMER_DIST_TIMEOUT_S"
@@ -57,18 +63,46 @@ def distributed_env() -> DistEnv:
         return DistEnv(rank=int(env["RANK"]), world_size=int(env["WORLD_SIZE"]),
                        local_rank=int(env.get("LOCAL_RANK", 0)))
     if int(env.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in env:
-        from submitit.helpers import TorchDistributedEnvironment
+        if "SUBMITIT_EXECUTOR" in env:
+            from submitit.helpers import TorchDistributedEnvironment
 
-        exported = TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
-        return DistEnv(rank=exported.rank, world_size=exported.world_size, local_rank=exported.local_rank)
+            exported = TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+            return DistEnv(rank=exported.rank, world_size=exported.world_size, local_rank=exported.local_rank)
+        return _plain_srun_env(env)
     return DistEnv()
 
 
+def _plain_srun_env(env) -> DistEnv:
+    """A task of `srun` without submitit: its place from SLURM_PROCID/NTASKS/LOCALID; the rendezvous address
+    cannot be derived without parsing the node list, so it must be given."""
+    if "MASTER_ADDR" not in env or "MASTER_PORT" not in env:
+        raise UserError(f"task {env['SLURM_PROCID']} of {env['SLURM_NTASKS']} started by srun without submitit "
+                        "has no MASTER_ADDR/MASTER_PORT", where="srun environment",
+                        fix="launch with `reproduce.py run --backend slurm`, or export MASTER_ADDR=$(scontrol show "
+                            "hostnames $SLURM_JOB_NODELIST | head -n1) MASTER_PORT=29500 before srun")
+    rank, world = int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"])
+    local = int(env.get("SLURM_LOCALID", "0"))
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(local))
+    return DistEnv(rank=rank, world_size=world, local_rank=local)
+
+
+NO_GPU_VALUES = ("", "-1", "none", "NoDevFiles")
+"""CUDA_VISIBLE_DEVICES values that mean "no GPU" (Slurm writes NoDevFiles without a GPU allocation)."""
+
+
 def pick_device(device: str | torch.device | None, env: DistEnv) -> torch.device:
+    """`device` when given; else this rank's GPU (local rank modulo the visible GPUs), else the CPU. A rank
+    whose CUDA_VISIBLE_DEVICES names GPUs that torch cannot see fails instead of training on the CPU."""
     if device is not None:
         return torch.device(device)
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         return torch.device("cuda", env.local_rank % torch.cuda.device_count())
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() not in NO_GPU_VALUES:
+        raise UserError(f"rank {env.rank} was given GPU(s) CUDA_VISIBLE_DEVICES={visible} but torch sees none",
+                        where=f"rank {env.rank} on {socket.gethostname()}",
+                        fix="check the job's GPU binding (--gpus-per-task, CUDA_VISIBLE_DEVICES) and the CUDA "
+                            "build of torch (torch.version.cuda); set device cpu to train on the CPU on purpose")
     return torch.device("cpu")
 
 
@@ -113,18 +147,90 @@ def fail_together(env: DistEnv | None = None) -> Iterator[None]:
         yield
         return
     _link = _open_link(env)
+    watcher = _Watcher(_link)
+    watcher.start()
     try:
         yield
     except PeerFailed:
         raise
     except BaseException as err:
+        peer = watcher.peer_message or _peer_failure(_link)
+        if peer is not None:  # a collective broke because another rank failed mid-step
+            raise PeerFailed(f"stopping rank {env.rank} because {peer}") from None
         _report_failure(_link, err)
         raise
     else:
-        with contextlib.suppress(Exception):  # rank 0 may be gone already: nothing waits for this rank then
-            _link.store.add("left", 1)
+        if env.rank == 0:
+            _wait_for_the_others(_link)
+        else:
+            with contextlib.suppress(Exception):  # rank 0 may be gone already: nothing waits for this rank then
+                _link.store.add("left", 1)
     finally:
+        watcher.stop()
         _link = None
+
+
+def _wait_for_the_others(link: _Link) -> None:
+    """Rank 0 hosts the store: it stays until every other rank has left (or failed), so that none loses the
+    store while it still reads from it (the last stage announcement, a meeting point)."""
+    deadline = time.monotonic() + link.timeout_s
+    with contextlib.suppress(Exception):  # noqa: SIM105 - a store error here changes nothing for this rank
+        while time.monotonic() < deadline and link.store.add("left", 0) < link.env.world_size - 1:
+            if link.store.check(["failed"]):
+                return
+            time.sleep(POLL_S)
+
+
+class _Watcher(threading.Thread):
+    """Watches the store for another rank's failure while this rank may be blocked inside a collective (a
+    failure mid-step): it aborts the process group, so the collective raises at once instead of waiting for
+    the collective timeout (NCCL's watchdog: 10 minutes). gloo already raises when a peer exits."""
+
+    def __init__(self, link: _Link) -> None:
+        super().__init__(name="exoformer-fail-together", daemon=True)
+        self.link = link
+        self.peer_message: str | None = None
+        self._stop_event = threading.Event()
+        self._own = f"rank {link.env.rank} failed:"
+
+    def run(self) -> None:
+        store = self.link.store
+        while not self._stop_event.wait(WATCH_S):
+            try:
+                if not store.check(["failed"]):
+                    continue
+                message = store.get("failed").decode()
+            except Exception:  # noqa: BLE001 - the store host is gone; meeting points report that
+                return
+            if message.startswith(self._own):
+                return
+            self.peer_message = message
+            _abort_group()
+            return
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
+def _peer_failure(link: _Link) -> str | None:
+    """The failure another rank has reported, if any."""
+    try:
+        if not link.store.check(["failed"]):
+            return None
+        message = link.store.get("failed").decode()
+    except Exception:  # noqa: BLE001 - the store host is gone
+        return None
+    return None if message.startswith(f"rank {link.env.rank} failed:") else message
+
+
+def _abort_group() -> None:
+    """Abort the default process group (its pending collectives fail); nothing to do without one."""
+    if not dist.is_initialized():
+        return
+    with contextlib.suppress(Exception):  # backends without abort (gloo) raise on a vanished peer anyway
+        from torch.distributed.distributed_c10d import _abort_process_group
+
+        _abort_process_group()
 
 
 def _report_failure(link: _Link, err: BaseException) -> None:
@@ -172,6 +278,35 @@ def meet(name: str) -> None:
                          f"{' '.join(str(err).split())[:200]}); rank 0 has probably failed, see its log") from None
 
 
+def announce(key: str, value: str) -> None:
+    """Rank 0 tells every rank `value` under `key` (read with `hear`); nothing without a shared store."""
+    if _link is not None:
+        _link.store.set(f"say/{key}", value)
+
+
+def hear(key: str) -> str | None:
+    """What rank 0 announced under `key`, waiting for it as long as rank 0 works (a stage of rank 0 alone, such
+    as the analysis, may take longer than any timeout); a failure or the loss of the store raises `PeerFailed`.
+    None without a shared store."""
+    link = _link
+    if link is None:
+        return None
+    try:
+        while True:
+            if link.store.check(["failed"]):
+                message = link.store.get("failed").decode()
+                link.store.add("acks", 1)
+                raise PeerFailed(f"stopping rank {link.env.rank} because {message}")
+            if link.store.check([f"say/{key}"]):
+                return link.store.get(f"say/{key}").decode()
+            time.sleep(POLL_S)
+    except PeerFailed:
+        raise
+    except Exception as err:  # noqa: BLE001 - the store host (rank 0) exited or its node went away
+        raise PeerFailed(f"stopping rank {link.env.rank}: lost the job's store at rank 0 ({type(err).__name__}); "
+                         "rank 0 has probably failed, see its log") from None
+
+
 # --------------------------------------------------------------------------------------------- the process group
 
 def init_process_group(env: DistEnv, device: torch.device) -> bool:
@@ -206,6 +341,34 @@ def barrier() -> None:
         return
     _link.meetings += 1
     meet(f"barrier-{_link.meetings}")
+
+
+def data_parallel(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """DDP over `module`. Buffers are not re-broadcast every step unless some are persistent: the model's only
+    buffers are the RoPE tables, which every rank builds identically (docs/official_code.md 1.1)."""
+    persistent = set(module.state_dict()) & {name for name, _ in module.named_buffers()}
+    return torch.nn.parallel.DistributedDataParallel(
+        module, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=bool(persistent))
+
+
+def check_same_step(step: int, *, where: str) -> None:
+    """Every rank resumes from the same step, or every rank raises the same one-line UserError."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return
+    steps = [None] * dist.get_world_size()
+    dist.all_gather_object(steps, int(step))
+    if len(set(steps)) > 1:
+        shown = ", ".join(f"rank {r} step {s}" for r, s in enumerate(steps))
+        raise UserError(f"ranks would resume from different checkpoints ({shown})", where=where,
+                        fix="give every rank the same run directory on a shared filesystem, or delete the "
+                            "checkpoints newer than the oldest step so that all ranks resume from it")
+
+
+def group_rank_and_size() -> tuple[int, int]:
+    """(rank, world size) of the running torch.distributed group; (0, 1) without one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
 
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:

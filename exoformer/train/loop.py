@@ -1,8 +1,9 @@
 """The training loop: one function that trains (or resumes, or finishes) one run in `out_dir`.
 
 Recipe per update (docs/official_code.md 4.2-4.3): set both LRs and the Muon momentum from the step; for each
-micro-batch, forward (bf16 autocast on GPU), loss = (CE + z)/accumulation, backward (DDP all-reduces on
-the last micro-batch only); clip the global grad norm to 1.0; step Muon and AdamW; zero grads.
+micro-batch, forward (bf16 autocast on GPU, none under official-pure-bf16), loss = (CE + z)/accumulation
+(computed in chunks of tokens, train/loss.py), backward (DDP all-reduces on the last micro-batch only); clip
+the global grad norm to 1.0; step Muon (orthogonalisations shared across ranks) and AdamW; zero grads.
 Step numbers count updates done: a train line with step s follows the s-th update, and checkpoint
 step_s holds the state after it (the official final checkpoint lacks the last update, hazard H11; ours
 does not).
@@ -38,7 +39,7 @@ from exoformer.train.checkpoint import (
     save_checkpoint,
 )
 from exoformer.train.config import TrainConfig
-from exoformer.train.loss import lm_loss, official_logged_loss
+from exoformer.train.loss import LossForward, chunked_lm_loss, official_logged_loss
 from exoformer.train.optim import build_optimizers, set_schedules
 from exoformer.train.progress import Progress
 from exoformer.train.schedule import lr_multiplier_for, momentum_for
@@ -75,7 +76,10 @@ def resolve_precision(precision: str, device: torch.device) -> str:
 
 
 def autocast_for(precision: str, device: torch.device):
-    if precision in ("bf16-autocast", "official-pure-bf16"):
+    """bf16 autocast for `bf16-autocast` only: official-pure-bf16 computes in its weights' dtype with no
+    autocast, as the official code (docs/official_code.md 1.1, precision); the model casts norm gains and
+    coefficients to the activation dtype where it uses them."""
+    if precision == "bf16-autocast":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
@@ -138,8 +142,8 @@ def evaluate(model: nn.Module, batches: Iterable[Batch], *, device: torch.device
     for batch in batches:
         x, y = batch.x.to(device), batch.y.to(device)
         with autocast_for(precision, device):
-            logits = model(x, batch.doc_starts.to(device) if doc_masking else None)
-        _, ce, z = lm_loss(logits, y, 0.0)
+            hidden = model.hidden_states(x, batch.doc_starts.to(device) if doc_masking else None)
+            _, ce, z = chunked_lm_loss(hidden, model.lm_head.weight, y, 0.0)
         n = y.numel()
         sums += torch.stack([ce.double() * n, z.double() * n, torch.tensor(float(n), dtype=torch.float64,
                                                                              device=device)])
@@ -172,6 +176,7 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
            device: torch.device, build_model: ModelBuilder) -> TrainResult:
     ckpt_dir = RunDir(out_dir).checkpoints
     resume_path, state = load_latest_verified(ckpt_dir)  # damaged ones skipped (warned), the newest good one
+    dist_util.check_same_step(0 if state is None else state["step"], where=str(ckpt_dir))
     if state is not None:
         check_resumable(state, model_config.to_dict(), cfg.to_dict(), where=str(resume_path))
         if state["step"] >= cfg.steps:
@@ -214,10 +219,9 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
         step, tokens, last_loss = state["step"], state["tokens"], state.get("final_train_loss")
         del state
 
-    forward = model
+    forward: nn.Module = LossForward(model, cfg.z_loss)
     if env.world_size > 1:
-        forward = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
-                                                      else None)
+        forward = dist_util.data_parallel(forward, device)
     if cfg.compile and device.type == "cuda":  # on CPU compiling costs a minute and buys nothing here
         forward = torch.compile(forward)
     metrics = MetricsLog(RunDir(out_dir).metrics_file, resume_step=step) if env.is_main else None
@@ -255,9 +259,9 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                         forward, "no_sync") else contextlib.nullcontext()
                     with no_sync:
                         with autocast:
-                            logits = forward(batch.x.to(device, non_blocking=True),
-                                             batch.doc_starts.to(device) if cfg.doc_masking else None)
-                        loss, _, _ = lm_loss(logits, batch.y.to(device, non_blocking=True), cfg.z_loss)
+                            loss, _, _ = forward(batch.x.to(device, non_blocking=True),
+                                                 batch.doc_starts.to(device) if cfg.doc_masking else None,
+                                                 batch.y.to(device, non_blocking=True))
                         (loss / accumulation).backward()
                     loss_sum += loss.detach()
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -309,7 +313,9 @@ def final_validation(model_config: ModelConfig, train_config: TrainConfig, out_d
                      build_model: ModelBuilder | None = None) -> dict:
     """Validation loss and perplexity of the run's final checkpoint (verified: a missing or damaged one is a
     UserError naming it) on the first `tokens` validation tokens (default train_config.final_val_tokens), in
-    order. The mean is token-weighted (the official full-val mean is unweighted over batches, hazard H11).
+    order. Under a torch.distributed group the batches are split across its ranks (rank r takes batches r, r+W,
+    ...) and the sums all-reduced, so every rank returns the same numbers as one process would.
+    The mean is token-weighted (the official full-val mean is unweighted over batches, hazard H11).
     `val_loss` is pure CE (ppl = exp(val_loss)); `val_loss_official` adds the z term twice as the official
     logs do (H3)."""
     env = dist_util.distributed_env()
@@ -325,9 +331,10 @@ def final_validation(model_config: ModelConfig, train_config: TrainConfig, out_d
     model.to(device)
     data_dir = resolve_data_dir(train_config.data)
     budget = train_config.final_val_tokens if tokens is None else tokens
+    rank, world_size = dist_util.group_rank_and_size()  # each rank scores its share; evaluate() sums them
     batches = validation_batches(data_dir, seq_len=train_config.seq_len, batch_seqs=train_config.micro_batch_seqs,
                                  max_seqs=max(1, budget // train_config.seq_len), vocab_size=model_config.vocab_size,
-                                 eot=eot_id_for(data_dir))
+                                 eot=eot_id_for(data_dir), rank=rank, world_size=world_size)
     ce, z, n = evaluate(model, batches, device=device, precision=precision, doc_masking=train_config.doc_masking)
     return {"val_loss": ce, "val_ppl": math.exp(ce), "tokens": n, "step": state["step"],
             "val_loss_official": official_logged_loss(ce, z, train_config.z_loss)}

@@ -1,26 +1,88 @@
-"""Training loss: token cross-entropy plus z-loss, in fp32.
+"""Training loss: token cross-entropy plus z-loss, in fp32, computed from the LM head's input in chunks of tokens.
 
 The z-loss is counted once: loss = CE + z_loss * mean(logsumexp^2). The official code's flash-attn path
 adds the z term a second time to the *logged* value (hazard H3, docs/official_code.md 4.4), so its logged and
 validated losses equal CE + 2*z_loss*mean(lse^2); `official_logged_loss` reproduces that convention.
+
+Memory: `chunked_lm_loss` never holds the (B, T, V) logits. Each chunk of `chunk_tokens` tokens computes its
+logits (the head's dtype), their fp32 logsumexp and target logit, and is recomputed in the backward pass
+(activation checkpointing per chunk), so one chunk's fp32 logits and their gradient are alive at a time
+instead of several fp32 copies of B x T x V (benchmarks/bench_loss_memory.py measures the difference).
 """
 
 from __future__ import annotations
 
 import torch
-from torch import Tensor
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+CHUNK_TOKENS = 4096
+"""Tokens per loss chunk: 4096 x 50,304 fp32 logits are 0.8 GiB (the paper's micro-batch of 16 x 2048 is 8
+chunks); the chunk's matmul stays large enough to run at full speed."""
 
 
 def lm_loss(logits: Tensor, targets: Tensor, z_loss: float) -> tuple[Tensor, Tensor, Tensor]:
     """Return (loss, ce, z) where loss is differentiable and ce, z = mean(lse^2) are detached, all fp32.
 
     CE is computed from the same logsumexp as z (CE_t = lse_t - logit_t[target]) so both share one pass.
+    The unchunked form, for callers that hold logits already; `chunked_lm_loss` equals it.
     """
+    ce_sum, z_sum = _sums(logits, targets)
+    n = targets.numel()
+    return _combine(ce_sum / n, z_sum / n, z_loss)
+
+
+def chunked_lm_loss(hidden: Tensor, head_weight: Tensor, targets: Tensor, z_loss: float, *,
+                    chunk_tokens: int = CHUNK_TOKENS) -> tuple[Tensor, Tensor, Tensor]:
+    """`lm_loss(hidden @ head_weight.T, targets, z_loss)` without materialising the logits (module docstring).
+
+    hidden: (B, T, d), the LM head's input; head_weight: (V, d); targets: (B, T)."""
+    flat_hidden = hidden.reshape(-1, hidden.shape[-1])
+    flat_targets = targets.reshape(-1)
+    n = flat_targets.numel()
+    recompute = torch.is_grad_enabled() and (hidden.requires_grad or head_weight.requires_grad)
+    ce_sum = z_sum = None
+    for start in range(0, n, chunk_tokens):
+        h, y = flat_hidden[start:start + chunk_tokens], flat_targets[start:start + chunk_tokens]
+        if recompute:
+            ce_part, z_part = checkpoint(_chunk_sums, h, head_weight, y, use_reentrant=False)
+        else:
+            ce_part, z_part = _chunk_sums(h, head_weight, y)
+        ce_sum = ce_part if ce_sum is None else ce_sum + ce_part
+        z_sum = z_part if z_sum is None else z_sum + z_part
+    return _combine(ce_sum / n, z_sum / n, z_loss)
+
+
+class LossForward(nn.Module):
+    """model -> (loss, ce, z) of one micro-batch: the module the training loop wraps in DDP and compiles, so
+    the chunked loss runs inside the compiled region. `model` has `hidden_states` and an `lm_head` Linear."""
+
+    def __init__(self, model: nn.Module, z_loss: float, *, chunk_tokens: int = CHUNK_TOKENS) -> None:
+        super().__init__()
+        self.model = model
+        self.z_loss = z_loss
+        self.chunk_tokens = chunk_tokens
+
+    def forward(self, x: Tensor, doc_starts: Tensor | None, targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        hidden = self.model.hidden_states(x, doc_starts)
+        return chunked_lm_loss(hidden, self.model.lm_head.weight, targets, self.z_loss,
+                               chunk_tokens=self.chunk_tokens)
+
+
+def _chunk_sums(hidden: Tensor, head_weight: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    return _sums(F.linear(hidden, head_weight), targets)
+
+
+def _sums(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    """(sum of CE, sum of lse^2) over the tokens of `logits` (..., V), in fp32."""
     logits = logits.float()
     lse = torch.logsumexp(logits, dim=-1)
     target_logit = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    ce = (lse - target_logit).mean()
-    z = lse.square().mean()
+    return (lse - target_logit).sum(), lse.square().sum()
+
+
+def _combine(ce: Tensor, z: Tensor, z_loss: float) -> tuple[Tensor, Tensor, Tensor]:
     loss = ce + z_loss * z if z_loss else ce
     return loss, ce.detach(), z.detach()
 

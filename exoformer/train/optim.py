@@ -80,8 +80,9 @@ class Muon(torch.optim.Optimizer):
     Nesterov momentum (buf = mu*buf + (1-mu)*G; U = (1-mu)*G + mu*buf); O = polar_express(U);
     v = beta2*v + (1-beta2)*mean(O^2) per row (rows >= cols) or per column; O' = O/sqrt(max(v, 1e-10))
     rescaled to ||O||_F; O' *= sqrt(max(1, rows/cols)); cautious decay W -= lr*wd*[O'*W >= 0]*W; W -= lr*O'.
-    The momentum buffer has the parameter's dtype (bf16 under official-pure-bf16); v is fp32.
-    State round-trips exactly through the inherited state_dict/load_state_dict.
+    The momentum buffer, the second moment v and the arithmetic after the orthogonalisation are in the
+    parameter's dtype, as in the official code (docs/official_code.md 4.3): bf16 under official-pure-bf16,
+    fp32 with fp32 master weights. State round-trips exactly through state_dict/load_state_dict.
     """
 
     def __init__(self, params, *, lr: float = 0.01, momentum: float = 0.95, weight_decay: float = 0.1,
@@ -90,12 +91,17 @@ class Muon(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
+        """One update of every parameter with a gradient. Under torch.distributed (gradients already all-reduced,
+        so identical on every rank) the orthogonalisations are shared: parameter i is orthogonalised on rank
+        i mod world_size and broadcast from there; the rest of the update is cheap and runs on every rank, so
+        weights and state stay identical everywhere and equal to a single process's."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        rank, world = _rank_and_world()
+        work = []
         for group in self.param_groups:
-            lr, mu, wd, beta2 = group["lr"], group["momentum"], group["weight_decay"], group["beta2"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -106,22 +112,57 @@ class Muon(torch.optim.Optimizer):
                 if not state:
                     state["momentum_buffer"] = torch.zeros_like(p)
                     moment_shape = (rows, 1) if rows >= cols else (1, cols)
-                    state["second_moment"] = torch.zeros(moment_shape, dtype=torch.float32, device=p.device)
+                    state["second_moment"] = torch.zeros(moment_shape, dtype=p.dtype, device=p.device)
                 grad = p.grad.to(p.dtype)
                 buf = state["momentum_buffer"]
-                buf.lerp_(grad, 1 - mu)
-                update = grad.lerp(buf, mu)
-                ortho = polar_express(update).float()
-                v = state["second_moment"]
-                v.lerp_(ortho.square().mean(dim=1 if rows >= cols else 0, keepdim=True), 1 - beta2)
-                normed = ortho * v.clamp_min(1e-10).rsqrt()
-                normed = normed * (ortho.norm() / normed.norm().clamp_min(1e-10))
-                normed = normed * math.sqrt(max(1.0, rows / cols))
-                if wd:
-                    agree = (normed * p.float()) >= 0
-                    p.sub_(p * agree.to(p.dtype), alpha=lr * wd)
-                p.sub_(normed.to(p.dtype), alpha=lr)
+                buf.lerp_(grad, 1 - group["momentum"])
+                update = grad.lerp(buf, group["momentum"])
+                owner = len(work) % world
+                ortho = polar_express(update).to(p.dtype) if owner == rank else torch.empty_like(p)
+                work.append((group, p, owner, ortho))
+        if world > 1:
+            for handle in [torch.distributed.broadcast(ortho, src=owner, async_op=True)
+                           for _, _, owner, ortho in work]:
+                handle.wait()
+        for group, p, _, ortho in work:
+            self._apply(group, p, ortho)
         return loss
+
+    def _apply(self, group: dict, p: Tensor, ortho: Tensor) -> None:
+        """Steps 3-6 of the class docstring for one parameter, given its orthogonalised update."""
+        lr, wd, beta2 = group["lr"], group["weight_decay"], group["beta2"]
+        rows, cols = p.shape
+        v = self.state[p]["second_moment"]
+        v.lerp_(ortho.square().mean(dim=1 if rows >= cols else 0, keepdim=True).to(v.dtype), 1 - beta2)
+        normed = ortho * v.clamp_min(1e-10).rsqrt().to(p.dtype)
+        normed = normed * (ortho.norm() / normed.norm().clamp_min(1e-10))
+        normed = normed * math.sqrt(max(1.0, rows / cols))
+        if wd:
+            agree = (normed * p) >= 0
+            p.sub_(p * agree.to(p.dtype), alpha=lr * wd)
+        p.sub_(normed, alpha=lr)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """The inherited load, with every state tensor kept in the dtype (and the values) it was saved with.
+
+        torch's Optimizer casts floating-point state to its parameter's dtype on load: an fp32 buffer of a bf16
+        weight would come back rounded to bf16 (or fail at the next step). A resumed run must continue with
+        exactly the state it saved, so the saved tensors replace the cast ones (on the parameter's device).
+        """
+        saved = {int(index): {key: value for key, value in entry.items() if isinstance(value, Tensor)}
+                 for index, entry in state_dict["state"].items()}
+        super().load_state_dict(state_dict)
+        params = [p for group in self.param_groups for p in group["params"]]
+        for index, tensors in saved.items():
+            entry = self.state[params[index]]
+            for key, value in tensors.items():
+                entry[key] = value.to(device=params[index].device, copy=True)
+
+
+def _rank_and_world() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
 
 
 def build_optimizers(model: nn.Module, cfg: TrainConfig) -> tuple[Muon, torch.optim.AdamW]:

@@ -22,10 +22,20 @@ def test_the_check_list_covers_every_required_measurement():
     for needed in ("flex doc mask vs dense SDPA", "train MFU gated", "train MFU dynamic-e-exoformer",
                    "train peak memory gated", "train step time dynamic-e-exoformer / gated",
                    "30 bf16 steps eager vs compiled", "eval requests/s, batch 1", "eval peak memory, batched",
-                   "eval peak memory lean / full logits", "process group init"):
+                   "eval peak memory lean / full logits", "process group init",
+                   "resume official-pure-bf16", "eval on the job's device", "train step FlexAttention / sdpa",
+                   "Muon shared by 2 ranks vs replicated", "loss peak memory chunked / unchunked"):
         assert needed in text
     assert all(f"compiled vs eager loss: {v}" in ROW_NAMES for v in gpu_check.FAMILIES.values())
     assert len(set(ROW_NAMES)) == len(ROW_NAMES)
+
+
+def test_document_mask_batches_give_each_row_its_own_boundaries():
+    import torch
+
+    cfg = gpu_check.config("gated", {"shape": "tiny", "seq_len": 64})
+    _, _, starts = gpu_check.batch_for(cfg, 4, 64, torch.device("cpu"))
+    assert starts[:, 0].all() and len({tuple(row.nonzero().flatten().tolist()) for row in starts}) > 1
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from exoformer.data.shards import write_shard
 from exoformer.errors import UserError
 from exoformer.eval import prefetch as pf
 from exoformer.eval.suites import PAPER_TASKS, task_configs
+from exoformer.eval.task_facts import TASK_FACTS
 
 sys.path.insert(0, str(Path(__file__).parent))
 from eval_fakes import fake_rows  # noqa: E402
@@ -24,7 +26,8 @@ def fake_hub(monkeypatch):
 
     calls = {"splits": [], "files": []}
     real_sizes = {task: 7 for task in PAPER_TASKS}
-    monkeypatch.setattr(pf, "EXPECTED_EVAL_DOCS", dict(real_sizes))
+    for task, n in real_sizes.items():
+        monkeypatch.setitem(TASK_FACTS, task, replace(TASK_FACTS[task], documents=n))
 
     def load_hub_split(path, name, split):
         task = next(t for t in PAPER_TASKS if pf.builtin_config(t)["dataset_path"] == path
@@ -68,7 +71,7 @@ def test_prefetch_writes_tasks_and_shards_and_prints_offline_env(tmp_path, fake_
 
 
 def test_prefetch_refuses_hub_data_with_other_eval_sizes(tmp_path, fake_hub, monkeypatch):
-    monkeypatch.setitem(pf.EXPECTED_EVAL_DOCS, "piqa", 1)
+    monkeypatch.setitem(TASK_FACTS, "piqa", replace(TASK_FACTS["piqa"], documents=1))
     with pytest.raises(UserError, match="piqa validation: 7 docs, expected 1"):
         pf.prefetch(tmp_path, fineweb_shards=0)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -23,7 +24,8 @@ from exoformer.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--preset", "smoke", "--set", "train.steps=2"]
-STATES = ["none", "PENDING", "RUNNING-live", "RUNNING-dead", "SUCCEEDED", "SUCCEEDED-incomplete", "FAILED",
+STATES = ["none", "PENDING", "RUNNING-live", "RUNNING-dead", "RUNNING-pid1", "RUNNING-pid1-no-manifest",
+          "SUCCEEDED", "SUCCEEDED-incomplete", "FAILED",
           "INTERRUPTED", "malformed", "bare-word"]
 FLAGS = [[], ["--force"], ["--retry-failed"]]
 
@@ -51,6 +53,14 @@ def _make(state: str, spec, root: Path) -> Path:
     rd = RunDir(run_dir)
     claim = locking.new_claim(spec_hash=spec.hash, name=spec.name, run_dir=run_dir, backend="inline")
     if state == "none":
+        (rd.checkpoints / "step_00000001.pt").write_bytes(b"x")
+        return run_dir
+    if state.startswith("RUNNING-pid1"):  # a live, unrelated process; nobody holds the job lock
+        rd.write_status(runs.Status(state=runs.RUNNING, backend="local", job_id="1", pid=1,
+                                    host=socket.gethostname()))
+        if state == "RUNNING-pid1":
+            claim.backend, claim.job_id = "local", "1"
+            locking.update_claims(root, [claim])
         (rd.checkpoints / "step_00000001.pt").write_bytes(b"x")
         return run_dir
     if state in ("PENDING", "RUNNING-live", "RUNNING-dead"):
@@ -96,6 +106,8 @@ def test_plan_action_is_what_run_does(tmp_path, capsys, spec, fake_stages, state
         assert f"{spec.hash12}  {planned}" in ran, (state, flags, planned, ran)
         if planned == "skip" and state not in ("RUNNING-live", "PENDING"):
             assert not launched
+        if state.startswith("RUNNING-pid1") or state == "RUNNING-dead":  # the job lock is free: not running
+            assert planned == ("rerun" if flags == ["--force"] else "resume"), (state, flags, planned)
 
 
 def test_deleted_status_never_gives_a_second_live_job(tmp_path, spec, fake_stages, capsys):
@@ -136,7 +148,7 @@ def test_runs_root_is_never_taken_from_the_registry(tmp_path, capsys, monkeypatc
     assert runs.runs_root(None) == tmp_path / "env"
     assert runs.runs_root(str(tmp_path / "cli")) == tmp_path / "cli"
     assert main(["run", "base-s42", "--runs-dir", " "]) == 2
-    assert "--runs-dir is empty" in capsys.readouterr().err
+    assert "--runs-dir: the option is empty" in capsys.readouterr().err
 
 
 @pytest.mark.slow

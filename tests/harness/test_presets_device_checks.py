@@ -60,7 +60,7 @@ def test_cpu_runs_every_precision_and_compile(registry):
 def test_bf16_on_a_gpu_without_bf16_is_refused_with_the_fp32_fix(registry, precision):
     spec = registry.resolve("gated-s42", overrides=[f"train.precision={precision}"])
     err = error_of([spec], load_profile("cpu"), "local", device=V100)
-    assert err.where == "gated-s42: train.precision" and "V100" in err.problem and precision in err.problem
+    assert err.where == "train.precision of gated-s42" and "V100" in err.problem and precision in err.problem
     assert err.fix.startswith("--set train.precision=fp32")
     check_placement([registry.resolve("gated-s42", overrides=["train.precision=fp32"])], load_profile("cpu"),
                     "local", device=V100)
@@ -70,7 +70,7 @@ def test_bf16_on_a_gpu_without_bf16_is_refused_with_the_fp32_fix(registry, preci
 def test_slurm_judges_bf16_by_the_profiles_gpu_name(registry):
     spec = registry.resolve("dynamic-e-exoformer-s42")
     err = error_of([spec], gpu_profile("v100", "Tesla V100-SXM2-32GB"), "slurm")
-    assert err.where == "dynamic-e-exoformer-s42: train.precision"
+    assert err.where == "train.precision of dynamic-e-exoformer-s42"
     for name in ("h100", "h200", "a100"):
         check_placement([spec], load_profile(name), "slurm")
     check_placement([spec], gpu_profile("t4", "NVIDIA T4"), "slurm", device=H100)  # an explicit device wins
@@ -89,7 +89,7 @@ def test_ranks_that_do_not_divide_the_batch_are_refused_with_a_micro_batch_that_
     check_placement([spec], load_profile("h100"), "slurm")
     two_nodes = load_profile("h100", {"slurm.nodes": 2})
     err = error_of([spec], two_nodes, "slurm")
-    assert err.where == "gated-s42: train.batch_tokens"
+    assert err.where == "train.batch_tokens of gated-s42"
     assert "2048 x 16 x 16 = 524288" in err.problem and "slurm.nodes 2 x gpus_per_node 8" in err.problem
     assert err.fix == "--set train.micro_batch_seqs=8"
     fixed = registry.resolve("gated-s42", overrides=["train.micro_batch_seqs=8"])
@@ -107,7 +107,7 @@ def test_the_first_bad_spec_is_named(registry):
     good = registry.resolve("gated-s42")
     bad = replace(good, name="other", train=replace(good.train, micro_batch_seqs=12))
     err = error_of([good, bad], load_profile("h100"), "slurm")
-    assert err.where == "other: train.batch_tokens"
+    assert err.where == "train.batch_tokens of other"
 
 
 def test_unknown_backend_and_empty_target():
@@ -123,3 +123,14 @@ def test_probe_matches_torch_and_the_module_imports_without_torch():
             "assert 'torch' not in sys.modules, 'torch imported'; print('clean')")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "clean" in res.stdout, res.stderr
+
+
+def test_flex_attention_cannot_train_on_a_cpu_and_auto_can(registry):
+    smoke = registry.resolve("gated-s42", preset="smoke", overrides=["model.attention=flex"])
+    err = error_of([smoke], load_profile("cpu"), "local", device=CPU)
+    assert err.where == "gated-s42: model.attention" and "no CPU backward" in err.problem
+    assert "model.attention=auto" in err.fix
+    check_placement([smoke], load_profile("cpu"), "local", device=H100)  # a GPU trains with flex
+    paper = registry.resolve("gated-s42", overrides=SHRUNK)
+    assert paper.model.attention == "auto"
+    check_placement([paper], load_profile("cpu"), "local", device=CPU)  # auto is sdpa on the CPU

@@ -168,16 +168,25 @@ def test_live_runs_are_never_launched_twice_even_with_force(tmp_path, capsys, sp
     run_dir = runs.prepare(spec, runs.run_dir_for(spec, tmp_path))
     runs.write_status(run_dir, runs.Status(state=runs.RUNNING, stage="train", backend="inline"))
     claim = locking.new_claim(spec_hash=spec.hash, name=spec.name, run_dir=run_dir, backend="inline")
-    locking.update_claims(tmp_path, [claim])  # launched by this (alive) process
-    for extra in ([], ["--force"], ["--retry-failed"]):
-        code, out, _ = _run(capsys, "run", "base-s42", *TINY, "--runs-dir", str(tmp_path), "--backend", "inline",
-                            *extra)
-        assert code == 0 and "skip: already queued or running" in out, (extra, out)
-    assert runs.read_status(run_dir).state == runs.RUNNING and sorted(p.name for p in run_dir.parent.iterdir()) == [
-        spec.hash12]
-    # the launcher dies: the run is FAILED (dead) and needs --retry-failed
-    claim.launcher_pid = subprocess.Popen([sys.executable, "-c", "pass"]).pid
-    os.waitpid(claim.launcher_pid, 0)
     locking.update_claims(tmp_path, [claim])
-    code, out, _ = _run(capsys, "run", "base-s42", *TINY, "--runs-dir", str(tmp_path), "--backend", "inline")
-    assert "skip: FAILED" in out and runs.read_status(run_dir).reason.startswith("dead: launcher process")
+    code = ("import sys, time\nfrom exoformer.rundir import RunDir\n"
+            "with RunDir(sys.argv[1]).job_lock():\n    print('held', flush=True); time.sleep(30)\n")
+    job = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert job.stdout.readline().strip() == "held"
+        for extra in ([], ["--force"], ["--retry-failed"]):
+            code_, out, _ = _run(capsys, "run", "base-s42", *TINY, "--runs-dir", str(tmp_path), "--backend",
+                                 "inline", *extra)
+            assert code_ == 0 and "skip: already queued or running" in out, (extra, out)
+        assert runs.read_status(run_dir).state == runs.RUNNING
+        assert sorted(p.name for p in run_dir.parent.iterdir()) == [spec.hash12]
+    finally:
+        job.kill()
+        job.wait()
+    # the job dies (SIGKILL): the run is INTERRUPTED and a plain run resumes it
+    code_, out, _ = _run(capsys, "plan", "base-s42", *TINY, "--runs-dir", str(tmp_path), "--json")
+    assert json.loads(out)["specs"][0]["action"] == "resume"
+    assert runs.read_status(run_dir).state == runs.RUNNING  # plan changes nothing
+    code_, out, _ = _run(capsys, "status", "--runs-dir", str(tmp_path))
+    got = runs.read_status(run_dir)
+    assert got.state == runs.INTERRUPTED and got.reason.startswith("interrupted during train")

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from exoformer.cli import main
 from exoformer.harness import locking, runs, status
 from exoformer.harness.registry import Registry
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -48,26 +51,74 @@ def claim_for(spec, run_dir, backend="inline", pid=None, job_id=None):
     return claim
 
 
-def test_dead_inline_launcher_becomes_failed(spec, run_dir):
+def _hold_lock(run_dir):
+    code = ("import sys, time\nfrom exoformer.rundir import RunDir\n"
+            "with RunDir(sys.argv[1]).job_lock():\n    print('held', flush=True); time.sleep(30)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, text=True,
+                              cwd=REPO)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_dead_job_is_interrupted_not_failed(spec, run_dir):
     runs.write_status(run_dir, runs.Status(state=runs.RUNNING, stage="train", backend="inline"))
     got = status.reconcile(run_dir, claim_for(spec, run_dir, pid=dead_pid()), FakeSlurm({}))
-    assert got.state == runs.FAILED and got.reason.startswith("dead: launcher process")
-    assert "(during train)" in got.reason
-    assert runs.read_status(run_dir).state == runs.FAILED  # written to disk
+    assert got.state == runs.INTERRUPTED and got.reason.startswith("interrupted during train")
+    assert got.reason.endswith(status.RESUME_FIX)
+    assert runs.read_status(run_dir).state == runs.INTERRUPTED  # written to disk
 
 
-def test_live_launcher_keeps_running(spec, run_dir):
-    runs.write_status(run_dir, runs.Status(state=runs.RUNNING, backend="inline"))
-    assert status.reconcile(run_dir, claim_for(spec, run_dir), FakeSlurm({})).state == runs.RUNNING
+def test_running_naming_a_live_unrelated_pid_with_the_lock_free_is_not_running(spec, run_dir):
+    """pid 1 is alive (and after a reboot small PIDs are reused): only the job lock says a job runs."""
+    runs.write_status(run_dir, runs.Status(state=runs.RUNNING, backend="local", host=status.socket.gethostname(),
+                                           pid=1, job_id="1"))
+    for claim in (None, claim_for(spec, run_dir, backend="local", job_id="1")):
+        got = status.reconcile(run_dir, claim, FakeSlurm({}), write=False)
+        assert got.state == runs.INTERRUPTED and "pid 1" in got.reason
+
+
+def test_the_job_lock_keeps_a_run_running_whatever_status_names(spec, run_dir):
+    runs.write_status(run_dir, runs.Status(state=runs.RUNNING, backend="inline", pid=dead_pid()))
+    holder = _hold_lock(run_dir)
+    try:
+        assert status.reconcile(run_dir, None, FakeSlurm({})).state == runs.RUNNING
+    finally:
+        holder.kill()
+        holder.wait()
+    assert status.reconcile(run_dir, None, FakeSlurm({})).state == runs.INTERRUPTED
+
+
+def test_a_queued_run_with_its_launcher_alive_stays_pending(spec, run_dir):
+    runs.write_status(run_dir, runs.Status(state=runs.PENDING, backend="inline"))
+    assert status.reconcile(run_dir, claim_for(spec, run_dir), FakeSlurm({})).state == runs.PENDING
+
+
+def test_a_recycled_launcher_pid_is_not_the_launcher(spec, run_dir):
+    runs.write_status(run_dir, runs.Status(state=runs.PENDING, backend="inline"))
+    (run_dir / "logs" / "attempt-001.log").write_text("started\n")
+    claim = claim_for(spec, run_dir)
+    claim.launcher_identity = "another-boot:123"  # this PID, but not the process that launched
+    assert status.reconcile(run_dir, claim, FakeSlurm({})).state == runs.INTERRUPTED
+
+
+def test_a_queued_run_that_never_started_goes_back_to_unrun(spec, run_dir):
+    runs.write_status(run_dir, runs.Status(state=runs.PENDING, backend="local", reason="queued by run"))
+    assert status.reconcile(run_dir, claim_for(spec, run_dir, backend="local", pid=dead_pid()),
+                            FakeSlurm({})) is None
+    assert runs.read_status(run_dir) is None
 
 
 def test_slurm_states(spec, run_dir):
     claim = claim_for(spec, run_dir, backend="slurm", job_id="7_1")
+    (run_dir / "logs" / "attempt-001.log").write_text("started\n")
     runs.write_status(run_dir, runs.Status(state=runs.PENDING, backend="slurm"))
     assert status.reconcile(run_dir, claim, FakeSlurm({"7_1": "PENDING"})).state == runs.PENDING
     assert status.reconcile(run_dir, claim, FakeSlurm(None)).state == runs.PENDING  # no Slurm here: unknown
-    got = status.reconcile(run_dir, claim, FakeSlurm({"7_0": "RUNNING"}, final="CANCELLED by 0 (exit 0:15)"))
-    assert got.state == runs.FAILED and "slurm job 7_1" in got.reason and "CANCELLED" in got.reason
+    got = status.reconcile(run_dir, claim, FakeSlurm({"7_0": "RUNNING"}, final="CANCELLED by 0 (exit 0:15)"),
+                           write=False)
+    assert got.state == runs.INTERRUPTED and "slurm job 7_1" in got.reason and "CANCELLED" in got.reason
+    got = status.reconcile(run_dir, claim, FakeSlurm({}, final="TIMEOUT (exit 0:0)"))
+    assert got.state == runs.INTERRUPTED and got.reason.startswith("timed out")
 
 
 def test_finished_runs_are_left_alone(spec, run_dir):
@@ -77,7 +128,7 @@ def test_finished_runs_are_left_alone(spec, run_dir):
 
 def test_job_pid_without_manifest(spec, run_dir):
     runs.write_status(run_dir, runs.Status(state=runs.RUNNING, host=status.socket.gethostname(), pid=dead_pid()))
-    assert status.reconcile(run_dir, None, FakeSlurm({})).state == runs.FAILED
+    assert status.reconcile(run_dir, None, FakeSlurm({})).state == runs.INTERRUPTED
 
 
 def test_rows_table_and_json(tmp_path, spec, run_dir, capsys):
@@ -94,3 +145,13 @@ def test_rows_table_and_json(tmp_path, spec, run_dir, capsys):
     assert main(["status", "base-s42", "--preset", "smoke", "--set", "train.steps=5", "--runs-dir",
                  str(tmp_path)]) == 1
     assert "base-s42" in capsys.readouterr().out
+
+
+def test_a_job_on_another_host_is_judged_by_its_scheduler(spec, run_dir):
+    """A flock taken on a compute node need not show on the login node: there the scheduler decides."""
+    claim = claim_for(spec, run_dir, backend="slurm", job_id="9")
+    runs.write_status(run_dir, runs.Status(state=runs.RUNNING, backend="slurm", job_id="9", host="node-17", pid=5))
+    assert status.reconcile(run_dir, claim, FakeSlurm({"9": "RUNNING"}), write=False).state == runs.RUNNING
+    assert status.reconcile(run_dir, claim, FakeSlurm(None), write=False).state == runs.RUNNING  # cannot tell
+    got = status.reconcile(run_dir, claim, FakeSlurm({}, final="OUT_OF_MEMORY (exit 0:125)"), write=False)
+    assert got.state == runs.INTERRUPTED and "OUT_OF_MEMORY" in got.reason, got.reason

@@ -83,7 +83,7 @@ def test_legends_sit_outside_the_data(tmp_path, monkeypatch):
     seen = _captured(monkeypatch, figures, "save")
     for fid in ("accuracy-bars-table1", "val-loss-table1"):
         figures.draw(reg, fid, runs_root=runs, out_dir=tmp_path / "f", preset="smoke")
-    analysis = _captured(monkeypatch, analysis_plots, "_save")
+    analysis = _captured(monkeypatch, analysis_plots, "save")
     figures.draw(reg, "pca-components", runs_root=runs, out_dir=tmp_path / "f", preset="smoke")
     for fig in seen:
         ax = fig.axes[0]

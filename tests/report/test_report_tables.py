@@ -64,7 +64,9 @@ def test_long_and_latex_formats(tmp_path):
 
 
 def test_table_out_writes_a_file(tmp_path, capsys):
-    assert main(["table", "table1", "--runs-dir", str(tmp_path), "--format", "csv", "--out", str(tmp_path / "o")]) == 0
+    (tmp_path / "runs").mkdir()  # the output directory lies outside the runs root (inside it is refused)
+    assert main(["table", "table1", "--runs-dir", str(tmp_path / "runs"), "--format", "csv", "--out",
+                 str(tmp_path / "o")]) == 0
     assert (tmp_path / "o" / "table1.csv").is_file()
 
 

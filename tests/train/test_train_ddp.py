@@ -53,3 +53,21 @@ def test_two_gloo_ranks_match_one_process(tiny_data, tmp_path):
     assert a["step"] == b["step"] == 6 and b["world_size"] == 2
     for name, tensor in a["model"].items():
         torch.testing.assert_close(b["model"][name], tensor, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_ddp_does_not_rebroadcast_the_models_buffers(tmp_path):
+    """The only buffers (RoPE tables) are rebuilt identically on every rank: no broadcast per step."""
+    from exoformer.model import ExoTransformer
+    from exoformer.train.distributed import data_parallel
+    from exoformer.train.loss import LossForward
+
+    torch.distributed.init_process_group("gloo", store=torch.distributed.FileStore(str(tmp_path / "store"), 1),
+                                         rank=0, world_size=1)
+    try:
+        ddp = data_parallel(LossForward(ExoTransformer(tiny_model()), 1e-5), torch.device("cpu"))
+        assert ddp.broadcast_buffers is False
+        with_persistent = torch.nn.Linear(2, 2)
+        with_persistent.register_buffer("running", torch.zeros(2))
+        assert data_parallel(with_persistent, torch.device("cpu")).broadcast_buffers is True
+    finally:
+        torch.distributed.destroy_process_group()

@@ -1,7 +1,8 @@
+import pytest
 import torch
 import torch.nn.functional as F
 
-from exoformer.train.loss import lm_loss, official_logged_loss
+from exoformer.train.loss import chunked_lm_loss, lm_loss, official_logged_loss
 
 
 def test_z_loss_counted_once_and_ce_matches_torch():
@@ -26,3 +27,32 @@ def test_loss_is_fp32_for_bf16_logits():
     logits = torch.randn(1, 4, 7).bfloat16()
     loss, ce, z = lm_loss(logits, torch.zeros(1, 4, dtype=torch.long), 1e-5)
     assert loss.dtype == ce.dtype == z.dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_chunked_loss_equals_the_unchunked_loss_in_value_and_gradients(dtype):
+    torch.manual_seed(0)
+    hidden = torch.randn(3, 7, 16).to(dtype).requires_grad_()  # 21 tokens: chunks of 8, 8 and 5
+    weight = (torch.randn(50, 16) * 0.3).to(dtype).requires_grad_()
+    targets = torch.randint(0, 50, (3, 7))
+    loss, ce, z = chunked_lm_loss(hidden, weight, targets, 1e-2, chunk_tokens=8)
+    loss.backward()
+    ref_hidden, ref_weight = hidden.detach().clone().requires_grad_(), weight.detach().clone().requires_grad_()
+    ref_loss, ref_ce, ref_z = lm_loss(ref_hidden @ ref_weight.T, targets, 1e-2)
+    ref_loss.backward()
+    assert loss.dtype == torch.float32 and hidden.grad.dtype == dtype
+    tight = dict(rtol=1e-6, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-3)
+    for ours, theirs in ((loss, ref_loss), (ce, ref_ce), (z, ref_z)):
+        torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(hidden.grad, ref_hidden.grad, **tight)
+    torch.testing.assert_close(weight.grad, ref_weight.grad, **tight)
+
+
+def test_chunked_loss_without_gradients_equals_the_unchunked_loss():
+    torch.manual_seed(1)
+    hidden, weight, targets = torch.randn(2, 9, 8), torch.randn(30, 8), torch.randint(0, 30, (2, 9))
+    with torch.no_grad():
+        ours = chunked_lm_loss(hidden, weight, targets, 1e-4, chunk_tokens=4)
+        theirs = lm_loss(hidden @ weight.T, targets, 1e-4)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)

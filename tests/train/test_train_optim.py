@@ -38,13 +38,25 @@ def test_one_muon_step_update(shape):
 
 
 def test_cautious_weight_decay_only_where_update_agrees():
-    weight = nn.Parameter(torch.tensor([[1.0, -1.0], [1.0, 1.0]]))
-    weight.grad = torch.zeros(2, 2)  # zero update: the sign test passes everywhere (>= 0)
-    weight.grad[0, 0] = 1.0
-    opt = Muon([weight], lr=0.1, momentum=0.0, weight_decay=0.5)
-    before = weight.detach().clone()
-    opt.step()
-    assert not torch.equal(before, weight.detach())
+    """The same step with and without decay differs by exactly lr * wd * W where the update O' and W agree in
+    sign, and not at all where they disagree."""
+    torch.manual_seed(3)
+    start = torch.randn(6, 4)
+    grad = torch.randn(6, 4)
+    lr, wd = 0.1, 0.5
+
+    def step(weight_decay: float) -> torch.Tensor:
+        weight = nn.Parameter(start.clone())
+        weight.grad = grad.clone()
+        Muon([weight], lr=lr, momentum=0.0, weight_decay=weight_decay).step()
+        return weight.detach()
+
+    plain, decayed = step(0.0), step(wd)
+    update = (start - plain) / lr  # O', the same in both steps
+    agree = (update * start) >= 0
+    assert agree.any() and (~agree).any()  # both kinds of entries are tested
+    assert (plain - decayed).abs().max() > 1e-3  # the decay did something
+    torch.testing.assert_close(plain - decayed, lr * wd * start * agree, rtol=1e-5, atol=1e-6)
 
 
 def test_param_groups_total_disjoint_by_rule():
@@ -105,3 +117,24 @@ def test_muon_state_dict_round_trips_exactly():
     for a, b in zip(model.parameters(), clone_model.parameters()):
         if a in muon.state:
             assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_muon_second_moment_and_scaling_follow_the_parameter_dtype(dtype):
+    """bf16 weights (official-pure-bf16) get a bf16 second moment and a bf16 update, as the official muon.py."""
+    torch.manual_seed(2)
+    weight = nn.Parameter((torch.randn(48, 16) * 0.02).to(dtype))
+    weight.grad = torch.randn(48, 16).to(dtype)
+    opt = Muon([weight], lr=0.01, momentum=0.9, weight_decay=0.1)
+    before = weight.detach().clone()
+    opt.step()
+    assert opt.state[weight]["second_moment"].dtype == opt.state[weight]["momentum_buffer"].dtype == dtype
+    # the expected update, written out in the parameter's dtype
+    update = (0.1 * (1 + 0.9) * weight.grad).to(dtype)
+    ortho = polar_express(update).to(dtype)
+    v = (0.05 * ortho.square().mean(dim=1, keepdim=True)).to(dtype)
+    normed = ortho * v.clamp_min(1e-10).rsqrt()
+    normed = normed * (ortho.norm() / normed.norm()) * math.sqrt(3.0)
+    expected = before - 0.01 * 0.1 * before * ((normed * before) >= 0).to(dtype) - 0.01 * normed
+    ulp = 2.5e-4 if dtype == torch.bfloat16 else 1e-7  # a bf16 step of a weight near 0.05; updates are ~1e-2
+    torch.testing.assert_close(weight.detach(), expected, rtol=0, atol=2 * ulp)

@@ -1,5 +1,6 @@
 """The bundled smoke corpus trains: val loss falls well below the corpus's unigram entropy."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -7,9 +8,7 @@ import pytest
 
 from exoformer.data import resolve_data
 from exoformer.data.shards import find_shards, read_shard
-from exoformer.harness.smoke_recipe import smoke_train_fields
-from exoformer.model import variant_config
-from exoformer.train.config import TrainConfig
+from exoformer.harness.registry import Registry
 from exoformer.train.loop import train
 
 
@@ -24,8 +23,9 @@ def unigram_entropy_nats(data_dir) -> float:
 def test_smoke_shape_learns_the_smoke_corpus(tmp_path):
     data = resolve_data("smoke")
     entropy = unigram_entropy_nats(data)
-    recipe = TrainConfig(**(smoke_train_fields() | dict(steps=60, val_every=30, checkpoint_every=60)))
-    result = train(variant_config("gated", "smoke"), recipe, tmp_path)
+    spec = Registry().resolve("gated-s42", preset="smoke")  # the smoke preset's recipe, as `reproduce.py run` trains it
+    recipe = dataclasses.replace(spec.train, steps=60, val_every=30, checkpoint_every=60)
+    result = train(spec.model, recipe, tmp_path)
     assert result.step == 60 and not result.interrupted
     vals = [json.loads(line)["val_loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
             if '"val"' in line]

@@ -26,7 +26,7 @@ def main() -> int:
     def slow_model(config):
         model = ExoTransformer(config)
         if delay:
-            model.register_forward_hook(lambda *_: time.sleep(delay))
+            model.final_norm.register_forward_hook(lambda *_: time.sleep(delay))
         return model
 
     result = train(tiny_model(), tiny_train(data, **overrides), out, build_model=slow_model)
