@@ -41,7 +41,7 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
     ends). Raises UserError before anything is written when a check fails."""
     if not planned:
         return []
-    if backend.name == "slurm":  # memory, time limit and ranks of every job, before anything is written
+    if not backend.on_this_machine:  # a cluster's jobs: memory and time limit of each, before anything is written
         from exoformer.harness.preflight import refuse_unfit
 
         refuse_unfit([p.spec for p in planned if p.launches], backend.profile)
