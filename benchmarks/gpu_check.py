@@ -7,6 +7,8 @@ becomes a row with its error, and the remaining checks still run):
 - train step (official-pure-bf16 as the paper presets, document masks, chunked CE + z-loss, backward, clip,
   Muon + AdamW; eager) of gated and dynamic-e-exoformer at the 450M shape (seq 2048, micro-batch 16): ms/step,
   tokens/s, MFU, peak memory, and the ratios of dynamic-e-exoformer to gated;
+- the memory model (exoformer/harness/memory.py) for that step against `torch.cuda.max_memory_allocated`:
+  the measured / estimated ratio goes into the JSON (`memory_ratio`), which `plan` and `preflight` then apply;
 - one row per fix of the GPU paths: resume of a pure-bf16 run, evaluation on the job's device, flex against
   sdpa step time, Muon shared across ranks, chunked loss memory;
 - 30 bf16 training steps eager against compiled (largest loss difference, speed-up);
@@ -440,6 +442,42 @@ def row_memory_ratio(ctx: Context) -> Row:
     return ctx.row(value, "x")
 
 
+def step_memory_estimate(ctx: Context, variant: str, measured: dict):
+    """The memory model's peak for the step `train_step` measured (its precision, shape, one rank, the chunked
+    loss, no compile unless it says so)."""
+    from exoformer.harness.memory import estimate_memory
+
+    cfg = config(variant, ctx.scale.step_shape)
+    from exoformer.train.loss import CHUNK_TOKENS
+
+    return estimate_memory(cfg, precision=measured.get("precision", ctx.scale.step_precision),
+                           micro_batch=ctx.scale.step_batch, seq_len=cfg.seq_len,
+                           compiled=measured.get("compiled", False), device=ctx.device.type,
+                           logits_chunk=CHUNK_TOKENS)
+
+
+def memory_model_rows(variant: str) -> list[Callable[[Context], Row]]:
+    def estimate(ctx: Context) -> Row:
+        measured = ctx.once(("step", variant), lambda: train_step(ctx, variant))
+        est = step_memory_estimate(ctx, variant, measured)
+        return ctx.row(mib(est.peak_tensors), "MiB", None, f"peak at {est.peak_phase}; weights "
+                       f"{mib(est.weights)}, optimizer {mib(est.optimizer)}, activations {mib(est.activations)}, "
+                       f"logits {mib(est.logits)} MiB")
+
+    def ratio(ctx: Context) -> Row:
+        measured = ctx.once(("step", variant), lambda: train_step(ctx, variant))
+        if ctx.device.type != "cuda" or not measured.get("peak"):
+            return ctx.row(None, "x", None, "needs a GPU: the CPU's resident high-water mark above the step's start "
+                                            "is not the allocator peak the model estimates")
+        est = step_memory_estimate(ctx, variant, measured)
+        value = measured["peak"] / est.peak_tensors
+        ctx.memo[("memory_ratio", variant)] = (True, value)
+        return ctx.row(value, "x", 0.85 <= value <= 1.15, "torch.cuda.max_memory_allocated / estimated peak "
+                                                         "(within 15% is ok)")
+
+    return [estimate, ratio]
+
+
 def eager_against_compiled_steps(ctx: Context) -> dict:
     scale, variant = ctx.scale, "dynamic-e-exoformer"
     runs = {}
@@ -785,6 +823,9 @@ def checks() -> list[tuple[str, Callable[[Context], Row]]]:
         names = (f"train step {variant}", f"train tokens/s {variant}", f"train MFU {variant}",
                  f"train peak memory {variant}")
         out += list(zip(names, step_rows(variant), strict=True))
+    for variant in STEP_VARIANTS:
+        out += list(zip((f"train peak memory estimate {variant}", f"train peak memory measured / estimate {variant}"),
+                        memory_model_rows(variant), strict=True))
     out += [(f"train step time {STEP_VARIANTS[1]} / {STEP_VARIANTS[0]}", row_step_ratio),
             (f"train peak memory {STEP_VARIANTS[1]} / {STEP_VARIANTS[0]}", row_memory_ratio)]
     out += list(zip(("eval requests/s, batched", "eval requests/s, batch 1", "eval batched / batch 1 requests/s",
@@ -836,8 +877,21 @@ def report(ctx: Context, rows: list[Row], complete: bool) -> dict:
         "device": ctx.label, "peak_bf16_tflops": ctx.peak,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-        "threads": torch.get_num_threads(), "mfu": mfu, "rows": [asdict(r) for r in rows],
+        "threads": torch.get_num_threads(), "mfu": mfu, "memory_ratio": memory_ratios(ctx),
+        "rows": [asdict(r) for r in rows],
     }
+
+
+def memory_ratios(ctx: Context) -> dict[str, float]:
+    """variant -> measured / estimated peak memory of the train step, from a GPU run only."""
+    if ctx.scale.cpu:
+        return {}
+    out = {}
+    for variant in STEP_VARIANTS:
+        ok, value = ctx.memo.get(("memory_ratio", variant), (False, None))
+        if ok and value:
+            out[variant] = round(value, 4)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

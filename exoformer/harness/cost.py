@@ -14,6 +14,12 @@ MFU: the profile's assumed value (40%), unless `benchmarks/gpu_check.py` has wri
 then the measured MFU of the spec's variant (or, for a variant it did not train, the lowest it measured).
 An explicit `--set profile.gpu.mfu=...` (or a profile file whose mfu is not the assumed value) wins over
 the measurement. The returned Cost names where its MFU came from (`mfu_source`).
+
+Memory per GPU: exoformer/harness/memory.py for the spec's precision, micro-batch, sequence and the profile's
+ranks, as the training code keeps its tensors (`LOSS_LOGITS_CHUNK`, `MUON_SHARDED` say how the loss and Muon
+run today). Once benchmarks/gpu_check.py has measured `torch.cuda.max_memory_allocated` against the estimate
+on a GPU (`memory_ratio` in the same JSON), the tensor peak is scaled by that ratio (the spec's variant, else
+the largest measured) and `memory_source` says so.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from exoformer.harness.memory import MemoryEstimate, estimate_memory, matmul_flops_per_token
 from exoformer.harness.profiles import Profile, load_profile, profiles_dir
+from exoformer.errors import UserError
 from exoformer.harness.registry import REPO_ROOT
 from exoformer.harness.spec import Spec
 from exoformer.model.config import ModelConfig
@@ -34,6 +42,11 @@ ASSUMED_MFU = 0.40
 """The profiles' `gpu.mfu` when nothing was measured."""
 MEASURED_FILE = REPO_ROOT / "results" / "gpu_check.json"
 MEASURED_TOOL = "benchmarks/gpu_check.py"
+LOSS_LOGITS_CHUNK: int | None = 4096
+"""Tokens per chunk of the training loss (exoformer/train/loss.py CHUNK_TOKENS; a test keeps them equal)."""
+MUON_SHARDED = True
+"""The ranks share Muon's orthogonalisations (exoformer/train/optim.py); states stay on every rank."""
+GB = 1e9
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -47,6 +60,10 @@ class Cost:
     """The MFU the GPU-hours assume; None on a CPU profile."""
     mfu_source: str | None = None
     """'assumed 40%', 'measured by benchmarks/gpu_check.py on <device> <date>', ... (None on a CPU profile)."""
+    memory_gb: float | None = None
+    """Estimated peak memory per GPU (or per CPU rank) in GB (1e9 bytes), margin included."""
+    memory_source: str | None = None
+    """'derived' or 'derived x <ratio> measured by benchmarks/gpu_check.py on <device> <date>'."""
 
 
 def model_compute_params(model: ModelConfig) -> int:
@@ -159,11 +176,113 @@ def choose_mfu(spec: Spec, profile: Profile, measurement: Measurement | None = N
 
 def estimate(spec: Spec, profile: Profile) -> Cost:
     flops = training_flops(spec)
+    try:
+        memory = spec_memory(spec, profile)
+        mem_gb, mem_source = memory.total / GB, memory.source
+    except UserError:  # ranks that do not divide the batch: `preflight` names it; plan still prices the FLOPs
+        mem_gb, mem_source = None, None
     if profile.gpu is not None:
         measurement, note = read_measurement()
         mfu, source = choose_mfu(spec, profile, measurement, note)
         rate = profile.gpu.peak_bf16_tflops * 1e12 * mfu
-        return Cost(flops=flops, gpu_hours=flops / rate / 3600.0, cpu_minutes=None, mfu=mfu, mfu_source=source)
+        return Cost(flops=flops, gpu_hours=flops / rate / 3600.0, cpu_minutes=None, mfu=mfu, mfu_source=source,
+                    memory_gb=mem_gb, memory_source=mem_source)
     if profile.cpu is not None:
-        return Cost(flops=flops, gpu_hours=None, cpu_minutes=flops / (profile.cpu.gflops * 1e9) / 60.0)
-    return Cost(flops=flops, gpu_hours=None, cpu_minutes=None)
+        return Cost(flops=flops, gpu_hours=None, cpu_minutes=flops / (profile.cpu.gflops * 1e9) / 60.0,
+                    memory_gb=mem_gb, memory_source=mem_source)
+    return Cost(flops=flops, gpu_hours=None, cpu_minutes=None, memory_gb=mem_gb, memory_source=mem_source)
+
+
+# ---------------------------------------------------------------------------------------------- memory
+
+
+def profile_ranks(profile: Profile) -> int:
+    """Ranks of one job on this profile: nodes x tasks per node (one per GPU on a GPU profile)."""
+    return profile.slurm.nodes * profile.slurm.tasks
+
+
+def training_precision(spec: Spec, device: str) -> str:
+    """`auto` resolved as exoformer/train/loop.py resolve_precision does."""
+    if spec.train.precision == "auto":
+        return "bf16-autocast" if device == "cuda" else "fp32"
+    return spec.train.precision
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class SpecMemory:
+    """A spec's memory per rank on a profile: the derived estimate, the measured ratio applied, the limit."""
+
+    estimate: MemoryEstimate
+    ratio: float
+    source: str
+    total: float
+    """Bytes per rank: peak tensors x ratio + allocator margin + CUDA context."""
+    limit: float | None
+    """Bytes per rank the profile offers (gpu.memory_gb, or slurm.mem_gb / tasks on a CPU profile); None: unknown."""
+    micro_batch: int
+    accumulation: int
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.limit is None else self.total <= self.limit
+
+
+def spec_memory(spec: Spec, profile: Profile, *, micro_batch: int | None = None) -> SpecMemory:
+    """Memory per rank of `spec` on `profile` (at `micro_batch`, default the spec's). Raises UserError when the
+    ranks and micro-batch do not divide the global batch (TrainConfig.accumulation_steps)."""
+    from dataclasses import replace
+
+    device = "cuda" if profile.gpu is not None else "cpu"
+    ranks = profile_ranks(profile)
+    train = spec.train if micro_batch is None else replace(spec.train, micro_batch_seqs=micro_batch)
+    accumulation = train.accumulation_steps(ranks)
+    est = estimate_memory(spec.model, precision=training_precision(spec, device), micro_batch=train.micro_batch_seqs,
+                          seq_len=train.seq_len, ranks=ranks, accumulation=accumulation,
+                          doc_masking=train.doc_masking, compiled=train.compile and device == "cuda",
+                          logits_chunk=LOSS_LOGITS_CHUNK, muon_sharded=MUON_SHARDED, device=device)
+    ratio, source = 1.0, "derived"
+    if device == "cuda":
+        measured = read_memory_ratio()
+        if measured:
+            variant = spec.variant if spec.variant in measured[0] else max(measured[0], key=measured[0].get)
+            ratio = measured[0][variant]
+            how = "" if variant == spec.variant else f", largest measured: {variant}"
+            source = f"derived x {ratio:.3g} measured by {MEASURED_TOOL} on {measured[1]}{how}"
+    tensors = est.peak_tensors * ratio
+    total = tensors + est.margin * ratio + est.context  # margin and context are zero on CPU
+    if profile.gpu is not None:
+        limit = None if profile.gpu.memory_gb is None else profile.gpu.memory_gb * GB
+    else:
+        limit = profile.slurm.mem_gb * GB / max(1, profile.slurm.tasks) if profile.slurm.mem_gb else None
+    return SpecMemory(estimate=est, ratio=ratio, source=source, total=total, limit=limit,
+                      micro_batch=train.micro_batch_seqs, accumulation=accumulation)
+
+
+def read_memory_ratio(path: str | os.PathLike | None = None) -> tuple[dict[str, float], str] | None:
+    """({variant: measured / estimated peak}, '<device> <date>') from a GPU run of gpu_check, else None."""
+    path = Path(path) if path is not None else measurement_path()
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return _read_memory_ratio(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=8)
+def _read_memory_ratio(path: str, mtime_ns: int, size: int) -> tuple[dict[str, float], str] | None:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("tool") != MEASURED_TOOL or data.get("cpu_mode") is not False:
+        return None
+    ratios = data.get("memory_ratio")
+    if not isinstance(ratios, dict) or not ratios:
+        return None
+    if not all(isinstance(k, str) and _is_positive(v) and v < 10 for k, v in ratios.items()):
+        return None
+    return {k: float(v) for k, v in ratios.items()}, f"{data.get('device', '?')} {str(data.get('date', ''))[:10]}"
+
+
+def module_flops_per_token(model: ModelConfig, seq_len: int) -> float:
+    """FLOPs per token counted from the module shapes (exoformer/harness/memory.py), to check flops_per_token."""
+    return matmul_flops_per_token(model, seq_len)

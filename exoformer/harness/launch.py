@@ -41,6 +41,10 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
     ends). Raises UserError before anything is written when a check fails."""
     if not planned:
         return []
+    if not backend.on_this_machine:  # a cluster's jobs: memory and time limit of each, before anything is written
+        from exoformer.harness.preflight import refuse_unfit
+
+        refuse_unfit([p.spec for p in planned if p.launches], backend.profile)
     roots = sorted({p.root for p in planned})
     for root in roots:
         runs.check_writable(root)

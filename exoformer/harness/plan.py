@@ -74,7 +74,8 @@ class PlannedRun:
                 "action": self.action, "reason": self.reason, "status": self.state,
                 "params": self.spec.model.num_parameters(), "tokens": self.spec.train.tokens,
                 "flops": self.cost.flops, "gpu_hours": self.cost.gpu_hours, "cpu_minutes": self.cost.cpu_minutes,
-                "mfu": self.cost.mfu, "mfu_source": self.cost.mfu_source, "run_dir": str(self.run_dir)}
+                "mfu": self.cost.mfu, "mfu_source": self.cost.mfu_source, "memory_gb": self.cost.memory_gb,
+                "memory_source": self.cost.memory_source, "run_dir": str(self.run_dir)}
 
 
 def decide(*, state: str | None, active: bool, has_checkpoint: bool, missing_stages: list[str], exists: bool,

@@ -28,6 +28,8 @@ class GpuProfile:
     """Dense bf16 peak per GPU (vendor datasheet, no sparsity)."""
     mfu: float = 0.40
     """Assumed model-FLOPs utilisation; `--set profile.gpu.mfu=...` overrides."""
+    memory_gb: float | None = None
+    """Memory per GPU in GB as the vendor counts it (80 on an H100 SXM); `preflight` needs it."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -67,6 +69,8 @@ class Profile:
     gpu: GpuProfile | None
     slurm: SlurmProfile = field(default_factory=SlurmProfile)
     cpu: CpuProfile | None = None
+    source: str = ""
+    """The file it was read from, as errors name it (repo-relative where possible)."""
 
 
 def profiles_dir() -> Path:
@@ -134,6 +138,9 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     if gpu is not None and not (gpu.peak_bf16_tflops > 0 and 0 < gpu.mfu <= 1):
         raise UserError(f"gpu.peak_bf16_tflops={gpu.peak_bf16_tflops:g} and gpu.mfu={gpu.mfu:g}: the peak must be > 0 and "
                         "the MFU in (0, 1]", where=file, fix="set gpu.mfu to a fraction such as 0.4")
+    if gpu is not None and gpu.memory_gb is not None and not gpu.memory_gb > 0:
+        raise UserError(f"must be > 0, got {gpu.memory_gb:g}", where=f"{file}: gpu.memory_gb",
+                        fix="write the memory per GPU in GB, e.g. `memory_gb: 80` for an H100 SXM")
     if slurm.tasks_per_node is not None and slurm.tasks_per_node < 1:
         raise UserError(f"slurm.tasks_per_node must be >= 1, got {slurm.tasks_per_node}", where=file,
                         fix="remove it (one task per GPU) or set a positive count")
@@ -143,7 +150,8 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
                         fix="remove tasks_per_node on a GPU profile")
     if cpu is not None and not cpu.gflops > 0:
         raise UserError("cpu.gflops must be > 0", where=file, fix="fix the value")
-    return Profile(name=name, description=str(data.get("description", "")), gpu=gpu, slurm=slurm, cpu=cpu)
+    return Profile(name=name, description=str(data.get("description", "")), gpu=gpu, slurm=slurm, cpu=cpu,
+                   source=file)
 
 
 def _empty() -> dict:

@@ -107,3 +107,32 @@ def test_a_shared_measurement_that_fails_is_reported_by_each_row_that_needs_it()
     for i, row in enumerate(rows):
         assert row.name == f"row {i}" and row.ok is False and row.value is None
         assert "error: MemoryError: out of memory at step 0 (test_gpu_check.py:" in row.notes
+
+
+def test_memory_model_rows_write_the_measured_ratio_that_preflight_reads(tmp_path, monkeypatch):
+    from exoformer.harness.cost import read_memory_ratio
+
+    ctx = gpu_check.Context(gpu_check.GPU_SCALE, gpu_check.torch.device("cuda", 0), "NVIDIA H100 80GB HBM3", 989.0)
+    for variant in gpu_check.STEP_VARIANTS:  # a measured step as train_step records it (no GPU touched here)
+        estimated = gpu_check.step_memory_estimate(ctx, variant, {}).peak_tensors
+        ctx.memo[("step", variant)] = (True, {"peak": int(1.1 * estimated), "mfu": None})
+    rows = {name: gpu_check.run_check(ctx, name, check) for name, check in gpu_check.checks()
+            if "memory measured / estimate" in name or "memory estimate" in name}
+    assert len(rows) == 2 * len(gpu_check.STEP_VARIANTS)
+    ratio = rows["train peak memory measured / estimate gated"]
+    assert ratio.value == pytest.approx(1.1, rel=1e-3) and ratio.ok is True
+    out = tmp_path / "gpu_check.json"
+    out.write_text(json.dumps(gpu_check.report(ctx, list(rows.values()), complete=True)))
+    ratios, where = read_memory_ratio(out)
+    assert ratios == {v: pytest.approx(1.1, rel=1e-3) for v in gpu_check.STEP_VARIANTS}
+    assert where.startswith("NVIDIA H100 80GB HBM3 ")
+
+
+def test_memory_rows_on_cpu_claim_no_ratio(tmp_path):
+    out = tmp_path / "cpu.json"
+    assert gpu_check.main(["--cpu", "--out", str(out), "--only", "train peak memory"]) == 0
+    data = json.loads(out.read_text())
+    assert data["memory_ratio"] == {}
+    rows = {r["name"]: r for r in data["rows"]}
+    assert rows["train peak memory estimate gated"]["value"] > 0
+    assert rows["train peak memory measured / estimate gated"]["value"] is None
