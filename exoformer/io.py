@@ -17,7 +17,6 @@ from typing import Any
 from exoformer.errors import UserError
 from exoformer.faults import check_write_target
 
-
 TEMP_NAME = re.compile(r"\A\..+\.[A-Za-z0-9_]{8}\.tmp\Z")
 """Names of the temporary files of atomic writes (`.<target>.<8 random>.tmp`, tempfile.mkstemp's pattern)."""
 

@@ -16,9 +16,8 @@ directly, so they need torch only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import contextlib
+from collections.abc import Callable, Sequence
 
 import torch
 

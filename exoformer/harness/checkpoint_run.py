@@ -97,7 +97,6 @@ def imported_model(path: str | Path, ckpt: dict):
     where = str(path)
     if checkpoint_kind(ckpt) == OURS:
         from exoformer.model import ExoTransformer
-
         from exoformer.model.loading import check_tensor_shapes
 
         config = model_config_of(ckpt, where=where)

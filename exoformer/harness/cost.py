@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from exoformer.errors import UserError
 from exoformer.harness.memory import MemoryEstimate, estimate_memory, matmul_flops_per_token
 from exoformer.harness.profiles import Profile, load_profile, profiles_dir
-from exoformer.errors import UserError
 from exoformer.harness.registry import REPO_ROOT
 from exoformer.harness.spec import Spec
 from exoformer.model.config import ModelConfig

@@ -29,8 +29,8 @@ from exoformer.harness.cost import Cost, estimate
 from exoformer.harness.profiles import Profile, load_profile
 from exoformer.harness.registry import Registry
 from exoformer.harness.spec import Spec, parse_override, wanted_stages
-from exoformer.limits import check_runs_root_path
 from exoformer.harness.status import SlurmView, claim_alive, reconcile
+from exoformer.limits import check_runs_root_path
 from exoformer.run_identity import RunIdentity
 from exoformer.rundir import RunDir
 

@@ -136,8 +136,8 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     slurm = _section(SlurmProfile, data.get("slurm") or _empty(), f"{file}:{data.line_of('slurm')}", "slurm",
                      sub("slurm"))
     if gpu is not None and not (gpu.peak_bf16_tflops > 0 and 0 < gpu.mfu <= 1):
-        raise UserError(f"gpu.peak_bf16_tflops={gpu.peak_bf16_tflops:g} and gpu.mfu={gpu.mfu:g}: the peak must be > 0 and "
-                        "the MFU in (0, 1]", where=file, fix="set gpu.mfu to a fraction such as 0.4")
+        raise UserError(f"gpu.peak_bf16_tflops={gpu.peak_bf16_tflops:g} and gpu.mfu={gpu.mfu:g}: the peak must be "
+                        "> 0 and the MFU in (0, 1]", where=file, fix="set gpu.mfu to a fraction such as 0.4")
     if gpu is not None and gpu.memory_gb is not None and not gpu.memory_gb > 0:
         raise UserError(f"must be > 0, got {gpu.memory_gb:g}", where=f"{file}: gpu.memory_gb",
                         fix="write the memory per GPU in GB, e.g. `memory_gb: 80` for an H100 SXM")

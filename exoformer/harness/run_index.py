@@ -3,13 +3,13 @@ spec's results come from.
 
 The index is a cache per spec directory (`rundir.index_file(root, name)`), never the source of truth: each
 entry holds what the reading verbs need to choose runs (the spec file's name, seed, preset, source and row,
-the status state, which result files exist) keyed by the modification times of the run directory
-and of its two result folders. Every file the entry depends on is written atomically (a rename into one of
-those folders, or followed by a status record renamed into the run directory), so a changed run has a
-changed key and is read again; an entry whose key does not match, and an index file that cannot be read,
-is not ours or is damaged, is simply rebuilt. The index is rewritten atomically when anything changed, and a root that cannot be
-written still reads (without the cache). Asking for some specs reads only their directories, so a table
-costs what its runs cost, not what the root holds.
+the status state, which result files exist, why a run reads DAMAGED), keyed by the inode and modification
+time of the run directory, the modification times of its result and stage-record folders, and the time and
+size of each file the entry is read from (so an edit in place is seen too). An entry whose key does not
+match, and an index file that cannot be read, is not ours or is damaged, is simply rebuilt. The index is
+rewritten atomically when anything changed, and a root that cannot be written still reads (without the
+cache). Asking for some specs reads only their directories, so a table costs what its runs cost, not what
+the root holds.
 
 A spec can have several run directories: its current hash, and older ones (runs made with `--set`
 overrides, or before a registry edit changed its config). Tables, figures and claims all ask `pick_run`

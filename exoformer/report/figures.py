@@ -27,8 +27,7 @@ from exoformer.eval.task_facts import TASK_FACTS, mean_chance
 from exoformer.harness.registry import Registry
 from exoformer.harness.run_index import CHECKPOINT, OURS, find_runs, pick_run, runs_by_spec
 from exoformer.harness.tables import Figure
-from exoformer.report import NOT_RUN
-from exoformer.report import analysis_plots, style
+from exoformer.report import NOT_RUN, analysis_plots, style
 from exoformer.report.canvas import add_below, notes, pyplot, save
 from exoformer.report.recipe import run_differences
 from exoformer.report.tables import AVERAGE

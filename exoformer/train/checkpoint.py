@@ -335,7 +335,6 @@ def model_from_state(state: dict[str, Any], *, where: str):
     """(ExoTransformer in eval mode, ModelConfig) rebuilt from a checkpoint state."""
     from exoformer.model import ExoTransformer
     from exoformer.model.config import ModelConfig
-
     from exoformer.model.loading import check_tensor_shapes
 
     config = ModelConfig.from_dict(state["model_config"], where=where)

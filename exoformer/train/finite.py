@@ -16,7 +16,6 @@ import torch
 
 from exoformer.errors import UserError
 
-
 FIX = "lower train.adam_lr / train.muon_lr or keep train.grad_clip at 1.0, then re-run with --force"
 
 

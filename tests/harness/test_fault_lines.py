@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from exoformer.cli import main
-from exoformer.harness import pipeline, runs, status
-from exoformer.harness.registry import DEFAULT_REGISTRY, Registry
+from exoformer.harness import runs, status
+from exoformer.harness.registry import DEFAULT_REGISTRY
 from exoformer.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,15 +22,8 @@ TINY = ["--preset", "smoke", "--set", "train.steps=2"]
 
 
 @pytest.fixture(scope="module")
-def spec():
-    return Registry().resolve("base-s42", preset="smoke", overrides=["train.steps=2"])
-
-
-@pytest.fixture()
-def fake_stages(monkeypatch):
-    for name in pipeline.STAGES:
-        monkeypatch.setitem(pipeline.STAGE_FUNCTIONS, name, lambda ctx: {"fake": True})
-    monkeypatch.setattr(pipeline, "_final_checkpoint_problem", lambda rd, spec: None)
+def spec(smoke_spec):
+    return smoke_spec
 
 
 def _one_line(capsys, code: int, *pieces: str) -> str:

@@ -31,15 +31,8 @@ FLAGS = [[], ["--force"], ["--retry-failed"]]
 
 
 @pytest.fixture(scope="module")
-def spec():
-    return Registry().resolve("base-s42", preset="smoke", overrides=["train.steps=2"])
-
-
-@pytest.fixture()
-def fake_stages(monkeypatch):
-    for name in pipeline.STAGES:
-        monkeypatch.setitem(pipeline.STAGE_FUNCTIONS, name, lambda ctx: {"fake": True})
-    monkeypatch.setattr(pipeline, "_final_checkpoint_problem", lambda rd, spec: None)  # fakes save none
+def spec(smoke_spec):
+    return smoke_spec
 
 
 def _dead_pid() -> int:

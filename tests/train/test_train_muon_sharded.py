@@ -5,8 +5,8 @@ from ranks import run_ranks
 from train_tiny import tiny_model
 
 from exoformer.model import ExoTransformer
-from exoformer.train.config import TrainConfig
 from exoformer.train import optim
+from exoformer.train.config import TrainConfig
 from exoformer.train.optim import build_optimizers
 
 

@@ -21,7 +21,6 @@ from exoformer.harness.spec import Spec
 from exoformer.rundir import JOBS_DIR, RunDir, Status
 
 
-
 def default_concurrency() -> int:
     """Local jobs side by side: one per core, each with ONE torch thread (unless OMP_NUM_THREADS is set).
 
