@@ -36,7 +36,8 @@ def test_table1_fits_on_h100_with_a_row_per_spec(capsys, monkeypatch, tmp_path):
     out = capsys.readouterr().out.splitlines()
     rows = [line for line in out if line.endswith(" yes")]
     assert [r.split()[0] for r in rows] == ["base-s42", "gated-s42", "resformer-s42", "gated-resformer-s42",
-                                            "e-nuresformer-s42", "e-exoformer-s42", "dynamic-e-exoformer-s42"]
+                                            "e-nuresformer-s42", "e-exoformer-s42", "h-exoformer-s42",
+                                            "s-exoformer-s42", "dynamic-e-exoformer-s42"]
     assert all("matches" in r and "80 GB" in r and "16x1" in r for r in rows)
 
 
@@ -57,7 +58,7 @@ def test_16_gb_gpus_refuse_each_spec_naming_the_micro_batch(profiles, capsys):
     edit(profiles / "h100.yaml", "memory_gb: 80", "memory_gb: 16")
     assert main(["preflight", "table1", "--profile", "h100"]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 7
+    assert len(err) == 9  # one line per spec of table1
     assert err[0].startswith("error: base-s42: needs ") and "more than the 16 GB" in err[0]
     assert "(fix: --set train.micro_batch_seqs=2: 8 accumulation steps keep the global batch of 262,144" in err[0]
 
