@@ -148,11 +148,22 @@ def _job_id_and_rank() -> tuple[str | None, int, int]:
 
 
 def export_distributed_env() -> None:
-    """MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK (and CUDA_VISIBLE_DEVICES per task) from submitit's job
-    environment, for exoformer.train's env:// process group (docs/ecosystem.md B5; submitit #1704)."""
+    """MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK (and CUDA_VISIBLE_DEVICES per task when the job was given
+    GPUs) from submitit's job environment, for exoformer.train's env:// process group (docs/ecosystem.md B5;
+    submitit #1704). On a CPU job no GPU is named, so exoformer.train.distributed.pick_device picks the CPU."""
     from submitit.helpers import TorchDistributedEnvironment
 
-    TorchDistributedEnvironment().export(set_cuda_visible_devices=True)
+    TorchDistributedEnvironment().export(set_cuda_visible_devices=job_has_gpus(os.environ))
+
+
+def job_has_gpus(env: dict[str, str] | os._Environ) -> bool:
+    """Whether Slurm gave this job GPUs (its GPU variables, or a CUDA_VISIBLE_DEVICES naming a device)."""
+    from exoformer.train.distributed import NO_GPU_VALUES
+
+    for key in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE"):
+        if env.get(key, "").strip() not in ("", "0"):
+            return True
+    return env.get("CUDA_VISIBLE_DEVICES", "").strip() not in NO_GPU_VALUES
 
 
 def _device_info() -> dict[str, Any]:

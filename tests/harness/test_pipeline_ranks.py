@@ -85,3 +85,18 @@ def test_a_spec_with_its_own_stages_runs_on_rank_0_alone_and_the_others_leave_at
     monkeypatch.setattr(pipeline, "_job_id_and_rank", lambda: ("7", 0, 8))
     pipeline.PipelineJob()("run", ImportSpec(), "slurm")
     assert ran == [0]  # rank 0 runs it, without a process group over the 8 tasks
+
+
+@pytest.mark.parametrize(("env", "gpus"), [
+    ({}, False),                                          # the CPU test cluster: no GPU variable at all
+    ({"SLURM_GPUS_ON_NODE": "0"}, False),
+    ({"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, False),
+    ({"SLURM_JOB_GPUS": "0,1"}, True),
+    ({"SLURM_GPUS_ON_NODE": "8"}, True),
+    ({"CUDA_VISIBLE_DEVICES": "2"}, True),
+])
+def test_only_a_job_given_gpus_gets_a_gpu_per_task(env, gpus):
+    """A CPU job is never told to use GPU `local_rank` (which would make pick_device refuse a GPU it lacks)."""
+    from exoformer.harness.pipeline import job_has_gpus
+
+    assert job_has_gpus(env) is gpus
