@@ -65,7 +65,8 @@ class ExoLM(TemplateLM):
     """
 
     def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | None = None, batch_size: int = 32,
-                 device: str | torch.device = "cpu", full_logits: bool = False, precision: str = "fp32") -> None:
+                 device: str | torch.device = "cpu", full_logits: bool = False, precision: str = "fp32",
+                 data_parallel: bool = True) -> None:
         super().__init__()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise UserError(f"batch size must be a positive integer, got {batch_size!r}", where="eval.batch_size",
@@ -88,7 +89,7 @@ class ExoLM(TemplateLM):
         self.batch_size = batch_size
         self.max_length = seq_len
         self._device = torch.device(device)
-        self._rank, self._world_size = _group_rank_and_size()
+        self._rank, self._world_size = _group_rank_and_size() if data_parallel else (0, 1)
         self.model = model.to(self._device)
         self.scorer = Scorer(self.model, pad_id=self.eot_token_id, device=self._device, full_logits=full_logits,
                              precision=precision)

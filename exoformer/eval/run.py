@@ -74,8 +74,12 @@ def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathL
 
         from exoformer.eval.lm import ExoLM
 
+        split = splits_across_ranks(limit)
+        if not split and _rank() != 0:
+            return None  # too few documents to give every rank a share: rank 0 scores them all
         lm = model if isinstance(model, LM) else ExoLM(model, tokenizer, batch_size=batch_size, device=device,
-                                                      precision=check_scoring_precision(precision))
+                                                      precision=check_scoring_precision(precision),
+                                                      data_parallel=split)
         results = lm_eval.simple_evaluate(
             model=lm, tasks=configs, num_fewshot=num_fewshot, batch_size=batch_size, device=device, limit=limit,
             log_samples=keep_samples, task_manager=TaskManager(include_defaults=False), **DEFAULT_SEEDS)
@@ -158,3 +162,20 @@ def _number(value: Any) -> float | None:
 def dumps(results: dict[str, Any]) -> str:
     """Strict JSON text of an `evaluate` result (for eval/results.json)."""
     return json.dumps(results, indent=2, allow_nan=False)
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def splits_across_ranks(limit: int | float | None) -> bool:
+    """Whether the documents are split across the ranks of a torch.distributed group: lm-eval deals each task's
+    first `limit` documents round-robin, so a limit below the group size (or a fraction of the task) would leave a
+    rank without documents, which lm-eval refuses; then rank 0 alone scores them. Without a group: False."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return False
+    return limit is None or (isinstance(limit, int) and limit >= dist.get_world_size())

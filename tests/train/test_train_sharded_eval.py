@@ -23,12 +23,12 @@ TINY = ["train.steps=2", "train.batch_tokens=1024", "train.micro_batch_seqs=2", 
         "eval.num_fewshot=1", "eval.batch_size=2", "model.n_layer=1", "model.d_model=64", "model.n_head=2"]
 
 
-def spec():
-    return Registry().resolve("e-exoformer-s42", preset="smoke", overrides=TINY)
+def spec(*extra: str):
+    return Registry().resolve("e-exoformer-s42", preset="smoke", overrides=[*TINY, *extra])
 
 
-def stages(rank: int, run_dir) -> tuple[dict, dict]:
-    ctx = StageContext(run_dir=run_dir, spec=spec(), device="cpu")
+def stages(rank: int, run_dir, *extra: str) -> tuple[dict, dict]:
+    ctx = StageContext(run_dir=run_dir, spec=spec(*extra), device="cpu")
     return validate_stage(ctx), evaluate_stage(ctx)
 
 
@@ -58,3 +58,21 @@ def test_two_ranks_validate_and_evaluate_as_one_process(tmp_path):
         assert (a["task"], a["metric"], a["n"]) == (b["task"], b["metric"], b["n"]) and a["n"] == 5
         assert a["value"] == pytest.approx(b["value"], rel=1e-12)
         assert a["stderr"] == pytest.approx(b["stderr"], rel=1e-9)
+
+
+@pytest.mark.timeout(300)
+def test_fewer_documents_than_ranks_are_scored_by_rank_0_alone(tmp_path):
+    """eval.limit=1 on 2 ranks: lm-eval would deal rank 1 no document (and refuse); rank 0 scores it."""
+    torch.set_num_threads(1)
+    single = tmp_path / "single"
+    single.mkdir()
+    train(spec().model, spec().train, single)
+    shared = tmp_path / "shared"
+    shutil.copytree(single, shared)
+    stages(0, single, "eval.limit=1")
+    results = run_ranks(stages, 2, shared, "eval.limit=1", timeout_s=240)
+    assert results[1][1] == {}, results
+    ours, theirs = outputs(shared), outputs(single)
+    assert [(r["task"], r["metric"], r["n"], r["value"]) for r in ours[1]] == \
+        [(r["task"], r["metric"], r["n"], r["value"]) for r in theirs[1]]
+    assert all(r["n"] == 1 for r in ours[1])
