@@ -38,14 +38,20 @@ def outputs(run_dir) -> tuple[dict, list[dict]]:
     return validation, rows
 
 
-@pytest.mark.timeout(300)
-def test_two_ranks_validate_and_evaluate_as_one_process(tmp_path):
+def trained_twice(tmp_path):
+    """One trained run directory and a copy: `single` for 1 process, `shared` for the 2 ranks."""
     torch.set_num_threads(1)
     single = tmp_path / "single"
     single.mkdir()
     train(spec().model, spec().train, single)
     shared = tmp_path / "shared"
     shutil.copytree(single, shared)
+    return single, shared
+
+
+@pytest.mark.timeout(300)
+def test_two_ranks_validate_and_evaluate_as_one_process(tmp_path):
+    single, shared = trained_twice(tmp_path)
     stages(0, single)
     results = run_ranks(stages, 2, shared, timeout_s=240)
     assert results[1] == ({}, {}), results  # rank 1 scored its share and wrote nothing
@@ -63,12 +69,7 @@ def test_two_ranks_validate_and_evaluate_as_one_process(tmp_path):
 @pytest.mark.timeout(300)
 def test_fewer_documents_than_ranks_are_scored_by_rank_0_alone(tmp_path):
     """eval.limit=1 on 2 ranks: lm-eval would deal rank 1 no document (and refuse); rank 0 scores it."""
-    torch.set_num_threads(1)
-    single = tmp_path / "single"
-    single.mkdir()
-    train(spec().model, spec().train, single)
-    shared = tmp_path / "shared"
-    shutil.copytree(single, shared)
+    single, shared = trained_twice(tmp_path)
     stages(0, single, "eval.limit=1")
     results = run_ranks(stages, 2, shared, "eval.limit=1", timeout_s=240)
     assert results[1][1] == {}, results
