@@ -30,7 +30,9 @@ CASES = [  # variant, layers, width, heads, vocab, seq, micro-batch, precision
 def measured_peak(tmp_path: Path, variant, layers, width, heads, vocab, seq, micro, precision) -> int:
     # glibc serves every allocation above 64 KiB from its own mapping and unmaps it on free, so the resident
     # high-water mark follows the live tensors instead of a fragmented heap
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
+    # a clean environment: nothing another test left in os.environ (ranks, flags) changes what is measured
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), "PYTHONPATH": str(REPO),
+           "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
     args = [variant, layers, width, heads, vocab, seq, micro, precision, tmp_path]
     done = subprocess.run([sys.executable, str(PROBE), *map(str, args)], capture_output=True, text=True, env=env,
                           timeout=600)

@@ -6,8 +6,10 @@ difference is the training step's own tensors.
 
 Why resident memory: it counts every byte torch's CPU allocator hands out, whatever op asks. The caller sets
 MALLOC_MMAP_THRESHOLD_ so that glibc serves each large tensor from its own mapping and returns it on free;
-then the high-water mark (ru_maxrss) is the peak of live tensors plus the process's small fixed costs, not
-the leftovers of a fragmented heap.
+then the high-water mark is the peak of live tensors plus the process's small fixed costs, not the leftovers
+of a fragmented heap. The mark is reset just before training (writing 5 to /proc/self/clear_refs resets
+VmHWM, Linux's peak resident set, to the current resident set), so a higher peak earlier in the process (an
+import, a first tokenizer build, the warm-up) is never read as the training step's.
 
     python train_memory_probe.py VARIANT N_LAYER D_MODEL N_HEAD VOCAB SEQ MICRO_BATCH PRECISION WORKDIR
 """
@@ -34,6 +36,20 @@ def resident_bytes() -> int:
         return int(f.read().split()[1]) * resource.getpagesize()
 
 
+def reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def peak_bytes() -> int:
+    """VmHWM of /proc/self/status: the peak resident set since the last reset_peak."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM line in /proc/self/status")
+
+
 def main(argv: list[str]) -> None:
     variant, n_layer, d_model, n_head, vocab, seq, micro, precision, workdir = argv
     seq, micro = int(seq), int(micro)
@@ -48,9 +64,10 @@ def main(argv: list[str]) -> None:
     # a first run of a toy model pays what train() loads once (lazy imports, tokenizer, thread pools)
     warm = variant_config(variant, "tiny", n_layer=2, seq_len=seq)
     train(warm, TrainConfig(**{**recipe.to_dict(), "steps": 1}), work / "warm", device="cpu")
+    reset_peak()
     before = resident_bytes()
     result = train(model, recipe, work / "run", device="cpu")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = peak_bytes()
     print(json.dumps({"peak_above_start": peak - before, "steps": result.step, "loss": result.final_train_loss}))
 
 
