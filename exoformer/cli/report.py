@@ -41,9 +41,13 @@ def _table_specs(table_id: str):
 
 
 def _claim_specs(registry) -> list[str]:
-    return list(dict.fromkeys(name for claim in registry.claims.values() for read in claim.reads
-                              for row in registry.tables[read.table].rows if row.id == read.row
-                              for name in row.specs))
+    """The specs `claims` reads: every row of each table a claim or a paper difference names (a derived claim
+    such as a tokens-to-loss ratio, or a row difference, needs rows the claim's own reads do not list)."""
+    from exoformer.report.verdicts import paper_differences
+
+    tables = [read.table for claim in registry.claims.values() for read in claim.reads]
+    tables += [d.table for d in paper_differences(registry)]
+    return list(dict.fromkeys(name for table in dict.fromkeys(tables) for name in registry.tables[table].spec_names()))
 
 
 def _table_check(table_id: str):

@@ -169,3 +169,13 @@ def test_a_claimed_difference_naming_no_row_or_metric_is_one_line(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "difference minuend" in err and "names no table cell" in err
     assert "reported.yaml:" in err and "fix: write table/row/column of a declared cell" in err
+
+
+def test_claims_reads_every_row_a_paper_difference_names(tmp_path, capsys):
+    """`claims` and `diff` show the same verdict for a difference whose row (base) no mechanistic claim reads."""
+    seeded_rows(tmp_path, "dynamic-e-exoformer", [0.60], [14.0])
+    seeded_rows(tmp_path, "base", [0.50], [14.9])
+    assert main(["claims", "--runs-dir", str(tmp_path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines()
+                if x.startswith("table1: dynamic-e-exoformer - base, avg6"))
+    assert "not run" not in line and "+10.00" in line, line
