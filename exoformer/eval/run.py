@@ -73,9 +73,10 @@ def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathL
         from lm_eval.tasks import TaskManager
 
         from exoformer.eval.lm import ExoLM
+        from exoformer.train.distributed import group_rank_and_size
 
         split = splits_across_ranks(limit)
-        if not split and _rank() != 0:
+        if not split and group_rank_and_size()[0] != 0:
             return None  # too few documents to give every rank a share: rank 0 scores them all
         lm = model if isinstance(model, LM) else ExoLM(model, tokenizer, batch_size=batch_size, device=device,
                                                       precision=check_scoring_precision(precision),
@@ -164,18 +165,11 @@ def dumps(results: dict[str, Any]) -> str:
     return json.dumps(results, indent=2, allow_nan=False)
 
 
-def _rank() -> int:
-    import torch.distributed as dist
-
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-
-
 def splits_across_ranks(limit: int | float | None) -> bool:
     """Whether the documents are split across the ranks of a torch.distributed group: lm-eval deals each task's
     first `limit` documents round-robin, so a limit below the group size (or a fraction of the task) would leave a
     rank without documents, which lm-eval refuses; then rank 0 alone scores them. Without a group: False."""
-    import torch.distributed as dist
+    from exoformer.train.distributed import group_rank_and_size
 
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return False
-    return limit is None or (isinstance(limit, int) and limit >= dist.get_world_size())
+    _, world = group_rank_and_size()
+    return world > 1 and (limit is None or (isinstance(limit, int) and limit >= world))
