@@ -1,6 +1,6 @@
 """Real optimiser steps of each Table-1 model at its exact 450M shape on CPU: the paper path before a GPU runs it.
 
-Per (variant, precision) row, in a fresh process of its own (one model in memory at a time), through the real
+Per (spec, precision) row, in a fresh process of its own (one model in memory at a time), through the real
 training loop (exoformer.train.loop.train) on the bundled smoke corpus, micro-batch 1 at a short sequence:
 1. run A: two optimiser steps, a checkpoint after each (save, fsync, hash: exoformer/train/checkpoint.py);
 2. run B: a fresh run of one step from the same seed: its loss must equal run A's first (determinism);
@@ -10,7 +10,7 @@ Reported: the losses, s/step (run A's second step), the row's peak resident memo
 and a verified load of it, and the GPU-hours of the full 10B-token run: the cost model's (h100 profile) and the
 CPU-hours this machine's step time extrapolates to. A row whose resume raises reports the error, not a traceback.
 
-    python benchmarks/paper_shape_steps.py [--variants gated ...] [--precisions official-pure-bf16 fp32]
+    python benchmarks/paper_shape_steps.py [--specs gated-s42 ...] [--precisions official-pure-bf16 fp32]
         [--seq 256] [--layers N] [--width D --heads H] [--vocab V] [--json PATH] [--threads N]
 
 --layers/--width/--heads/--vocab shrink the model for CI (tests/benchmarks/test_paper_shape_steps.py), the same
@@ -33,19 +33,32 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TABLE1 = ("base", "gated", "resformer", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer")
 PRECISIONS = ("official-pure-bf16", "fp32")
 
 
-def model_config(variant: str, args: argparse.Namespace):
-    from exoformer.model import variant_config
+def table1_specs() -> list[str]:
+    """The paper's run (seed 42) of every Table-1 row, as the registry lists them (experiments/tables.yaml)."""
+    from exoformer.harness.registry import Registry
+
+    return Registry().select("table1")
+
+
+def paper_spec(name: str, precision: str):
+    from exoformer.harness.registry import Registry
+
+    return Registry().resolve(name, preset="450m", overrides=[f"train.precision={precision}"])
+
+
+def model_config(name: str, args: argparse.Namespace):
+    """The spec's model as the 450m preset resolves it, at this row's sequence (and CI's smaller shape)."""
+    import dataclasses
 
     shape = {"seq_len": args.seq}
     for field, value in (("n_layer", args.layers), ("d_model", args.width), ("n_head", args.heads),
                          ("vocab_size", args.vocab)):
         if value is not None:
             shape[field] = value
-    return variant_config(variant, "450m", **shape)
+    return dataclasses.replace(paper_spec(name, "fp32").model, **shape)
 
 
 def recipe(precision: str, seq: int, steps: int):
@@ -82,7 +95,7 @@ def describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {' '.join(str(err).split())[:200]}"
 
 
-def run_row(variant: str, precision: str, args: argparse.Namespace) -> dict:
+def run_row(spec: str, precision: str, args: argparse.Namespace) -> dict:
     """The row's three runs in this process (see the module docstring)."""
     import torch
 
@@ -90,8 +103,8 @@ def run_row(variant: str, precision: str, args: argparse.Namespace) -> dict:
     from exoformer.train.loop import train
 
     torch.set_num_threads(args.threads)
-    cfg = model_config(variant, args)
-    row: dict = {"variant": variant, "precision": precision, "shape": f"{cfg.n_layer}x{cfg.d_model}",
+    cfg = model_config(spec, args)
+    row: dict = {"spec": spec, "precision": precision, "shape": f"{cfg.n_layer}x{cfg.d_model}",
                  "params": cfg.num_parameters(), "seq": args.seq}
     work = Path(tempfile.mkdtemp(prefix="paper-steps-"))
     try:
@@ -133,24 +146,23 @@ def run_row(variant: str, precision: str, args: argparse.Namespace) -> dict:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     row["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
-    row.update(extrapolate(variant, precision, row["s_per_step"], args.seq))
+    row.update(extrapolate(spec, precision, row["s_per_step"], args.seq))
     return row
 
 
-def extrapolate(variant: str, precision: str, seconds: float, seq: int) -> dict:
+def extrapolate(name: str, precision: str, seconds: float, seq: int) -> dict:
     """GPU-hours of the paper run (cost model, h100) and CPU-hours at this row's measured step time."""
     from exoformer.harness.cost import estimate
     from exoformer.harness.profiles import load_profile
-    from exoformer.harness.registry import Registry
 
-    spec = Registry().resolve(f"{variant}-s42", preset="450m", overrides=[f"train.precision={precision}"])
+    spec = paper_spec(name, precision)
     return {"gpu_hours_h100": estimate(spec, load_profile("h100")).gpu_hours,
             "cpu_hours_10b": seconds * spec.train.tokens / seq / 3600}
 
 
-def row_in_subprocess(variant: str, precision: str, args: argparse.Namespace) -> dict:
+def row_in_subprocess(spec: str, precision: str, args: argparse.Namespace) -> dict:
     """One row in a fresh interpreter: its peak RSS is its own, and its memory is returned when it ends."""
-    cmd = [sys.executable, __file__, "--row", variant, precision, "--seq", str(args.seq), "--threads",
+    cmd = [sys.executable, __file__, "--row", spec, precision, "--seq", str(args.seq), "--threads",
            str(args.threads)]
     for flag in ("layers", "width", "heads", "vocab"):
         if getattr(args, flag) is not None:
@@ -160,7 +172,7 @@ def row_in_subprocess(variant: str, precision: str, args: argparse.Namespace) ->
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"variant": variant, "precision": precision, "error": f"exit {done.returncode}: {tail[:200]}"}
+        return {"spec": spec, "precision": precision, "error": f"exit {done.returncode}: {tail[:200]}"}
     return json.loads(lines[-1])
 
 
@@ -173,16 +185,16 @@ def fmt(value, spec: str = ".3g") -> str:
 
 
 def print_head() -> None:
-    print(f"{'variant':<20}  {'precision':<18}  {'shape':>7}  {'loss 1':>7}  {'loss 2':>7}  {'repeat':>6}  "
+    print(f"{'spec':<24}  {'precision':<18}  {'shape':>7}  {'loss 1':>7}  {'loss 2':>7}  {'repeat':>6}  "
             f"{'s/step':>7}  {'RSS GB':>6}  {'ckpt MB':>7}  {'save s':>6}  {'load s':>6}  {'GPU-h':>6}  "
             f"{'CPU-h 10B':>9}  resume", flush=True)
 
 
 def print_row(r: dict) -> None:
     if "error" in r:
-        print(f"{r['variant']:<20}  {r['precision']:<18}  not run: {r['error']}", flush=True)
+        print(f"{r['spec']:<24}  {r['precision']:<18}  not run: {r['error']}", flush=True)
         return
-    print(f"{r['variant']:<20}  {r['precision']:<18}  {r['shape']:>7}  {fmt(r['loss_1'], '.4f'):>7}  "
+    print(f"{r['spec']:<24}  {r['precision']:<18}  {r['shape']:>7}  {fmt(r['loss_1'], '.4f'):>7}  "
               f"{fmt(r['loss_2'], '.4f'):>7}  {fmt(r['repeat_equal']):>6}  {fmt(r['s_per_step'], '.1f'):>7}  "
               f"{fmt(r['peak_rss_gb'], '.1f'):>6}  {fmt(r['checkpoint_mb'], '.0f'):>7}  "
               f"{fmt(r['save_s'], '.1f'):>6}  {fmt(r['load_s'], '.1f'):>6}  {fmt(r['gpu_hours_h100'], '.1f'):>6}  "
@@ -192,7 +204,7 @@ def print_row(r: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variants", nargs="*", default=list(TABLE1))
+    parser.add_argument("--specs", nargs="*", default=None, help="spec names (default: table1's rows, seed 42)")
     parser.add_argument("--precisions", nargs="*", default=list(PRECISIONS))
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--layers", type=int, default=None, help="shrink the depth (CI)")
@@ -210,9 +222,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     print_head()
-    for variant in args.variants:
+    for spec in args.specs or table1_specs():
         for precision in args.precisions:  # each row printed (and the JSON rewritten) as soon as it ends
-            rows.append(row_in_subprocess(variant, precision, args))
+            rows.append(row_in_subprocess(spec, precision, args))
             print_row(rows[-1])
             if args.json:
                 atomic_write_json(args.json, {"tool": "benchmarks/paper_shape_steps.py", "rows": rows})
