@@ -4,9 +4,10 @@ Checks (each a function returning one row: name, value, unit, device, ok, notes;
 becomes a row with its error, and the remaining checks still run):
 - FlexAttention with a document mask against dense-mask SDPA in bf16 (max |difference|, time ratio);
 - compiled against eager loss for each variant family (bf16 autocast on GPU, fp32 with --cpu);
-- train step (official-pure-bf16 as the paper presets, document masks, chunked CE + z-loss, backward, clip,
-  Muon + AdamW; eager) of gated and dynamic-e-exoformer at the 450M shape (seq 2048, micro-batch 16): ms/step,
-  tokens/s, MFU, peak memory, and the ratios of dynamic-e-exoformer to gated;
+- train step of gated and dynamic-e-exoformer as the 450m preset runs it and `plan` prices it (its model at the
+  450M shape with its attention kernel, its precision official-pure-bf16, compiled as it says, micro-batch 16 x
+  seq 2048, document masks, chunked CE + z-loss, backward, clip, Muon + AdamW): ms/step, tokens/s, MFU, peak
+  memory, and the ratios of dynamic-e-exoformer to gated;
 - the memory model (exoformer/harness/memory.py) for that step against `torch.cuda.max_memory_allocated`:
   the measured / estimated ratio goes into the JSON (`memory_ratio`), which `plan` and `preflight` then apply;
 - one row per fix of the GPU paths: resume of a pure-bf16 run, evaluation on the job's device, flex against
@@ -39,7 +40,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -50,6 +51,7 @@ from exoformer.harness.cost import MEASURED_TOOL, flops_per_token
 from exoformer.io import atomic_write_json
 from exoformer.model import ExoTransformer, variant_config
 from exoformer.model.config import ModelConfig
+from exoformer.model.model import resolve_kernel
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = {False: REPO_ROOT / "results" / "gpu_check.json", True: REPO_ROOT / "results" / "gpu_check_cpu.json"}
@@ -76,8 +78,9 @@ FAMILIES = {
 """One variant per family of the paper: every anchor source, the coefficient granularities, dynamic."""
 
 STEP_VARIANTS = ("gated", "dynamic-e-exoformer")
-GPU_BUDGET_S = 270.0
-"""On a GPU no check starts after this many seconds, so that the whole run stays within ~5 minutes."""
+GPU_BUDGET_S = 420.0
+"""On a GPU no check starts after this many seconds, so that the whole run stays within ~8 minutes (the
+train-step rows compile the 450M model, about a minute each)."""
 
 
 def peak_tflops(device_name: str) -> float | None:
@@ -109,6 +112,7 @@ class Scale:
     family_shape: dict
     family_batch: int
     step_shape: dict
+    """Shape of the train-step rows over the 450m preset's model ({}: the preset's own)."""
     step_batch: int
     step_warmup: int
     step_reps: int
@@ -128,23 +132,19 @@ class Scale:
     def precision(self) -> str:
         return "fp32" if self.cpu else "bf16-autocast"
 
-    @property
-    def step_precision(self) -> str:
-        """The train-step rows run in the paper presets' precision, the one `plan` prices."""
-        return "fp32" if self.cpu else "official-pure-bf16"
 
 
 GPU_SCALE = Scale(
     cpu=False, attention=(4, 16, 2048, 64),
     family_shape={"shape": "proxy", "n_layer": 3}, family_batch=4,
-    step_shape={"shape": "450m", "seq_len": 2048}, step_batch=16, step_warmup=2, step_reps=5,
+    step_shape={}, step_batch=16, step_warmup=2, step_reps=5,
     train_shape={"shape": "proxy", "n_layer": 4}, train_batch=8, train_steps=30,
     eval_shape={"shape": "450m", "vocab_size": 57601}, eval_window=1024, eval_requests=64, eval_batch=16,
 )
 CPU_SCALE = Scale(
     cpu=True, attention=(1, 2, 128, 16),
     family_shape={"shape": "tiny", "seq_len": 32}, family_batch=2,
-    step_shape={"shape": "tiny", "seq_len": 64}, step_batch=2, step_warmup=1, step_reps=2,
+    step_shape={"shape": "tiny", "seq_len": 64}, step_batch=2, step_warmup=2, step_reps=2,
     train_shape={"shape": "tiny", "seq_len": 32}, train_batch=2, train_steps=30,
     eval_shape={"shape": "tiny", "seq_len": 64}, eval_window=64, eval_requests=16, eval_batch=8,
 )
@@ -333,12 +333,15 @@ def model_flex_against_sdpa(ctx: Context) -> Row:
 class Trainer:
     """One model, the paper's optimisers and recipe, fixed batches; `step()` does one full update."""
 
-    def __init__(self, ctx: Context, variant: str, shape: dict, batch: int, steps: int, *,
+    def __init__(self, ctx: Context, variant: str | ModelConfig, shape: dict, batch: int, steps: int, *,
                  precision: str, compile_backend: str | None = None, attention: str | None = None) -> None:
         from exoformer.train.config import TrainConfig
         from exoformer.train.optim import build_optimizers
 
-        self.cfg = config(variant, shape if attention is None else {**shape, "attention": attention})
+        if isinstance(variant, ModelConfig):
+            self.cfg = variant if attention is None else replace(variant, attention=attention)
+        else:
+            self.cfg = config(variant, shape if attention is None else {**shape, "attention": attention})
         seq = self.cfg.seq_len
         self.recipe = TrainConfig(steps=steps, batch_tokens=batch * seq, micro_batch_seqs=batch, seq_len=seq,
                                   warmup_steps=max(1, steps // 10), precision=precision)
@@ -377,12 +380,42 @@ class Trainer:
         return loss.detach()
 
 
+def paper_step(ctx: Context, variant: str):
+    """The spec `plan` prices for this variant: the 450m preset's seed-42 run (experiments/presets.yaml), its
+    model at `scale.step_shape` (the true shape on a GPU, a toy one with --cpu) and micro-batch `step_batch`."""
+    from exoformer.harness.registry import Registry
+    from exoformer.model.variants import shape_fields
+
+    spec = Registry().resolve(f"{variant}-s42", preset="450m")
+    shape = dict(ctx.scale.step_shape)
+    if "shape" in shape:
+        shape = {**shape_fields(shape.pop("shape")), **shape}
+    model = replace(spec.model, **shape)
+    return replace(spec, model=model, train=replace(spec.train, seq_len=model.seq_len,
+                                                    micro_batch_seqs=ctx.scale.step_batch))
+
+
+def step_precision(ctx: Context, variant: str) -> str:
+    """The preset's training precision on this device (`auto` resolved as the training loop does)."""
+    from exoformer.harness.cost import training_precision
+
+    return training_precision(paper_step(ctx, variant), ctx.device.type)
+
+
+def step_compiled(ctx: Context, variant: str) -> bool:
+    """Compiled as the training loop compiles the preset's spec on a GPU; with --cpu too (aot_eager), so that the
+    toy run traces the same compiled region."""
+    return paper_step(ctx, variant).train.compile and (ctx.device.type == "cuda" or ctx.scale.cpu)
+
+
 def train_step(ctx: Context, variant: str, attention: str | None = None) -> dict:
     scale = ctx.scale
     if ctx.device.type == "cuda":
         torch.cuda.empty_cache()
-    trainer = Trainer(ctx, variant, scale.step_shape, scale.step_batch, 1000, precision=scale.step_precision,
-                      attention=attention)
+    spec = paper_step(ctx, variant)
+    precision, compiled = step_precision(ctx, variant), step_compiled(ctx, variant)
+    trainer = Trainer(ctx, spec.model, {}, scale.step_batch, 1000, precision=precision,
+                      compile_backend=scale.backend if compiled else None, attention=attention)
     for _ in range(scale.step_warmup):
         trainer.step()
     times, peak = [], None
@@ -398,9 +431,19 @@ def train_step(ctx: Context, variant: str, attention: str | None = None) -> dict
     mfu = None if ctx.peak is None else flops / (ctx.peak * 1e12)
     cfg = trainer.cfg
     del trainer
+    kernel = resolve_kernel(cfg.attention, ctx.device)
+    how = f"compiled ({scale.backend})" if compiled else "eager"
     return {"seconds": seconds, "tokens_per_s": tokens_per_s, "tflops": flops / 1e12, "mfu": mfu, "peak": peak,
+            "precision": precision, "compiled": compiled, "attention": kernel,
             "shape": f"{cfg.n_layer}x{cfg.d_model}, seq {cfg.seq_len}, micro-batch {scale.step_batch}, "
-                     f"{scale.step_precision}, eager, median of {scale.step_reps}"}
+                     f"{precision}, {kernel}, {how}, median of {scale.step_reps}"}
+
+
+def kernel_step(ctx: Context, variant: str, kernel: str) -> dict:
+    """The train step with this attention kernel: the preset's own step where its kernel resolves to it here."""
+    if resolve_kernel(paper_step(ctx, variant).model.attention, ctx.device) == kernel:
+        return ctx.once(("step", variant), lambda: train_step(ctx, variant))
+    return ctx.once(("step", variant, kernel), lambda: train_step(ctx, variant, attention=kernel))
 
 
 def step_rows(variant: str) -> list[Callable[[Context], Row]]:
@@ -442,24 +485,23 @@ def row_memory_ratio(ctx: Context) -> Row:
     return ctx.row(value, "x")
 
 
-def step_memory_estimate(ctx: Context, variant: str, measured: dict):
-    """The memory model's peak for the step `train_step` measured (its precision, shape, one rank, the chunked
-    loss, no compile unless it says so)."""
+def step_memory_estimate(ctx: Context, variant: str):
+    """The memory model's peak for the step `train_step` measured: its model, precision and compile, one rank,
+    the chunked loss (the estimate `plan` and `preflight` scale by the measured ratio)."""
     from exoformer.harness.memory import estimate_memory
-
-    cfg = config(variant, ctx.scale.step_shape)
     from exoformer.train.loss import CHUNK_TOKENS
 
-    return estimate_memory(cfg, precision=measured.get("precision", ctx.scale.step_precision),
-                           micro_batch=ctx.scale.step_batch, seq_len=cfg.seq_len,
-                           compiled=measured.get("compiled", False), device=ctx.device.type,
+    spec = paper_step(ctx, variant)
+    return estimate_memory(spec.model, precision=step_precision(ctx, variant), micro_batch=ctx.scale.step_batch,
+                           seq_len=spec.model.seq_len, doc_masking=spec.train.doc_masking,
+                           compiled=step_compiled(ctx, variant) and ctx.device.type == "cuda", device=ctx.device.type,
                            logits_chunk=CHUNK_TOKENS)
 
 
 def memory_model_rows(variant: str) -> list[Callable[[Context], Row]]:
     def estimate(ctx: Context) -> Row:
         measured = ctx.once(("step", variant), lambda: train_step(ctx, variant))
-        est = step_memory_estimate(ctx, variant, measured)
+        est = step_memory_estimate(ctx, variant)
         return ctx.row(mib(est.peak_tensors), "MiB", None, f"peak at {est.peak_phase}; weights "
                        f"{mib(est.weights)}, optimizer {mib(est.optimizer)}, activations {mib(est.activations)}, "
                        f"logits {mib(est.logits)} MiB")
@@ -469,7 +511,7 @@ def memory_model_rows(variant: str) -> list[Callable[[Context], Row]]:
         if ctx.device.type != "cuda" or not measured.get("peak"):
             return ctx.row(None, "x", None, "needs a GPU: the CPU's resident high-water mark above the step's start "
                                             "is not the allocator peak the model estimates")
-        est = step_memory_estimate(ctx, variant, measured)
+        est = step_memory_estimate(ctx, variant)
         value = measured["peak"] / est.peak_tensors
         ctx.memo[("memory_ratio", variant)] = (True, value)
         return ctx.row(value, "x", 0.85 <= value <= 1.15, "torch.cuda.max_memory_allocated / estimated peak "
@@ -726,8 +768,8 @@ def row_flex_step_time(ctx: Context) -> Row:
     """A training step of dynamic-e-exoformer with FlexAttention over one with sdpa (same shape and batch)."""
     if ctx.device.type != "cuda":
         return ctx.row(None, "x", None, "not run: FlexAttention has no backward on the CPU")
-    sdpa = ctx.once(("step", STEP_VARIANTS[1]), lambda: train_step(ctx, STEP_VARIANTS[1]))
-    flex = ctx.once(("step-flex", STEP_VARIANTS[1]), lambda: train_step(ctx, STEP_VARIANTS[1], attention="flex"))
+    variant = STEP_VARIANTS[1]
+    flex, sdpa = (kernel_step(ctx, variant, kernel) for kernel in ("flex", "sdpa"))
     return ctx.row(flex["seconds"] / sdpa["seconds"], "x", None,
                    f"flex {1000 * flex['seconds']:.4g} ms, sdpa {1000 * sdpa['seconds']:.4g} ms; {sdpa['shape']}")
 

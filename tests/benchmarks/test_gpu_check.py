@@ -114,7 +114,7 @@ def test_memory_model_rows_write_the_measured_ratio_that_preflight_reads(tmp_pat
 
     ctx = gpu_check.Context(gpu_check.GPU_SCALE, gpu_check.torch.device("cuda", 0), "NVIDIA H100 80GB HBM3", 989.0)
     for variant in gpu_check.STEP_VARIANTS:  # a measured step as train_step records it (no GPU touched here)
-        estimated = gpu_check.step_memory_estimate(ctx, variant, {}).peak_tensors
+        estimated = gpu_check.step_memory_estimate(ctx, variant).peak_tensors
         ctx.memo[("step", variant)] = (True, {"peak": int(1.1 * estimated), "mfu": None})
     rows = {name: gpu_check.run_check(ctx, name, check) for name, check in gpu_check.checks()
             if "memory measured / estimate" in name or "memory estimate" in name}
@@ -136,3 +136,23 @@ def test_memory_rows_on_cpu_claim_no_ratio(tmp_path):
     rows = {r["name"]: r for r in data["rows"]}
     assert rows["train peak memory estimate gated"]["value"] > 0
     assert rows["train peak memory measured / estimate gated"]["value"] is None
+
+
+def test_gpu_train_step_rows_measure_the_configuration_plan_prices():
+    """On a GPU the step rows run the 450m preset's spec as the training loop runs it: the model at its true shape
+    with its attention kernel (flex), official-pure-bf16, compiled; the memory row estimates that same step."""
+    import torch
+
+    from exoformer.harness.cost import training_precision
+    from exoformer.harness.registry import Registry
+
+    ctx = gpu_check.Context(gpu_check.GPU_SCALE, torch.device("cuda"), "H100", 989.0)
+    for variant in gpu_check.STEP_VARIANTS:
+        priced = Registry().resolve(f"{variant}-s42", preset="450m")
+        step = gpu_check.paper_step(ctx, variant)
+        assert step.model == priced.model and step.train.micro_batch_seqs == priced.train.micro_batch_seqs == 16
+        assert gpu_check.step_precision(ctx, variant) == training_precision(priced, "cuda") == "official-pure-bf16"
+        assert gpu_check.step_compiled(ctx, variant) and priced.train.compile
+        assert gpu_check.resolve_kernel(step.model.attention, ctx.device) == "flex"
+        estimate = gpu_check.step_memory_estimate(ctx, variant)
+        assert 20e9 < estimate.peak_tensors < 80e9  # the 450M step at micro-batch 16 x 2048 (README preflight table)
