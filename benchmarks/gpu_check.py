@@ -500,7 +500,6 @@ def step_memory_estimate(ctx: Context, variant: str):
 
 def memory_model_rows(variant: str) -> list[Callable[[Context], Row]]:
     def estimate(ctx: Context) -> Row:
-        measured = ctx.once(("step", variant), lambda: train_step(ctx, variant))
         est = step_memory_estimate(ctx, variant)
         return ctx.row(mib(est.peak_tensors), "MiB", None, f"peak at {est.peak_phase}; weights "
                        f"{mib(est.weights)}, optimizer {mib(est.optimizer)}, activations {mib(est.activations)}, "

@@ -33,16 +33,11 @@ from tqdm import tqdm
 
 from exoformer.errors import UserError
 from exoformer.eval.scoring import Scorer
+from exoformer.train.distributed import group_rank_and_size
 
 TokenRequest = tuple[Any, list[int], list[int]]  # (cache key, context tokens, continuation tokens)
 
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's default for generate_until tasks
-
-
-def _group_rank_and_size() -> tuple[int, int]:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
 
 
 class Tokenizer(Protocol):
@@ -89,7 +84,7 @@ class ExoLM(TemplateLM):
         self.batch_size = batch_size
         self.max_length = seq_len
         self._device = torch.device(device)
-        self._rank, self._world_size = _group_rank_and_size() if data_parallel else (0, 1)
+        self._rank, self._world_size = group_rank_and_size() if data_parallel else (0, 1)
         self.model = model.to(self._device)
         self.scorer = Scorer(self.model, pad_id=self.eot_token_id, device=self._device, full_logits=full_logits,
                              precision=precision)

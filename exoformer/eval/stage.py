@@ -37,12 +37,6 @@ def stage_device(ctx: StageContext) -> str:
     return str(dist_util.pick_device(None, dist_util.distributed_env()))
 
 
-def _rank() -> int:
-    from exoformer.train import distributed as dist_util
-
-    return dist_util.group_rank_and_size()[0]
-
-
 def validation_rows(result: dict[str, Any], *, spec: str, seed: int) -> list[dict[str, Any]]:
     """Long rows of a final validation, both conventions (no stderr: one deterministic pass), n = tokens scored."""
     return [{"spec": spec, "seed": seed, "task": VALIDATION_TASK, "metric": metric, "value": float(result[key]),
@@ -57,7 +51,9 @@ def validate_stage(ctx: StageContext) -> dict[str, Any]:
     spec, run_dir, files = ctx.spec, Path(ctx.run_dir), ctx.files
     ctx.say(f"validate: {spec.train.final_val_tokens:,} validation tokens")
     result = final_validation(spec.model, spec.train, run_dir, device=ctx.device)
-    if _rank() != 0:  # a share of a multi-rank validation: rank 0 holds the same sums and writes them
+    from exoformer.train.distributed import group_rank_and_size
+
+    if group_rank_and_size()[0] != 0:  # a share of a multi-rank validation: rank 0 holds the same sums and writes them
         return {}
     record = {**result, "rows": validation_rows(result, spec=spec.name, seed=spec.seed)}
     atomic_write_json(files.validation, record)
