@@ -11,7 +11,7 @@ becomes a row with its error, and the remaining checks still run):
 - the memory model (exoformer/harness/memory.py) for that step against `torch.cuda.max_memory_allocated`:
   the measured / estimated ratio goes into the JSON (`memory_ratio`), which `plan` and `preflight` then apply;
 - one row per fix of the GPU paths: resume of a pure-bf16 run, evaluation on the job's device, flex against
-  sdpa step time, Muon shared across ranks, chunked loss memory;
+  sdpa step time, the per-batch document block mask's build time, Muon shared across ranks, chunked loss memory;
 - 30 bf16 training steps eager against compiled (largest loss difference, speed-up);
 - eval loglikelihood requests/s and peak memory, batched against batch 1, and lean scoring against full
   (B, T, V) logits;
@@ -847,10 +847,27 @@ def row_chunked_loss(ctx: Context) -> Row:
                    f"{' (memory judged at GPU scale only)' if ctx.scale.cpu else ''}")
 
 
+def row_document_block_mask(ctx: Context) -> Row:
+    """Building the FlexAttention document BlockMask of one micro-batch (done per batch: its boundaries are the
+    batch's own), against the step it serves."""
+    from exoformer.model.model import flex_block_mask
+
+    variant = STEP_VARIANTS[1]
+    spec = paper_step(ctx, variant)
+    seq = spec.model.seq_len
+    _, _, starts = batch_for(spec.model, ctx.scale.step_batch, seq, ctx.device)
+    doc_ids = torch.cumsum(starts.to(torch.int32), dim=1)
+    seconds = timed_median(lambda: flex_block_mask(doc_ids, seq, ctx.device), ctx.device, 1, 5)
+    flex = kernel_step(ctx, variant, "flex") if ctx.device.type == "cuda" else None
+    share = "" if flex is None else f"; {100 * seconds / flex['seconds']:.2g}% of the flex step"
+    return ctx.row(1000 * seconds, "ms", None, f"micro-batch {ctx.scale.step_batch} x {seq}, median of 5{share}")
+
+
 def fix_rows() -> list[tuple[str, Callable[[Context], Row]]]:
     return [("resume official-pure-bf16: tensors differing from the uninterrupted run", row_resume_pure_bf16),
             ("eval on the job's device: max |delta loglik| vs CPU", row_eval_on_device),
             ("train step FlexAttention / sdpa (dynamic-e-exoformer)", row_flex_step_time),
+            ("document block mask build per micro-batch", row_document_block_mask),
             ("Muon shared by 2 ranks vs replicated: max |diff|", row_muon_sharded),
             ("loss peak memory chunked / unchunked", row_chunked_loss)]
 
