@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from exoformer.train.config import TrainConfig
+from exoformer.train.distributed import group_rank_and_size
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ class Muon(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        rank, world = _rank_and_world()
+        rank, world = group_rank_and_size()
         work = []
         for group in self.param_groups:
             for p in group["params"]:
@@ -157,12 +158,6 @@ class Muon(torch.optim.Optimizer):
             entry = self.state[params[index]]
             for key, value in tensors.items():
                 entry[key] = value.to(device=params[index].device, copy=True)
-
-
-def _rank_and_world() -> tuple[int, int]:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
 
 
 def build_optimizers(model: nn.Module, cfg: TrainConfig) -> tuple[Muon, torch.optim.AdamW]:
