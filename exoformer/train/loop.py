@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import signal
 import threading
 import time
@@ -40,7 +39,7 @@ from exoformer.train.checkpoint import (
 )
 from exoformer.train.config import TrainConfig
 from exoformer.train.finite import check_finite_model, check_finite_step
-from exoformer.train.loss import LossForward, chunked_lm_loss, official_logged_loss, validation_conventions
+from exoformer.train.loss import LossForward, chunked_lm_loss, validation_conventions
 from exoformer.train.optim import build_optimizers, set_schedules
 from exoformer.train.progress import Progress
 from exoformer.train.schedule import lr_multiplier_for, momentum_for
@@ -131,29 +130,6 @@ class StopRequest:
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, batches: Iterable[Batch], *, device: torch.device, precision: str,
-             doc_masking: bool) -> tuple[float, float, int]:
-    """Token-weighted mean CE and mean lse^2 over the batches of every rank; returns (ce, z, tokens)."""
-    was_training = model.training
-    model.eval()
-    sums = torch.zeros(3, dtype=torch.float64, device=device)
-    for batch in batches:
-        x, y = batch.x.to(device), batch.y.to(device)
-        with autocast_for(precision, device):
-            hidden = model.hidden_states(x, batch.doc_starts.to(device) if doc_masking else None)
-            _, ce, z = chunked_lm_loss(hidden, model.lm_head.weight, y, 0.0)
-        n = y.numel()
-        sums += torch.stack([ce.double() * n, z.double() * n, torch.tensor(float(n), dtype=torch.float64,
-                                                                             device=device)])
-    model.train(was_training)
-    dist_util.all_reduce_sum(sums)
-    n = int(sums[2].item())
-    if n == 0:
-        return math.nan, math.nan, 0
-    return float(sums[0] / n), float(sums[1] / n), n
 
 
 def train(model_config: ModelConfig, train_config: TrainConfig, out_dir: str | Path, *,
@@ -288,11 +264,12 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                     board.scalars(step, {"train/loss": last_loss, "train/lr": lr, "train/grad_norm": float(grad_norm),
                                          "train/tokens_per_s": cfg.batch_tokens / elapsed})
                 if cfg.val_every and (step % cfg.val_every == 0 or step == cfg.steps):
-                    ce, z, _ = evaluate(model, val_set, device=device, precision=precision,
-                                        doc_masking=cfg.doc_masking)
+                    val = validation_conventions(batch_criteria(model, val_set, device=device, precision=precision,
+                                                                doc_masking=cfg.doc_masking), cfg.z_loss)
+                    ce = val["val_loss_ce"]
                     if metrics:
                         metrics.write({"kind": "val", "step": step, "tokens": tokens, "val_loss": ce,
-                                       "val_loss_official": official_logged_loss(ce, z, cfg.z_loss)})
+                                       "val_loss_official": val["val_loss"]})
                     progress.note(f"step {step}: val_loss {ce:.4f}")
                     if board:
                         board.scalars(step, {"val/loss": ce})
