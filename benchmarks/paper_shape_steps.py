@@ -7,8 +7,9 @@ training loop (exoformer.train.loop.train) on the bundled smoke corpus, micro-ba
 3. run C: run A's directory without its step-2 checkpoint, resumed: its step 2 must equal run A's (the loss, and
    every tensor of the step-2 checkpoint's model bitwise).
 Reported: the losses, s/step (run A's second step), the row's peak resident memory, the checkpoint size, a save
-and a verified load of it, and the GPU-hours of the full 10B-token run: the cost model's (h100 profile) and the
-CPU-hours this machine's step time extrapolates to. A row whose resume raises reports the error, not a traceback.
+and a verified load of it, and the hours of the full 10B-token run: the cost model's GPU-hours (h100 profile; it
+prices bf16 at the GPU's bf16 peak, so an fp32 row has none) and the CPU-hours this machine's step time
+extrapolates to. A row whose resume raises reports the error, not a traceback.
 
     python benchmarks/paper_shape_steps.py [--specs gated-s42 ...] [--precisions official-pure-bf16 fp32]
         [--seq 256] [--layers N] [--width D --heads H] [--vocab V] [--json PATH] [--threads N]
@@ -151,12 +152,13 @@ def run_row(spec: str, precision: str, args: argparse.Namespace) -> dict:
 
 
 def extrapolate(name: str, precision: str, seconds: float, seq: int) -> dict:
-    """GPU-hours of the paper run (cost model, h100) and CPU-hours at this row's measured step time."""
+    """GPU-hours of the paper run (cost model, h100; None in fp32, which it does not price) and CPU-hours at this
+    row's measured step time."""
     from exoformer.harness.cost import estimate
     from exoformer.harness.profiles import load_profile
 
     spec = paper_spec(name, precision)
-    return {"gpu_hours_h100": estimate(spec, load_profile("h100")).gpu_hours,
+    return {"gpu_hours_h100": None if precision == "fp32" else estimate(spec, load_profile("h100")).gpu_hours,
             "cpu_hours_10b": seconds * spec.train.tokens / seq / 3600}
 
 

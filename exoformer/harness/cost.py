@@ -184,6 +184,8 @@ def estimate(spec: Spec, profile: Profile) -> Cost:
     if profile.gpu is not None:
         measurement, note = read_measurement()
         mfu, source = choose_mfu(spec, profile, measurement, note)
+        if training_precision(spec, "cuda") == "fp32":
+            source += "; train.precision fp32 priced at the bf16 peak: GPU-hours are a lower bound"
         rate = profile.gpu.peak_bf16_tflops * 1e12 * mfu
         return Cost(flops=flops, gpu_hours=flops / rate / 3600.0, cpu_minutes=None, mfu=mfu, mfu_source=source,
                     memory_gb=mem_gb, memory_source=mem_source)

@@ -103,3 +103,13 @@ def test_the_measurement_is_reread_when_the_file_changes(specs, measured):
     assert estimate(specs["gated"], load_profile("h200")).mfu == 0.31
     measured(check_json(mfu={"gated": 0.455}))
     assert estimate(specs["gated"], load_profile("h200")).mfu == 0.455
+
+
+def test_fp32_training_on_a_gpu_is_priced_at_the_bf16_peak_and_says_so(measured):
+    profile = load_profile("h100")
+    reg = Registry()
+    paper = estimate(reg.resolve("gated-s42", preset="450m"), profile)
+    fp32 = estimate(reg.resolve("gated-s42", preset="450m", overrides=["train.precision=fp32"]), profile)
+    assert paper.mfu_source == "assumed 40%"
+    assert fp32.mfu_source == "assumed 40%; train.precision fp32 priced at the bf16 peak: GPU-hours are a lower bound"
+    assert fp32.gpu_hours == pytest.approx(paper.gpu_hours)
