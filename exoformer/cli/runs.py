@@ -258,8 +258,10 @@ def status_verb(args: argparse.Namespace) -> int:
         raise UserError(f"must be a positive number of seconds, got {args.interval}", where="--interval",
                         fix="e.g. --interval 5")
     root = options.existing_runs_root(args)
+    indexed = {}
     if args.target is None:
-        dirs = [(run.path, run.spec, run.steps) for run in find_runs(root)]  # the index: no spec file parsed
+        indexed = {run.path: run for run in find_runs(root)}  # the index: no spec file parsed
+        dirs = [(run.path, run.spec, run.steps) for run in indexed.values()]
     else:
         from exoformer.harness.plan import resolve_target
 
@@ -268,7 +270,7 @@ def status_verb(args: argparse.Namespace) -> int:
         dirs = [(runs.run_dir_for(s, root), s.name, s.train.steps) for s in specs]
     roots = {d: root for d, _, _ in dirs}
     while True:
-        rows = collect(dirs, roots)
+        rows = collect(dirs, roots, indexed=indexed)
         if args.json:
             for row in rows:
                 print(json.dumps(row))

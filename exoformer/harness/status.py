@@ -23,7 +23,9 @@ from typing import Any
 from exoformer.errors import UserError
 from exoformer.harness import locking, runs
 from exoformer.harness.backends import Liveness, SlurmView, backend_class, launcher_liveness
-from exoformer.rundir import RunDir
+from exoformer.harness.hashing import hash12
+from exoformer.harness.run_index import RunInfo
+from exoformer.rundir import DAMAGED, SUCCEEDED, RunDir
 
 __all__ = ["Liveness", "SlurmView", "claim_alive", "collect", "format_table", "liveness", "reconcile", "row_for"]
 
@@ -108,8 +110,11 @@ def claim_alive(run_dir: Path, claim: locking.Claim | None, view: SlurmView) -> 
 
 
 def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = None,
-            total_steps: int | None = None) -> dict[str, Any]:
-    """One row of `status`: state, progress (step / total, last loss), elapsed, job id, log path."""
+            total_steps: int | None = None, indexed: RunInfo | None = None) -> dict[str, Any]:
+    """One row of `status`: state, progress (step / total, last loss), elapsed, job id, log path.
+
+    `indexed`: the run as the run index read it (exoformer/harness/run_index.py); a finished run then shows the
+    index's integrity verdict, checked against the same files, instead of reading its spec and rows again."""
     if total_steps is None:
         spec = _safe_spec(run_dir)
         total_steps = spec.train.steps if spec else None
@@ -123,7 +128,10 @@ def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = N
     if status is not None and run_dir.is_dir():
         from exoformer.harness.row_integrity import reading_state
 
-        state, damage = reading_state(RunDir(run_dir), status.state)
+        if indexed is not None and status.state == SUCCEEDED and indexed.state in (SUCCEEDED, DAMAGED):
+            state, damage = indexed.state, indexed.damage
+        else:
+            state, damage = reading_state(RunDir(run_dir), status.state)
         if damage:
             status = runs.Status(**{**status.to_dict(), "state": state, "reason": damage})
     return {"spec": spec_name or run_dir.parent.name, "hash": run_dir.name,
@@ -142,19 +150,26 @@ def _safe_spec(run_dir: Path):
         return None
 
 
-def collect(run_dirs: list[tuple[Path, str | None, int | None]], root_of: dict[Path, Path]) -> list[dict]:
-    """Reconciled rows for (run_dir, spec name, total steps) triples; `root_of` maps each to its runs root."""
+def claims_by_run(manifest: dict[str, locking.Claim]) -> dict[tuple[str, str], locking.Claim]:
+    """The manifest's claims by (spec name, hash12), the two names of a run directory under its root
+    (exoformer/harness/runs.py run_dir_for): a claim is found without reading the run's spec file."""
+    return {(claim.name, hash12(claim.hash)): claim for claim in manifest.values()}
+
+
+def collect(run_dirs: list[tuple[Path, str | None, int | None]], root_of: dict[Path, Path], *,
+            indexed: dict[Path, RunInfo] | None = None) -> list[dict]:
+    """Reconciled rows for (run_dir, spec name, total steps) triples; `root_of` maps each to its runs root,
+    `indexed` (optional) to its run-index entry (see row_for)."""
     view = SlurmView()
-    manifests: dict[Path, dict[str, locking.Claim]] = {}
+    claims: dict[Path, dict[tuple[str, str], locking.Claim]] = {}
     rows = []
     for run_dir, name, total in run_dirs:
         root = root_of[run_dir]
-        if root not in manifests:
-            manifests[root] = locking.read_manifest(root)
-        spec = _safe_spec(run_dir)
-        claim = manifests[root].get(spec.hash) if spec else None
+        if root not in claims:
+            claims[root] = claims_by_run(locking.read_manifest(root))
+        claim = claims[root].get((run_dir.parent.name, run_dir.name))
         status = reconcile(run_dir, claim, view) if run_dir.is_dir() else None
-        row = row_for(run_dir, status, name, total)
+        row = row_for(run_dir, status, name, total, (indexed or {}).get(run_dir))
         if row["job_id"] is None and claim and claim.job_id and status and status.state in runs.ACTIVE_STATES:
             row["job_id"] = claim.job_id  # submitted, not started yet
         rows.append(row)
