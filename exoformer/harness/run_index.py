@@ -97,11 +97,16 @@ class HasRunDir(Protocol):
 Candidate = TypeVar("Candidate", bound=HasRunDir)
 
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""PyYAML's safe loader (what yaml.safe_load uses), in C where the installed PyYAML has libyaml: the same safe
+constructors, about 6x faster on a run's spec file, which the index reads once per run directory."""
+
+
 def read_run_spec(run: RunDir) -> dict:
     """The run's spec file as a mapping; a damaged one is a UserError naming it."""
     spec_file = run.spec_file
     try:
-        data = yaml.safe_load(spec_file.read_text(encoding="utf-8"))
+        data = yaml.load(spec_file.read_text(encoding="utf-8"), Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise UserError(f"the run's spec file cannot be read ({err.__class__.__name__})", where=str(spec_file),
                         fix="the run directory is damaged: re-run it with --force") from None

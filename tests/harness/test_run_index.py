@@ -68,3 +68,14 @@ def test_asking_for_some_specs_reads_only_their_directories(tmp_path, monkeypatc
     monkeypatch.setattr(run_index, "run_dirs_of_spec", lambda root, name: read.append(name) or original(root, name))
     found = run_index.find_runs(tmp_path, specs=["gated-s42", "no-such-spec"])
     assert [r.spec for r in found] == ["gated-s42"] and sorted(read) == ["gated-s42", "no-such-spec"]
+
+
+def test_run_spec_files_are_read_with_a_safe_loader():
+    """The index's fast spec reader is PyYAML's SafeLoader (or its libyaml twin): no Python object tags."""
+    import yaml
+
+    from exoformer.harness import run_index
+
+    assert run_index.SAFE_LOADER in (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    with pytest.raises(yaml.constructor.ConstructorError):
+        yaml.load("name: !!python/object/apply:os.getcwd []", Loader=run_index.SAFE_LOADER)
