@@ -133,7 +133,6 @@ class Scale:
         return "fp32" if self.cpu else "bf16-autocast"
 
 
-
 GPU_SCALE = Scale(
     cpu=False, attention=(4, 16, 2048, 64),
     family_shape={"shape": "proxy", "n_layer": 3}, family_batch=4,

@@ -53,7 +53,7 @@ def validate_stage(ctx: StageContext) -> dict[str, Any]:
     result = final_validation(spec.model, spec.train, run_dir, device=ctx.device)
     from exoformer.train.distributed import group_rank_and_size
 
-    if group_rank_and_size()[0] != 0:  # a share of a multi-rank validation: rank 0 holds the same sums and writes them
+    if group_rank_and_size()[0] != 0:  # a share of a multi-rank validation: rank 0 writes the gathered result
         return {}
     record = {**result, "rows": validation_rows(result, spec=spec.name, seed=spec.seed)}
     atomic_write_json(files.validation, record)

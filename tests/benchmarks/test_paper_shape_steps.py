@@ -17,9 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 def test_one_layer_rows_train_repeat_and_resume(tmp_path):
     out = tmp_path / "rows.json"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "paper_shape_steps.py"), "--specs",
-                           "dynamic-e-exoformer-s42", "--layers", "1", "--width", "64", "--heads", "4", "--vocab", "4096",
-                           "--seq", "32", "--threads", "1", "--json", str(out)],
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "paper_shape_steps.py"),
+                           "--specs", "dynamic-e-exoformer-s42", "--layers", "1", "--width", "64", "--heads", "4",
+                           "--vocab", "4096", "--seq", "32", "--threads", "1", "--json", str(out)],
                           capture_output=True, text=True, env=env, timeout=600)
     rows = {r["precision"]: r for r in json.loads(out.read_text())["rows"]}
     assert set(rows) == {"official-pure-bf16", "fp32"}, done.stderr[-2000:]
