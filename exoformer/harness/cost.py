@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from exoformer.errors import UserError
-from exoformer.harness.memory import MemoryEstimate, estimate_memory, matmul_flops_per_token
+from exoformer.harness.memory import MemoryEstimate, estimate_memory
 from exoformer.harness.profiles import Profile, load_profile, profiles_dir
 from exoformer.harness.registry import REPO_ROOT
 from exoformer.harness.spec import Spec
@@ -174,10 +174,11 @@ def choose_mfu(spec: Spec, profile: Profile, measurement: Measurement | None = N
             f"measured by {MEASURED_TOOL} on {measurement.device} {measurement.date}{how}")
 
 
-def estimate(spec: Spec, profile: Profile) -> Cost:
+def estimate(spec: Spec, profile: Profile, *, memory: SpecMemory | None = None) -> Cost:
+    """The spec's cost on the profile; `memory`: its spec_memory when the caller has it already."""
     flops = training_flops(spec)
     try:
-        memory = spec_memory(spec, profile)
+        memory = memory or spec_memory(spec, profile)
         mem_gb, mem_source = memory.total / GB, memory.source
     except UserError:  # ranks that do not divide the batch: `preflight` names it; plan still prices the FLOPs
         mem_gb, mem_source = None, None
@@ -200,7 +201,7 @@ def estimate(spec: Spec, profile: Profile) -> Cost:
 
 def profile_ranks(profile: Profile) -> int:
     """Ranks of one job on this profile: nodes x tasks per node (one per GPU on a GPU profile)."""
-    return profile.slurm.nodes * profile.slurm.tasks
+    return profile.slurm.ranks
 
 
 def training_precision(spec: Spec, device: str) -> str:
@@ -284,7 +285,3 @@ def _read_memory_ratio(path: str, mtime_ns: int, size: int) -> tuple[dict[str, f
         return None
     return {k: float(v) for k, v in ratios.items()}, f"{data.get('device', '?')} {str(data.get('date', ''))[:10]}"
 
-
-def module_flops_per_token(model: ModelConfig, seq_len: int) -> float:
-    """FLOPs per token counted from the module shapes (exoformer/harness/memory.py), to check flops_per_token."""
-    return matmul_flops_per_token(model, seq_len)

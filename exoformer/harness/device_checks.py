@@ -85,7 +85,7 @@ def world_size(profile: Profile | None, backend_name: str) -> int:
     """Ranks of one job: 1 locally; nodes x tasks per node on Slurm (one per GPU unless tasks_per_node says)."""
     if _on_this_machine(backend_name) or profile is None:
         return 1
-    return profile.slurm.nodes * profile.slurm.tasks
+    return profile.slurm.ranks
 
 
 def check_placement(specs: list[Spec], profile: Profile | None, backend_name: str, *,
@@ -150,7 +150,7 @@ def _check_batch(spec: Spec, ranks: int, profile: Profile | None) -> None:
     per_node = "tasks_per_node" if profile and profile.slurm.tasks_per_node is not None else "gpus_per_node"
     origin = (f"; {ranks} ranks = slurm.nodes {profile.slurm.nodes} x {per_node} "
               f"{profile.slurm.tasks} of profile {profile.name!r}") if profile and ranks > 1 else ""
-    fitting = [m for m in range(cfg.micro_batch_seqs, 0, -1) if cfg.batch_tokens % (cfg.seq_len * m * ranks) == 0]
+    fitting = cfg.dividing_micro_batches(ranks)
     fix = (f"--set train.micro_batch_seqs={fitting[0]}" if fitting else
            f"fewer ranks (--set profile.slurm.{per_node}=...) or a train.batch_tokens that is a multiple of "
            f"{cfg.seq_len * ranks}")

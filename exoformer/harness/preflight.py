@@ -23,14 +23,13 @@ from dataclasses import dataclass, field
 from exoformer.errors import UserError
 from exoformer.harness.cost import (
     GB,
-    Cost,
     SpecMemory,
     estimate,
     flops_per_token,
-    module_flops_per_token,
     profile_ranks,
     spec_memory,
 )
+from exoformer.harness.memory import matmul_flops_per_token
 from exoformer.harness.profiles import Profile
 from exoformer.harness.spec import Spec
 
@@ -130,19 +129,20 @@ def official_count(spec: Spec) -> int | None:
     return count
 
 
-def check_spec(spec: Spec, profile: Profile, *, cost: Cost | None = None) -> PreflightRow:
+def check_spec(spec: Spec, profile: Profile) -> PreflightRow:
     """Every check of the module docstring for one spec; failures become `problems`, never exceptions."""
     from dataclasses import replace
 
     params = meta_parameter_count(spec)
     expected = official_count(spec)
-    official_ok = None
+    official_ok = ours = None
     if expected is not None:
-        official_ok = replace(spec.model, vocab_size=OFFICIAL_VOCAB).num_parameters() == expected
+        ours = replace(spec.model, vocab_size=OFFICIAL_VOCAB).num_parameters()
+        official_ok = ours == expected
     ranks = profile_ranks(profile)
     sp = profile.slurm
     row = PreflightRow(spec=spec, profile=profile.name, params=params, official=expected, official_ok=official_ok,
-                       flops_module=module_flops_per_token(spec.model, spec.train.seq_len),
+                       flops_module=matmul_flops_per_token(spec.model, spec.train.seq_len),
                        flops_cost=flops_per_token(spec.model, spec.train.seq_len), ranks=ranks, memory=None,
                        step_seconds=None, interval_seconds=None, time_limit_seconds=sp.time_min * 60.0,
                        signal_delay_seconds=float(sp.signal_delay_s))
@@ -151,7 +151,6 @@ def check_spec(spec: Spec, profile: Profile, *, cost: Cost | None = None) -> Pre
                                       f"form {spec.model.num_parameters():,}", where=spec.name,
                                       fix="report this: exoformer/model/config.py count_parameters is out of date"))
     if official_ok is False:
-        ours = replace(spec.model, vocab_size=OFFICIAL_VOCAB).num_parameters()
         row.problems.append(UserError(f"at vocab {OFFICIAL_VOCAB:,} the model has {ours:,} parameters, "
                                       f"docs/official_code.md section 2 says {expected:,}",
                                       where=spec.name, fix="check the variant's fields against the author's model"))
@@ -163,7 +162,7 @@ def check_spec(spec: Spec, profile: Profile, *, cost: Cost | None = None) -> Pre
         return row
     if row.memory.fits is False:
         row.problems.append(_memory_refusal(spec, profile, row.memory))
-    cost = cost or estimate(spec, profile)
+    cost = estimate(spec, profile, memory=row.memory)
     if cost.gpu_hours is not None:
         row.step_seconds = cost.gpu_hours * 3600.0 / ranks / spec.train.steps
     elif cost.cpu_minutes is not None:
@@ -206,7 +205,7 @@ def _batch_refusal(spec: Spec, profile: Profile, ranks: int) -> UserError:
     per_step = t.seq_len * t.micro_batch_seqs * ranks
     problem = (f"batch_tokens={t.batch_tokens:,} is not a multiple of seq_len x train.micro_batch_seqs x ranks = "
                f"{t.seq_len} x {t.micro_batch_seqs} x {ranks} = {per_step:,}")
-    working = [m for m in range(t.micro_batch_seqs, 0, -1) if t.batch_tokens % (t.seq_len * m * ranks) == 0]
+    working = t.dividing_micro_batches(ranks)
     fix = (f"--set train.micro_batch_seqs={working[0]}" if working
            else f"use a profile whose rank count divides {t.batch_tokens // t.seq_len} sequences")
     return UserError(problem, where=f"{spec.name} on {profile.source or profile.name}", fix=fix)

@@ -61,6 +61,11 @@ class SlurmProfile:
         """Ranks per node that the Slurm backend starts."""
         return self.tasks_per_node if self.tasks_per_node is not None else max(1, self.gpus_per_node)
 
+    @property
+    def ranks(self) -> int:
+        """Ranks of one job: nodes x ranks per node."""
+        return self.nodes * self.tasks
+
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class Profile:

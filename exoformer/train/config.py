@@ -101,6 +101,12 @@ class TrainConfig:
                 fix="choose batch_tokens, micro_batch_seqs or the GPU count to divide evenly")
         return self.batch_tokens // per_micro
 
+    def dividing_micro_batches(self, world_size: int = 1) -> list[int]:
+        """Micro-batch sizes up to the current one whose sequences x ranks divide the global batch, largest first
+        (what a refusal of an uneven batch suggests instead)."""
+        return [m for m in range(self.micro_batch_seqs, 0, -1)
+                if self.batch_tokens % (self.seq_len * m * world_size) == 0]
+
     def to_dict(self) -> dict:
         return asdict(self)
 
