@@ -29,7 +29,7 @@ import torch
 
 from exoformer.errors import UserError
 from exoformer.faults import MACHINE_ERRNOS, ResumableFault, check_run_dir
-from exoformer.io import atomic_write_text, fsync_dir, remove_temp_files, sha256_file, sha256_of
+from exoformer.io import atomic_write_text, fsync_dir, sha256_file, sha256_of
 from exoformer.rundir import RunDir
 
 NAME = re.compile(r"^step_(\d{8,})\.pt$")
@@ -153,12 +153,6 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, An
     _remember(path, digest, None)
     _prune(directory, keep)
     return path
-
-
-def remove_partial_writes(directory: str | os.PathLike) -> list[Path]:
-    """Delete the temporary files of checkpoint writes that were cut short (SIGKILL, power loss): they are
-    never read and can be gigabytes each. Call only while holding the run's job lock (no write is under way)."""
-    return remove_temp_files(Path(directory))
 
 
 def _prune(directory: Path, keep: int) -> None:

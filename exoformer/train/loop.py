@@ -39,7 +39,7 @@ from exoformer.train.checkpoint import (
 )
 from exoformer.train.config import TrainConfig
 from exoformer.train.finite import check_finite_model, check_finite_step
-from exoformer.train.loss import LossForward, chunked_lm_loss, validation_conventions
+from exoformer.train.loss import LossForward, validation_conventions
 from exoformer.train.optim import build_optimizers, set_schedules
 from exoformer.train.progress import Progress
 from exoformer.train.schedule import lr_multiplier_for, momentum_for
@@ -251,17 +251,18 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                 shared = torch.stack([loss_sum / accumulation, torch.tensor(float(stop.requested), device=device)])
                 dist_util.all_reduce_sum(shared)
                 last_loss = float(shared[0]) / env.world_size
-                check_finite_step(step, last_loss, float(grad_norm))  # before this step's metrics line exists
+                norm = float(grad_norm)
+                check_finite_step(step, last_loss, norm)  # before this step's metrics line exists
                 stop_now = bool(shared[1] > 0)
                 elapsed = time.perf_counter() - started
                 lr = muon.param_groups[0]["lr"]
                 if metrics:
                     metrics.write({"kind": "train", "step": step, "tokens": tokens, "loss": last_loss,
-                                   "lr": lr, "grad_norm": float(grad_norm), "ms_per_step": 1000 * elapsed,
+                                   "lr": lr, "grad_norm": norm, "ms_per_step": 1000 * elapsed,
                                    "tokens_per_s": cfg.batch_tokens / elapsed})
                 progress.update(step, loss=last_loss, tokens_per_s=cfg.batch_tokens / elapsed, lr=lr)
                 if board:
-                    board.scalars(step, {"train/loss": last_loss, "train/lr": lr, "train/grad_norm": float(grad_norm),
+                    board.scalars(step, {"train/loss": last_loss, "train/lr": lr, "train/grad_norm": norm,
                                          "train/tokens_per_s": cfg.batch_tokens / elapsed})
                 if cfg.val_every and (step % cfg.val_every == 0 or step == cfg.steps):
                     val = validation_conventions(batch_criteria(model, val_set, device=device, precision=precision,
@@ -328,14 +329,17 @@ def batch_criteria(model: nn.Module, batches: Iterable[Batch], *, device: str | 
     rank, world_size = dist_util.group_rank_and_size()
     was_training = model.training
     model.eval()
-    mine = []
-    for i, batch in enumerate(batches):
+    criterion = LossForward(model, 0.0)
+    sums, tokens = [], []
+    for batch in batches:
         x, y = batch.x.to(device), batch.y.to(device)
         with autocast_for(precision, torch.device(device)):
-            hidden = model.hidden_states(x, batch.doc_starts.to(device) if doc_masking else None)
-            _, ce, z = chunked_lm_loss(hidden, model.lm_head.weight, y, 0.0)
-        mine.append((i * world_size + rank, float(ce), float(z), int(y.numel())))
+            _, ce, z = criterion(x, batch.doc_starts.to(device) if doc_masking else None, y)
+        sums.append(torch.stack([ce, z]))
+        tokens.append(int(y.numel()))
     model.train(was_training)
+    values = torch.stack(sums).tolist() if sums else []  # one device sync for the whole pass
+    mine = [(i * world_size + rank, ce, z, n) for i, ((ce, z), n) in enumerate(zip(values, tokens, strict=True))]
     if world_size > 1:
         shares: list = [None] * world_size
         torch.distributed.all_gather_object(shares, mine)
