@@ -332,15 +332,12 @@ def model_flex_against_sdpa(ctx: Context) -> Row:
 class Trainer:
     """One model, the paper's optimisers and recipe, fixed batches; `step()` does one full update."""
 
-    def __init__(self, ctx: Context, variant: str | ModelConfig, shape: dict, batch: int, steps: int, *,
-                 precision: str, compile_backend: str | None = None, attention: str | None = None) -> None:
+    def __init__(self, ctx: Context, cfg: ModelConfig, batch: int, steps: int, *, precision: str,
+                 compile_backend: str | None = None) -> None:
         from exoformer.train.config import TrainConfig
         from exoformer.train.optim import build_optimizers
 
-        if isinstance(variant, ModelConfig):
-            self.cfg = variant if attention is None else replace(variant, attention=attention)
-        else:
-            self.cfg = config(variant, shape if attention is None else {**shape, "attention": attention})
+        self.cfg = cfg
         seq = self.cfg.seq_len
         self.recipe = TrainConfig(steps=steps, batch_tokens=batch * seq, micro_batch_seqs=batch, seq_len=seq,
                                   warmup_steps=max(1, steps // 10), precision=precision)
@@ -381,7 +378,12 @@ class Trainer:
 
 def paper_step(ctx: Context, variant: str):
     """The spec `plan` prices for this variant: the 450m preset's seed-42 run (experiments/presets.yaml), its
-    model at `scale.step_shape` (the true shape on a GPU, a toy one with --cpu) and micro-batch `step_batch`."""
+    model at `scale.step_shape` (the true shape on a GPU, a toy one with --cpu) and micro-batch `step_batch`
+    (resolved once per variant)."""
+    return ctx.once(("paper step", variant), lambda: _paper_step(ctx, variant))
+
+
+def _paper_step(ctx: Context, variant: str):
     from exoformer.harness.registry import Registry
     from exoformer.model.variants import shape_fields
 
@@ -413,8 +415,9 @@ def train_step(ctx: Context, variant: str, attention: str | None = None) -> dict
         torch.cuda.empty_cache()
     spec = paper_step(ctx, variant)
     precision, compiled = step_precision(ctx, variant), step_compiled(ctx, variant)
-    trainer = Trainer(ctx, spec.model, {}, scale.step_batch, 1000, precision=precision,
-                      compile_backend=scale.backend if compiled else None, attention=attention)
+    model = spec.model if attention is None else replace(spec.model, attention=attention)
+    trainer = Trainer(ctx, model, scale.step_batch, 1000, precision=precision,
+                      compile_backend=scale.backend if compiled else None)
     for _ in range(scale.step_warmup):
         trainer.step()
     times, peak = [], None
@@ -522,7 +525,7 @@ def eager_against_compiled_steps(ctx: Context) -> dict:
     scale, variant = ctx.scale, "dynamic-e-exoformer"
     runs = {}
     for name, backend in (("eager", None), ("compiled", scale.backend)):
-        trainer = Trainer(ctx, variant, scale.train_shape, scale.train_batch, scale.train_steps,
+        trainer = Trainer(ctx, config(variant, scale.train_shape), scale.train_batch, scale.train_steps,
                           precision="bf16-autocast", compile_backend=backend)
         losses, times = [], []
         for _ in range(scale.train_steps):

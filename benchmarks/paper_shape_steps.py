@@ -70,17 +70,15 @@ def recipe(precision: str, seq: int, steps: int):
                        final_val_tokens=seq, precision=precision)
 
 
+def train_lines(run: Path) -> dict[int, dict]:
+    """The run's training lines of metrics.jsonl by step (exoformer/rundir.py, the file's one reader)."""
+    from exoformer.rundir import RunDir
+
+    return {r["step"]: r for r in RunDir(run).metrics("train", strict=True)}
+
+
 def losses(run: Path) -> dict[int, float]:
-    lines = (run / "metrics.jsonl").read_text().splitlines()
-    return {r["step"]: r["loss"] for r in map(json.loads, lines) if r.get("kind") == "train"}
-
-
-def step_ms(run: Path, step: int) -> float:
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        if r.get("kind") == "train" and r["step"] == step:
-            return r["ms_per_step"]
-    raise LookupError(step)
+    return {step: r["loss"] for step, r in train_lines(run).items()}
 
 
 def first_difference(a: dict, b: dict) -> str | None:
@@ -113,7 +111,7 @@ def run_row(spec: str, precision: str, args: argparse.Namespace) -> dict:
         train(cfg, recipe(precision, args.seq, 2), a, device="cpu")
         first = losses(a)
         row["loss_1"], row["loss_2"] = first.get(1), first.get(2)
-        row["s_per_step"] = step_ms(a, 2) / 1000
+        row["s_per_step"] = train_lines(a)[2]["ms_per_step"] / 1000
         row["finite"] = all(v is not None and math.isfinite(v) for v in (row["loss_1"], row["loss_2"]))
         step2 = ckpt.checkpoint_dir(a) / ckpt.checkpoint_name(2)
         row["checkpoint_mb"] = step2.stat().st_size / 1e6
