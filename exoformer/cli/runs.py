@@ -252,25 +252,23 @@ def status_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def status_verb(args: argparse.Namespace) -> int:
-    from exoformer.harness.run_index import find_runs
+    from exoformer.harness.run_index import find_runs, one_view
 
     if not 0 < args.interval < float("inf"):  # also NaN
         raise UserError(f"must be a positive number of seconds, got {args.interval}", where="--interval",
                         fix="e.g. --interval 5")
     root = options.existing_runs_root(args)
-    indexed = {}
-    if args.target is None:
-        indexed = {run.path: run for run in find_runs(root)}  # the index: no spec file parsed
-        dirs = [(run.path, run.spec, run.steps) for run in indexed.values()]
-    else:
+    targeted = None
+    if args.target is not None:
         from exoformer.harness.plan import resolve_target
 
         specs = resolve_target(options.registry(args), args.target, preset=args.preset, overrides=args.overrides,
                                all_seeds=args.all_seeds)
-        dirs = [(runs.run_dir_for(s, root), s.name, s.train.steps) for s in specs]
-    roots = {d: root for d, _, _ in dirs}
+        targeted = [(runs.run_dir_for(s, root), s.name, s.train.steps) for s in specs]
     while True:
-        rows = collect(dirs, roots, indexed=indexed)
+        with one_view():  # one read of each spec directory per refresh
+            dirs = targeted if targeted is not None else [(run.path, run.spec, run.steps) for run in find_runs(root)]
+            rows = collect(dirs, {d: root for d, _, _ in dirs})
         if args.json:
             for row in rows:
                 print(json.dumps(row))

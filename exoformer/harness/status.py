@@ -156,11 +156,23 @@ def claims_by_run(manifest: dict[str, locking.Claim]) -> dict[tuple[str, str], l
     return {(claim.name, hash12(claim.hash)): claim for claim in manifest.values()}
 
 
-def collect(run_dirs: list[tuple[Path, str | None, int | None]], root_of: dict[Path, Path], *,
-            indexed: dict[Path, RunInfo] | None = None) -> list[dict]:
-    """Reconciled rows for (run_dir, spec name, total steps) triples; `root_of` maps each to its runs root,
-    `indexed` (optional) to its run-index entry (see row_for)."""
+def index_entries(run_dirs: list[tuple[Path, str | None, int | None]],
+                  root_of: dict[Path, Path]) -> dict[Path, RunInfo]:
+    """The run index's entries of these run directories (exoformer/harness/run_index.py; inside one_view()
+    each spec directory is read once per view)."""
+    from exoformer.harness.run_index import find_runs
+
+    names: dict[Path, set[str]] = {}
+    for run_dir, _, _ in run_dirs:
+        names.setdefault(root_of[run_dir], set()).add(run_dir.parent.name)
+    return {info.path: info for root, specs in names.items() for info in find_runs(root, specs=specs)}
+
+
+def collect(run_dirs: list[tuple[Path, str | None, int | None]], root_of: dict[Path, Path]) -> list[dict]:
+    """Reconciled rows for (run_dir, spec name, total steps) triples; `root_of` maps each to its runs root.
+    A finished run's integrity verdict comes from the run index (see row_for)."""
     view = SlurmView()
+    indexed = index_entries(run_dirs, root_of)
     claims: dict[Path, dict[tuple[str, str], locking.Claim]] = {}
     rows = []
     for run_dir, name, total in run_dirs:
@@ -169,7 +181,7 @@ def collect(run_dirs: list[tuple[Path, str | None, int | None]], root_of: dict[P
             claims[root] = claims_by_run(locking.read_manifest(root))
         claim = claims[root].get((run_dir.parent.name, run_dir.name))
         status = reconcile(run_dir, claim, view) if run_dir.is_dir() else None
-        row = row_for(run_dir, status, name, total, (indexed or {}).get(run_dir))
+        row = row_for(run_dir, status, name, total, indexed.get(run_dir))
         if row["job_id"] is None and claim and claim.job_id and status and status.state in runs.ACTIVE_STATES:
             row["job_id"] = claim.job_id  # submitted, not started yet
         rows.append(row)

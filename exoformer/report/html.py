@@ -333,7 +333,7 @@ def run_rows_html(runs: list[RunInfo], out_dir: Path) -> str:
            '<th>stage</th><th>progress</th><th class="label">reason</th><th class="label">files</th></tr>']
     for run in runs:
         rd = run.run
-        row = row_for(rd.path, rd.read_status(), run.spec)
+        row = row_for(rd.path, rd.read_status(), run.spec, run.steps, run)
         dest = out_dir / "runs" / run.spec / run.hash12
         files = [rd.spec_file, rd.provenance_file, rd.status_file]
         if rd.logs.is_dir():
