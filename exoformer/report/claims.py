@@ -3,9 +3,9 @@
 Each declared claim reads per-run metrics from the long table (collect's frame; the analyse stage's rows,
 task "analysis", and the cross-run rows of report/derived.py, task "derived") for the specs of table rows: a
 value is the mean over the row's seeds whose run has it, each spec's run being the one run_index.pick_run picks
-(as tables and figures do); a row without such a run reads "not run". The paper's numbers are reported cells of results/paper/reported.yaml (or literals).
-A measurement from runs that differ from the paper's recipe (report/recipe.py) is marked † with a note
-saying what differs. Torch-free.
+(as tables and figures do); a row without such a run reads "not run". The paper's numbers are reported cells
+of results/paper/reported.yaml (or literals). A measurement from runs that differ from the paper's recipe
+(report/recipe.py) is marked † with a note saying what differs. Torch-free.
 """
 
 from __future__ import annotations

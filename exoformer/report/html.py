@@ -376,7 +376,7 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
                   out_dir: str | os.PathLike, preset: str | None, overrides: list[str] | tuple[str, ...],
                   gpu: bool | None) -> Path:
     from exoformer.io import atomic_write_text
-    from exoformer.report.verdicts import paper_differences, verdicts_section
+    from exoformer.report.verdicts import all_verdicts, paper_differences, verdicts_html
 
     root = Path(runs_root)
     check_apart(out_dir, runs_roots=[root], registries=[registry.directory])
@@ -423,7 +423,8 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
     if claimed:  # the same verdicts as the `claims` verb, on the preset the tables read
         read, _ = choose_preset(registry, root, claimed, preset, what="claims")
         vframe = collect(root, preset=read, specs=claimed, registry=registry, overrides=overrides)
-        verdicts = verdicts_section(registry, vframe, preset=read, runs_root=str(root))
+        verdicts = verdicts_html(all_verdicts(registry, vframe, preset=read, runs_root=str(root),
+                                              overrides=overrides))
     nav = "".join(f'<a href="#{anchor}">{name}</a>' for anchor, name in
                   (("tables", "Tables"), ("figures", "Figures"), ("runs", "Runs")))
     shown_preset = html.escape(preset) if preset else "each spec&#39;s own, else the one that has runs"

@@ -314,19 +314,14 @@ def verdicts_html(verdicts: list[Verdict]) -> str:
 
     if not verdicts:
         return ""
+    rows = verdict_rows(verdicts)
     head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours [95% interval]", "verdict", "method"))
     body = "".join(f'<tr class="verdict-{html.escape(r["verdict"].split()[0])}"><td class="label">'
                    f'{html.escape(r["claim"])}</td><td>{html.escape(r["paper"])}</td><td>{html.escape(r["ours"])}'
                    f'</td><td>{html.escape(r["verdict"])}</td><td>{html.escape(r["method"])}</td></tr>'
-                   for r in verdict_rows(verdicts))
+                   for r in rows)
     notes = "".join(f'<p class="note">{MARK} {html.escape(r["claim"])}: not comparable: {html.escape(r["why"])}</p>'
-                    for r in verdict_rows(verdicts) if r["why"])
+                    for r in rows if r["why"])
     return (f'<section id="verdicts"><h2>Replication verdicts</h2><table class="verdicts"><tr>{head}</tr>{body}'
             f'</table>{notes}<p class="note">replicates = our 95% interval excludes 0 on the paper\'s side; '
             "contradicts = on the other side; inconclusive = it contains 0 or there is none.</p></section>")
-
-
-def verdicts_section(registry: Registry, frame: pd.DataFrame, *, preset: str | None, runs_root: str = "",
-                     n_boot: int = DEFAULT_BOOTSTRAP) -> str:
-    """The HTML report's verdict section: the same verdicts as the `claims` verb shows."""
-    return verdicts_html(all_verdicts(registry, frame, preset=preset, runs_root=runs_root, n_boot=n_boot))
