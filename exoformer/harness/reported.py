@@ -11,6 +11,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.harness.registry import REPO_ROOT, Registry
@@ -46,19 +47,33 @@ def load_reported(registry: Registry, path: str | os.PathLike | None = None) -> 
     """All cells keyed (table, row, column); None for an unknown cell. Raises UserError on any mismatch.
     Parsed once per registry and file version (a report builds many tables from the same file)."""
     path = reported_path(path)
+    return dict(_load_reported(registry, str(path), _stamp(path)))
+
+
+def reported_document(registry: Registry, path: str | os.PathLike | None = None) -> Any:
+    """reported.yaml as parsed (with line numbers; read-only), once per registry and file version: the sections
+    that load_reported does not turn into cells (`differences`, `column_maxima`) are read from it."""
+    path = reported_path(path)
+    return _document(registry, str(path), _stamp(path))
+
+
+def _stamp(path: Path) -> int | None:
     try:
-        stamp = path.stat().st_mtime_ns
+        return path.stat().st_mtime_ns
     except OSError:
-        stamp = None
-    return dict(_load_reported(registry, str(path), stamp))
+        return None
+
+
+@functools.lru_cache(maxsize=16)
+def _document(registry: Registry, path_text: str, stamp: int | None) -> Any:
+    return load_yaml_with_lines(Path(path_text), display=registry.display(Path(path_text)))
 
 
 @functools.lru_cache(maxsize=16)
 def _load_reported(registry: Registry, path_text: str, stamp: int | None) -> dict[tuple[str, str, str],
                                                                                   Reported | None]:
-    path = Path(path_text)
-    file = registry.display(path)
-    data = load_yaml_with_lines(path, display=file)
+    file = registry.display(Path(path_text))
+    data = _document(registry, path_text, stamp)
     if not isinstance(data, dict):
         raise UserError("must be a mapping with paper:, sources:, tables:", where=f"{file}:1", fix="see its header")
     for key in data:

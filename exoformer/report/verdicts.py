@@ -36,10 +36,9 @@ import pandas as pd
 from exoformer.errors import UserError
 from exoformer.eval.suites import SMOKE_PREFIX
 from exoformer.harness.registry import Registry
-from exoformer.harness.reported import reported_path
+from exoformer.harness.reported import load_reported, reported_document
 from exoformer.harness.tables import TASKS
 from exoformer.report.tables import AVERAGE, MARK, BuiltTable, _per_seed, build_table, pick_runs
-from exoformer.yaml_lines import load_yaml_with_lines
 
 REPLICATES, CONTRADICTS, INCONCLUSIVE = "replicates", "contradicts", "inconclusive"
 DEFAULT_BOOTSTRAP = 1000
@@ -95,11 +94,8 @@ class Verdict:
 
 def paper_differences(registry: Registry, reported_file: str | None = None) -> list[PaperDifference]:
     """reported.yaml's `differences` (validated by exoformer.harness.reported.load_reported)."""
-    from exoformer.harness.reported import load_reported
-
     load_reported(registry, reported_file)
-    path = reported_path(reported_file)
-    data = load_yaml_with_lines(path, display=registry.display(path))
+    data = reported_document(registry, reported_file)
     out = []
     for item in data.get("differences") or []:
         table, minuend, column = str(item["minuend"]).split("/")
@@ -112,8 +108,7 @@ def paper_differences(registry: Registry, reported_file: str | None = None) -> l
 
 def column_maxima(registry: Registry, reported_file: str | None = None) -> dict[str, dict[str, float]]:
     """reported.yaml's `column_maxima`: table -> column -> the paper's best value of the column (min for ppl)."""
-    path = reported_path(reported_file)
-    data = load_yaml_with_lines(path, display=registry.display(path))
+    data = reported_document(registry, reported_file)
     return {str(t): {str(c): float(cell["value"]) for c, cell in cols.items() if cell.get("value") is not None}
             for t, cols in (data.get("column_maxima") or {}).items()}
 
