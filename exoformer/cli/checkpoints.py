@@ -7,6 +7,7 @@ import argparse
 
 from exoformer.cli import options
 from exoformer.cli.runs import launch_and_report, launch_options, print_plan
+from exoformer.eval.precision import SCORING_PRECISIONS
 
 
 def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,7 +19,7 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", default="table1", help="the table of ROW (default: table1)")
     parser.add_argument("--suite", default=None, choices=("paper", "smoke"),
                         help="evaluation suite (default: the preset's)")
-    parser.add_argument("--precision", default=None, choices=("bf16", "fp32"),
+    parser.add_argument("--precision", default=None, choices=tuple(SCORING_PRECISIONS),
                         help="scoring (and validation) precision, the same as --set eval.precision=...: bf16 as "
                              "the author's run_eval.py (default), or fp32 (not comparable with the paper)")
     parser.add_argument("--backend", default="local", help="inline | local | slurm (default: local)")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
+from exoformer.eval.precision import check_scoring_precision
 from exoformer.eval.task_facts import TASK_FACTS
 from exoformer.harness.cost import Cost
 from exoformer.harness.plan import PlannedRun, plan_specs, split_overrides
@@ -32,8 +33,6 @@ from exoformer.harness.spec import Spec, _plain
 from exoformer.stage import StageContext
 
 SOURCE = "checkpoint"
-PRECISIONS = ("bf16", "fp32")
-"""Scoring precisions the --precision option accepts (exoformer/eval/precision.py)."""
 VALIDATION_FIELDS = ("data", "seq_len", "micro_batch_seqs", "final_val_tokens", "doc_masking", "z_loss", "precision")
 """TrainConfig fields the validate stage reads: part of a checkpoint run's identity (the rest is inert)."""
 VARIANT_FIELDS = ("gated", "anchor", "mix_paths", "anchor_norm_paths", "granularity", "dynamic")
@@ -141,9 +140,8 @@ def resolve_checkpoint_spec(registry: Registry, path: str | Path, *, as_row: str
     from exoformer.model.official_info import describe_checkpoint, read_checkpoint
     from exoformer.train.finite import check_finite_weights
 
-    if precision is not None and precision not in PRECISIONS:
-        raise UserError(f"unknown precision {precision!r}", where="--precision",
-                        fix=did_you_mean(precision, PRECISIONS))
+    if precision is not None:
+        check_scoring_precision(precision, where="--precision")
     name = row_spec_name(registry, table, as_row)
     spec_sets, _ = split_overrides(overrides)
     if precision is not None:
