@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from exoformer.harness.registry import Registry
+from exoformer.registry.registry import Registry
 from exoformer.train.loop import train
 
 

@@ -31,9 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from exoformer.cli import main  # noqa: E402
-from exoformer.harness.registry import Registry  # noqa: E402
-from exoformer.harness.runs import identity_for  # noqa: E402
-from exoformer.harness.tables import TASKS  # noqa: E402
+from exoformer.registry.registry import Registry  # noqa: E402
+from exoformer.runs.rundirs import identity_for  # noqa: E402
+from exoformer.registry.tables import TASKS  # noqa: E402
 from exoformer.rundir import SUCCEEDED, RunDir, Status  # noqa: E402
 
 RATIO_TARGET = 1.5

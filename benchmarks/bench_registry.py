@@ -22,9 +22,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from exoformer.harness.registry import DEFAULT_REGISTRY, Registry  # noqa: E402
-from exoformer.harness.reported import DEFAULT_REPORTED  # noqa: E402
-from exoformer.harness.validate import validate  # noqa: E402
+from exoformer.registry.registry import DEFAULT_REGISTRY, Registry  # noqa: E402
+from exoformer.registry.reported import DEFAULT_REPORTED  # noqa: E402
+from exoformer.registry.validate import validate  # noqa: E402
 
 TARGET_S = 0.5
 

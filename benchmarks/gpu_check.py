@@ -8,7 +8,7 @@ becomes a row with its error, and the remaining checks still run):
   450M shape with its attention kernel, its precision official-pure-bf16, compiled as it says, micro-batch 16 x
   seq 2048, document masks, chunked CE + z-loss, backward, clip, Muon + AdamW): ms/step, tokens/s, MFU, peak
   memory, and the ratios of dynamic-e-exoformer to gated;
-- the memory model (exoformer/harness/memory.py) for that step against `torch.cuda.max_memory_allocated`:
+- the memory model (exoformer/budget/memory.py) for that step against `torch.cuda.max_memory_allocated`:
   the measured / estimated ratio goes into the JSON (`memory_ratio`), which `plan` and `preflight` then apply;
 - one row per fix of the GPU paths: resume of a pure-bf16 run, evaluation on the job's device, flex against
   sdpa step time, the per-batch document block mask's build time, Muon shared across ranks, chunked loss memory;
@@ -16,7 +16,7 @@ becomes a row with its error, and the remaining checks still run):
 - eval loglikelihood requests/s and peak memory, batched against batch 1, and lean scoring against full
   (B, T, V) logits;
 - process-group init with the ranks present (NCCL, one rank per visible GPU).
-MFU = (6N + attention) FLOPs per token (exoformer.harness.cost.flops_per_token) x tokens/s over the
+MFU = (6N + attention) FLOPs per token (exoformer.budget.cost.flops_per_token) x tokens/s over the
 device's dense bf16 peak from PEAK_BF16_TFLOPS; a device not in that table gets "unknown peak", never a
 guess. Once results/gpu_check.json holds an MFU, `plan` uses it instead of the assumed 40%.
 
@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from measure import measure, mib, sync, token_requests
 
-from exoformer.harness.cost import MEASURED_TOOL, flops_per_token
+from exoformer.budget.cost import MEASURED_TOOL, flops_per_token
 from exoformer.io import atomic_write_json
 from exoformer.model import ExoTransformer, variant_config
 from exoformer.model.config import ModelConfig
@@ -384,7 +384,7 @@ def paper_step(ctx: Context, variant: str):
 
 
 def _paper_step(ctx: Context, variant: str):
-    from exoformer.harness.registry import Registry
+    from exoformer.registry.registry import Registry
     from exoformer.model.variants import shape_fields
 
     spec = Registry().resolve(f"{variant}-s42", preset="450m")
@@ -398,7 +398,7 @@ def _paper_step(ctx: Context, variant: str):
 
 def step_precision(ctx: Context, variant: str) -> str:
     """The preset's training precision on this device (`auto` resolved as the training loop does)."""
-    from exoformer.harness.cost import training_precision
+    from exoformer.budget.cost import training_precision
 
     return training_precision(paper_step(ctx, variant), ctx.device.type)
 
@@ -490,7 +490,7 @@ def row_memory_ratio(ctx: Context) -> Row:
 def step_memory_estimate(ctx: Context, variant: str):
     """The memory model's peak for the step `train_step` measured: its model, precision and compile, one rank,
     the chunked loss (the estimate `plan` and `preflight` scale by the measured ratio)."""
-    from exoformer.harness.memory import estimate_memory
+    from exoformer.budget.memory import estimate_memory
     from exoformer.train.loss import CHUNK_TOKENS
 
     spec = paper_step(ctx, variant)
@@ -745,7 +745,7 @@ def row_resume_pure_bf16(ctx: Context) -> Row:
 def row_eval_on_device(ctx: Context) -> Row:
     """The pipeline's stage device is this accelerator, and scoring there equals scoring on the CPU."""
     from exoformer.eval.scoring import Scorer
-    from exoformer.harness.pipeline import job_device
+    from exoformer.runs.pipeline import job_device
 
     device = job_device()
     expected = "cuda" if torch.cuda.is_available() else "cpu"

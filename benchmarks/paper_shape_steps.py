@@ -39,13 +39,13 @@ PRECISIONS = ("official-pure-bf16", "fp32")
 
 def table1_specs() -> list[str]:
     """The paper's run (seed 42) of every Table-1 row, as the registry lists them (experiments/tables.yaml)."""
-    from exoformer.harness.registry import Registry
+    from exoformer.registry.registry import Registry
 
     return Registry().select("table1")
 
 
 def paper_spec(name: str, precision: str):
-    from exoformer.harness.registry import Registry
+    from exoformer.registry.registry import Registry
 
     return Registry().resolve(name, preset="450m", overrides=[f"train.precision={precision}"])
 
@@ -152,8 +152,8 @@ def run_row(spec: str, precision: str, args: argparse.Namespace) -> dict:
 def extrapolate(name: str, precision: str, seconds: float, seq: int) -> dict:
     """GPU-hours of the paper run (cost model, h100; None in fp32, which it does not price) and CPU-hours at this
     row's measured step time."""
-    from exoformer.harness.cost import estimate
-    from exoformer.harness.profiles import load_profile
+    from exoformer.budget.cost import estimate
+    from exoformer.registry.profiles import load_profile
 
     spec = paper_spec(name, precision)
     return {"gpu_hours_h100": None if precision == "fp32" else estimate(spec, load_profile("h100")).gpu_hours,

@@ -1,7 +1,7 @@
 """Faults of the machine rather than of the job: a full disk, a quota, a read-only or vanished directory.
 
 A job that stops on one of them has not failed: its checkpoints are intact, so the run is INTERRUPTED and a
-plain `run` resumes it once the cause is fixed (exoformer.harness.pipeline). Only an error raised by the job's
+plain `run` resumes it once the cause is fixed (exoformer.runs.pipeline). Only an error raised by the job's
 own work is FAILED.
 """
 

@@ -20,7 +20,7 @@ Fields (all JSON data):
   `recorded` False, and caches it in the run index, never in the run directory.
 
 Adding a field: give it a default here (older identity files then still read, with that default), fill it
-in `exoformer.harness.runs.identity_for` (the one writer), and when it changes what a number means, let
+in `exoformer.runs.rundirs.identity_for` (the one writer), and when it changes what a number means, let
 `differences` name it. `from_dict` ignores keys it does not know, so a newer file still reads.
 Torch-free and free of harness imports (the harness, the stages and the report all read it).
 """

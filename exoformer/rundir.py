@@ -35,7 +35,7 @@ LAUNCH_LOCK = ".launch.lock"
 MANIFEST = "manifest.json"
 JOBS_DIR = ".jobs"
 RUN_INDEX_DIR = ".index"
-"""The reading verbs' derived cache of the runs, one file per spec directory (exoformer/harness/run_index.py)."""
+"""The reading verbs' derived cache of the runs, one file per spec directory (exoformer/runs/run_index.py)."""
 
 _SUBDIRS = ("stages", "checkpoints", "eval", "analysis", "logs")
 _JOB_LOCK = ".job.lock"

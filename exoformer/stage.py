@@ -19,7 +19,7 @@ def _quiet(text: str) -> None:
 class StageContext:
     run_dir: Path
     spec: Any
-    """The resolved exoformer.harness.spec.Spec of the run."""
+    """The resolved exoformer.registry.spec.Spec of the run."""
     device: str | None = None
     """torch device string, None for the default (the first CUDA GPU, else CPU)."""
     say: Callable[[str], None] = _quiet

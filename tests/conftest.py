@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exoformer.harness.runs import RUNS_ENV
+from exoformer.runs.rundirs import RUNS_ENV
 
 
 @pytest.fixture(autouse=True)

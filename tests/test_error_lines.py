@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from exoformer.cli import main
-from exoformer.harness.registry import REPO_ROOT
+from exoformer.registry.registry import REPO_ROOT
 
 LINE = re.compile(r"^error: (?P<where>(?:(?!: ).)+): (?P<message>.+?) \(fix: (?P<fix>.+)\)$")
 

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from exoformer.errors import UserError
-from exoformer.harness import runs
-from exoformer.harness.plan import plan
-from exoformer.harness.registry import Registry
+from exoformer.runs import rundirs as runs
+from exoformer.runs.plan import plan
+from exoformer.registry.registry import Registry
 from exoformer.run_identity import RunIdentity
 from exoformer.rundir import RunDir
 

@@ -39,7 +39,7 @@ PROBE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "massive_activation": ("massive_activation",),
     "spike_scores": (),
 }
-"""Registry probe name (exoformer.harness.spec.PROBES) -> the per-ablation keys of run_probes that it selects.
+"""Registry probe name (exoformer.registry.spec.PROBES) -> the per-ablation keys of run_probes that it selects.
 `spike_scores` reads metrics.jsonl instead of the model; `coefficient_stats` also keeps the top-level
 static_coefficients."""
 

@@ -1,6 +1,6 @@
 """Command line: one verb per user intent (docs/architecture.md), a thin layer over the library.
 
-Each verb parses its options, calls exoformer.harness / exoformer.report, prints and returns an exit code; the
+Each verb parses its options, calls the library (exoformer.registry, .runs, .budget, .report), prints and returns an exit code; the
 verbs are grouped by what they touch (cli/registry.py, cli/runs.py, cli/report.py, cli/data.py), shared options
 are defined once in cli/options.py. Heavy imports (torch) happen inside a verb, so `list`, `show`, `plan` and
 `validate` stay torch-free and fast. Bad input anywhere raises UserError: one `error:` line, exit code 2.

@@ -1,5 +1,5 @@
 """The verb that evaluates given checkpoints as table rows: evaluate. The run logic lives in
-exoformer.harness.checkpoint_run; planning, launching and the summary are those of `run`."""
+exoformer.checkpoint_import.checkpoint_run; planning, launching and the summary are those of `run`."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def evaluate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def evaluate_verb(args: argparse.Namespace) -> int:
-    from exoformer.harness.checkpoint_run import plan_checkpoints, resolve_checkpoint_spec
+    from exoformer.checkpoint_import.checkpoint_run import plan_checkpoints, resolve_checkpoint_spec
     from exoformer.model.official_info import format_checkpoint_info
 
     reg = options.registry(args)

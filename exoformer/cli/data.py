@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from exoformer.cli import options
-from exoformer.harness.registry import REPO_ROOT
+from exoformer.registry.registry import REPO_ROOT
 
 
 def prefetch_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,7 @@ def prefetch_verb(args: argparse.Namespace) -> int:
 
 def prefetch_checkpoints_verb(args: argparse.Namespace) -> int:
     """`prefetch --checkpoints`: the released checkpoints of table1, nothing else."""
-    from exoformer.harness.released_fetch import format_records, parse_map, prefetch_checkpoints
+    from exoformer.checkpoint_import.released_fetch import format_records, parse_map, prefetch_checkpoints
 
     reg = options.registry(args)
     table = "table1"

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from exoformer.errors import UserError
-from exoformer.harness import runs
-from exoformer.harness.registry import Registry
+from exoformer.runs import rundirs as runs
+from exoformer.registry.registry import Registry
 
 
 def add_registry(parser: argparse.ArgumentParser) -> None:

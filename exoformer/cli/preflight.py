@@ -1,4 +1,4 @@
-"""Verb `preflight`: whether each job of a target fits its GPU, time limit and ranks (exoformer.harness.preflight)."""
+"""Verb `preflight`: whether each job of a target fits its GPU, time limit and ranks (exoformer.budget.preflight)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ def preflight_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def preflight_verb(args: argparse.Namespace) -> int:
-    from exoformer.harness.plan import cost_profile_name, resolve_target, split_overrides
-    from exoformer.harness.preflight import format_table, preflight
-    from exoformer.harness.profiles import load_profile
+    from exoformer.runs.plan import cost_profile_name, resolve_target, split_overrides
+    from exoformer.budget.preflight import format_table, preflight
+    from exoformer.registry.profiles import load_profile
 
     reg = options.registry(args)
     specs = resolve_target(reg, args.target, preset=args.preset, overrides=args.overrides, all_seeds=args.all_seeds)

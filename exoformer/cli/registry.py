@@ -9,8 +9,8 @@ import json
 import yaml
 
 from exoformer.cli import options
-from exoformer.harness import runs
-from exoformer.harness.validate import validate
+from exoformer.runs import rundirs as runs
+from exoformer.registry.validate import validate
 from exoformer.rundir import RunDir
 
 
@@ -33,7 +33,7 @@ def list_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _other_presets_note(specs, status: dict[str, str], root, preset: str | None) -> str | None:
     """One line naming the --preset to add when none of `specs` has a run under the preset listed."""
-    from exoformer.harness.run_index import find_runs
+    from exoformer.runs.run_index import find_runs
 
     if any(state != "-" for state in status.values()) or not root.is_dir():
         return None

@@ -153,7 +153,7 @@ def claims_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def claims_verb(args: argparse.Namespace) -> int:
-    from exoformer.harness.claims_schema import check_claims
+    from exoformer.registry.claims_schema import check_claims
     from exoformer.report.claims import build_claims, render_markdown
     from exoformer.report.verdicts import all_verdicts, check_bootstrap, render_verdicts
 
@@ -186,7 +186,7 @@ def report_verb(args: argparse.Namespace) -> int:
 def _one_view(verb):
     """The verb reads each spec directory of the runs root once (run_index.one_view)."""
     def run(args: argparse.Namespace) -> int:
-        from exoformer.harness.run_index import one_view
+        from exoformer.runs.run_index import one_view
 
         with one_view():
             return verb(args)

@@ -1,4 +1,4 @@
-"""Verbs that plan, launch and watch runs: plan, run, status. The decisions live in exoformer.harness.plan."""
+"""Verbs that plan, launch and watch runs: plan, run, status. The decisions live in exoformer.runs.plan."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from exoformer.cli import options
 from exoformer.errors import UserError
-from exoformer.harness import runs
-from exoformer.harness.plan import PlannedRun, plan, split_overrides, totals
-from exoformer.harness.status import collect, format_table
+from exoformer.runs import rundirs as runs
+from exoformer.runs.plan import PlannedRun, plan, split_overrides, totals
+from exoformer.runs.status import collect, format_table
 
 
 def _target_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,7 +118,7 @@ def run_verb(args: argparse.Namespace) -> int:
     planned = _plan(args)
     code, final = launch_and_report(reg, planned, launch_options(args), target=args.target)
     specs = [p.spec for p in planned]
-    from exoformer.harness.backends import check_name
+    from exoformer.runs.backends import check_name
 
     finished = check_name(args.backend).waits or args.wait
     if code != 130 and finished and args.target in reg.tables and len({p.root for p in final}) == 1 \
@@ -157,8 +157,8 @@ def launch_and_report(reg, planned: list[PlannedRun], args: LaunchOptions, *,
     (130 after Ctrl-C, 1 when a spec ended neither done nor queued) and the plan as decided under the lock.
     Shared by `run` and `evaluate`."""
     from exoformer.environ import temporary_env
-    from exoformer.harness.backends import make_backend
-    from exoformer.harness.launch import Interrupted, launch, unfinished, wait_for_slurm
+    from exoformer.runs.backends import make_backend
+    from exoformer.runs.launch import Interrupted, launch, unfinished, wait_for_slurm
     from exoformer.train.tensorboard import ENV as TENSORBOARD_ENV
 
     specs = [p.spec for p in planned]
@@ -198,7 +198,7 @@ def _print_decisions(planned: list[PlannedRun], backend: str) -> None:
 
 def _announce(item) -> None:
     """One line as each local/inline run ends, so a long table shows progress."""
-    from exoformer.harness.status import SlurmView, reconcile
+    from exoformer.runs.status import SlurmView, reconcile
 
     status = reconcile(item.run_dir, item.claim, SlurmView())  # a job killed outright is INTERRUPTED here
     if status is None:  # the job ended and its run has no STATUS: the directory went away under it
@@ -252,7 +252,7 @@ def status_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def status_verb(args: argparse.Namespace) -> int:
-    from exoformer.harness.run_index import find_runs, one_view
+    from exoformer.runs.run_index import find_runs, one_view
 
     if not 0 < args.interval < float("inf"):  # also NaN
         raise UserError(f"must be a positive number of seconds, got {args.interval}", where="--interval",
@@ -260,7 +260,7 @@ def status_verb(args: argparse.Namespace) -> int:
     root = options.existing_runs_root(args)
     targeted = None
     if args.target is not None:
-        from exoformer.harness.plan import resolve_target
+        from exoformer.runs.plan import resolve_target
 
         specs = resolve_target(options.registry(args), args.target, preset=args.preset, overrides=args.overrides,
                                all_seeds=args.all_seeds)

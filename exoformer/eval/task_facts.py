@@ -1,7 +1,7 @@
 """The facts of each evaluation task, written once: every consumer reads them from here.
 
 The suites (exoformer/eval/suites.py: config file, expected metrics), the prefetch check (documents lm-eval
-scores), the cost of a checkpoint run's evaluation (exoformer/harness/checkpoint_run.py: requests and tokens),
+scores), the cost of a checkpoint run's evaluation (exoformer/checkpoint_import/checkpoint_run.py: requests and tokens),
 the tables and the report (the default metric, which task has no length-normalised metric) and the
 accuracy bars (the chance level) all read TASK_FACTS. Facts are those of lm-eval 0.4.13's configs
 (docs/official_code.md section 5, docs/ecosystem.md A3); the shots are the paper's (docs/paper.md 4.2).

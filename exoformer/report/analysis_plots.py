@@ -388,8 +388,8 @@ def reported_spike_rows() -> list[SpikeRow]:
     From experiments/tables.yaml and results/paper/reported.yaml (0.0458, 0.0108, 0.0085, 0.0081, 0.0054 for
     ResFormer, gated ResFormer, gated attention, E-NuResFormer, E-ExoFormer; [N-v4F], unit not stated).
     """
-    from exoformer.harness.registry import Registry
-    from exoformer.harness.reported import load_reported
+    from exoformer.registry.registry import Registry
+    from exoformer.registry.reported import load_reported
 
     registry = Registry()
     cells = load_reported(registry)
@@ -481,7 +481,7 @@ KIND_PLOTS: dict[str, Callable[..., list[Path]]] = {
     "matrix": plot_layer_similarity,
     "table": plot_spike_scores,
 }
-"""Figure kind (exoformer/harness/figure_kinds.py) -> plot function, for exoformer.report.figures to dispatch on.
+"""Figure kind (exoformer/registry/figure_kinds.py) -> plot function, for exoformer.report.figures to dispatch on.
 The lambda heatmaps (kind `heatmap`) are drawn there."""
 
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from exoformer.harness.claims_schema import DeclaredClaim, PaperNumber, Read, check_claims
-from exoformer.harness.registry import Registry
-from exoformer.harness.reported import load_reported
-from exoformer.harness.run_index import CHECKPOINT
+from exoformer.registry.claims_schema import DeclaredClaim, PaperNumber, Read, check_claims
+from exoformer.registry.registry import Registry
+from exoformer.registry.reported import load_reported
+from exoformer.runs.run_index import CHECKPOINT
 from exoformer.report import NOT_REPORTED, NOT_RUN
 from exoformer.report.derived import DERIVED_TASK, add_derived_rows
 from exoformer.report.recipe import run_differences, shorten

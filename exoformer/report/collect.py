@@ -6,7 +6,7 @@ stage's (task "analysis"). Smoke-suite task names (`smoke_arc_easy`) are reporte
 they mirror (`arc_easy`); the `suite` column keeps which one it was. The `source` column says whose weights
 a run evaluated: "ours" (we trained them) or "checkpoint" (a trained checkpoint evaluated as a table row;
 its spec file names the row, and its rows are filed under that row's first spec so tables find them).
-Runs are found through the run index (exoformer/harness/run_index.py). Given the registry, `collect` reads
+Runs are found through the run index (exoformer/runs/run_index.py). Given the registry, `collect` reads
 the result files of only the run each spec's rows come from (run_index.pick_run: per spec and preset the
 current hash, else the newest; per row the newest checkpoint run), so a table costs what its runs cost,
 not what the runs root holds. Torch-free.
@@ -21,9 +21,9 @@ import pandas as pd
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.suites import SMOKE_PREFIX
-from exoformer.harness.registry import Registry
-from exoformer.harness.run_index import CHECKPOINT, RunInfo, find_runs, pick_run
-from exoformer.harness.spec import parse_override
+from exoformer.registry.registry import Registry
+from exoformer.runs.run_index import CHECKPOINT, RunInfo, find_runs, pick_run
+from exoformer.registry.spec import parse_override
 from exoformer.rerun import rerun_command
 from exoformer.rundir import SUCCEEDED
 
@@ -139,7 +139,7 @@ def collect(runs_root: str | os.PathLike, *, preset: str | None = None, specs: l
     rows: list[dict[str, Any]] = []
     damaged: list[dict[str, str]] = []
     for run, name in named:
-        if run.damage:  # exoformer/harness/row_integrity.py: none of its numbers is shown
+        if run.damage:  # exoformer/runs/row_integrity.py: none of its numbers is shown
             damaged.append({"spec": name, "hash12": run.hash12, "run_dir": str(run.path), "why": run.damage})
             continue
         rows.extend(run_rows(run, name))

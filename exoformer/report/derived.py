@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from exoformer.harness.registry import Registry
-from exoformer.harness.run_index import CHECKPOINT
+from exoformer.registry.registry import Registry
+from exoformer.runs.run_index import CHECKPOINT
 from exoformer.rundir import RunDir
 
 DERIVED_TASK = "derived"

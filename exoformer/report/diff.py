@@ -27,8 +27,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from exoformer.harness.run_index import CHECKPOINT, OURS
-from exoformer.harness.tables import TASKS
+from exoformer.runs.run_index import CHECKPOINT, OURS
+from exoformer.registry.tables import TASKS
 from exoformer.report.rank import kendall_tau_b
 from exoformer.report.tables import (
     AVERAGE,

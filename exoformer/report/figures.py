@@ -1,11 +1,11 @@
 """`figure NAME`: draw a declared figure (experiments/figures.yaml) from run directories into PNG and PDF.
 
-Dispatch is by the figure's declared `kind` only (PLOTTERS; exoformer/harness/figure_kinds.py says what
+Dispatch is by the figure's declared `kind` only (PLOTTERS; exoformer/registry/figure_kinds.py says what
 each kind draws and `validate` checks it), so a figure's id is just its name: `curves` (validation loss
 vs tokens with the data-efficiency ratios), `bars` (a table's accuracy cells with error bars), `heatmap`
 (lambda ratio heatmaps of each run, from the coefficients its analyse stage wrote), and the analysis
 kinds `per-layer`, `matrix` and `table` drawn by exoformer.report.analysis_plots. Each run is the one
-exoformer.harness.run_index.pick_run picks. A figure drawn from runs that differ from the paper's recipe
+exoformer.runs.run_index.pick_run picks. A figure drawn from runs that differ from the paper's recipe
 (report/recipe.py) carries a footnote "not comparable with the paper: <what differs>", and one that shows
 fewer models than its table holds says which (`shown_note`); every kind writes through
 exoformer.report.canvas.save, which places both under everything else. matplotlib only (Agg); never imports
@@ -24,9 +24,9 @@ from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.task_facts import TASK_FACTS, mean_chance
-from exoformer.harness.registry import Registry
-from exoformer.harness.run_index import CHECKPOINT, OURS, find_runs, pick_run, runs_by_spec
-from exoformer.harness.tables import Figure
+from exoformer.registry.registry import Registry
+from exoformer.runs.run_index import CHECKPOINT, OURS, find_runs, pick_run, runs_by_spec
+from exoformer.registry.tables import Figure
 from exoformer.report import NOT_RUN, analysis_plots, style
 from exoformer.report.canvas import add_below, notes, pyplot, save
 from exoformer.report.recipe import run_differences
@@ -175,7 +175,7 @@ CLAIMS_TABLE = "claims"
 
 def paper_efficiency_claims(registry: Registry) -> list[tuple[str, str, float, bool]]:
     """(reference row, claimed row, paper's ratio, approximate?) for each data-efficiency claim of the paper."""
-    from exoformer.harness.reported import load_reported
+    from exoformer.registry.reported import load_reported
 
     out = []
     for (table, row, column), cell in load_reported(registry).items():
@@ -477,7 +477,7 @@ PLOTTERS: dict[str, Plotter] = {
     "heatmap": plot_lambda_heatmaps,
     **{kind: _analysis_plot(fn) for kind, fn in analysis_plots.KIND_PLOTS.items()},
 }
-"""Figure kind (exoformer/harness/figure_kinds.py) -> its plot function: the only dispatch of `figure`."""
+"""Figure kind (exoformer/registry/figure_kinds.py) -> its plot function: the only dispatch of `figure`."""
 
 
 def draw(registry: Registry, figure_id: str, *, runs_root: str | os.PathLike, out_dir: str | os.PathLike = DEFAULT_OUT,

@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from exoformer.errors import UserError, did_you_mean
-from exoformer.harness.registry import Registry
-from exoformer.harness.run_index import CHECKPOINT, RunInfo, find_runs, one_view
+from exoformer.registry.registry import Registry
+from exoformer.runs.run_index import CHECKPOINT, RunInfo, find_runs, one_view
 from exoformer.report import NOT_REPORTED, NOT_RUN
 from exoformer.report.collect import choose_preset, collect
 from exoformer.report.diff import OUTSIDE, WITHIN, CellDiff, TableDiff, diff_table
@@ -164,7 +164,7 @@ def run_hint(target: str, *, gpu: bool | None = None, registry: Registry | None 
     minutes = ""
     if registry is not None:
         try:
-            from exoformer.harness.plan import plan, totals
+            from exoformer.runs.plan import plan, totals
 
             cpu = totals(plan(registry, target, preset="smoke", runs_root=runs_root))["cpu_minutes"]
             minutes = "" if cpu is None else f" (about {max(1, round(cpu))} CPU-minutes)"
@@ -327,7 +327,7 @@ def copy_small(src: Path, dest: Path, run_dir: Path | None = None) -> Path | Non
 
 def run_rows_html(runs: list[RunInfo], out_dir: Path) -> str:
     """One row per run directory: identity, recorded state, progress, links to copies of its text files."""
-    from exoformer.harness.status import row_for
+    from exoformer.runs.status import row_for
 
     out = ['<table class="runs"><tr><th class="label">spec</th><th>hash</th><th>preset</th><th>state</th>'
            '<th>stage</th><th>progress</th><th class="label">reason</th><th class="label">files</th></tr>']

@@ -30,8 +30,8 @@ def check_apart(out_dir: str | os.PathLike, *, runs_roots: Iterable[str | os.Pat
     """`out_dir` when it neither is, contains nor lies inside any of the runs roots and registries given, nor the
     default ones (results/runs, $EXOFORMER_RUNS_DIR, experiments/; symlinks resolved); a one-line UserError
     naming the input otherwise. Nothing is created or read."""
-    from exoformer.harness.registry import DEFAULT_REGISTRY
-    from exoformer.harness.runs import DEFAULT_RUNS_ROOT, RUNS_ENV
+    from exoformer.registry.registry import DEFAULT_REGISTRY
+    from exoformer.runs.rundirs import DEFAULT_RUNS_ROOT, RUNS_ENV
 
     out = _resolved(out_dir)
     roots = [*runs_roots, DEFAULT_RUNS_ROOT, *([os.environ[RUNS_ENV]] if os.environ.get(RUNS_ENV) else [])]

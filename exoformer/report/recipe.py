@@ -18,9 +18,9 @@ from functools import lru_cache
 from typing import Any
 
 from exoformer.errors import UserError
-from exoformer.harness.registry import Registry
-from exoformer.harness.run_index import RunInfo, read_run_spec
-from exoformer.harness.spec import Spec, parse_override
+from exoformer.registry.registry import Registry
+from exoformer.runs.run_index import RunInfo, read_run_spec
+from exoformer.registry.spec import Spec, parse_override
 from exoformer.run_identity import (
     CHECKPOINT,
     OURS,

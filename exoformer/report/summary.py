@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from exoformer.harness.registry import Registry
-from exoformer.harness.run_index import one_view
+from exoformer.registry.registry import Registry
+from exoformer.runs.run_index import one_view
 from exoformer.report.collect import collect
 from exoformer.report.figures import DEFAULT_OUT, draw
 from exoformer.report.tables import build_table, render

@@ -27,10 +27,10 @@ import pandas as pd
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.task_facts import TASK_FACTS
-from exoformer.harness.registry import Registry
-from exoformer.harness.reported import Reported, load_reported
-from exoformer.harness.run_index import CHECKPOINT, OURS, pick_run
-from exoformer.harness.tables import TASKS, Table, TableRow
+from exoformer.registry.registry import Registry
+from exoformer.registry.reported import Reported, load_reported
+from exoformer.runs.run_index import CHECKPOINT, OURS, pick_run
+from exoformer.registry.tables import TASKS, Table, TableRow
 from exoformer.report import NO_VALUE, NOT_REPORTED, NOT_RUN
 from exoformer.report.recipe import is_deliberate_variant, run_differences, shorten
 

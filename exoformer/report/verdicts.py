@@ -35,9 +35,9 @@ import pandas as pd
 
 from exoformer.errors import UserError
 from exoformer.eval.suites import SMOKE_PREFIX
-from exoformer.harness.registry import Registry
-from exoformer.harness.reported import load_reported, reported_document
-from exoformer.harness.tables import TASKS
+from exoformer.registry.registry import Registry
+from exoformer.registry.reported import load_reported, reported_document
+from exoformer.registry.tables import TASKS
 from exoformer.report.tables import AVERAGE, MARK, BuiltTable, _per_seed, build_table, pick_runs
 
 REPLICATES, CONTRADICTS, INCONCLUSIVE = "replicates", "contradicts", "inconclusive"
@@ -93,7 +93,7 @@ class Verdict:
 
 
 def paper_differences(registry: Registry, reported_file: str | None = None) -> list[PaperDifference]:
-    """reported.yaml's `differences` (validated by exoformer.harness.reported.load_reported)."""
+    """reported.yaml's `differences` (validated by exoformer.registry.reported.load_reported)."""
     load_reported(registry, reported_file)
     data = reported_document(registry, reported_file)
     out = []

@@ -14,7 +14,7 @@ from exoformer.analysis import probes as probes_mod
 from exoformer.analysis import stage
 from exoformer.data.shards import read_shard, write_shard
 from exoformer.errors import UserError
-from exoformer.harness.spec import PROBES, AnalysisConfig
+from exoformer.registry.spec import PROBES, AnalysisConfig
 from exoformer.model.config import ModelConfig
 from exoformer.rundir import RunDir
 from exoformer.train.checkpoint import save_checkpoint
@@ -174,7 +174,7 @@ def test_disabled_analysis_does_nothing(tmp_path):
 
 def test_stage_accepts_a_resolved_registry_spec(tmp_path):
     """The attributes the stage reads exist on a real Spec (smoke preset, tiny shape overrides)."""
-    from exoformer.harness.registry import Registry
+    from exoformer.registry.registry import Registry
 
     spec = Registry().resolve("e-exoformer-s42", preset="smoke")
     assert spec.analysis.seq_len == 256 and spec.analysis.n_sequences == 4

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from exoformer.harness.cost import ASSUMED_MFU, estimate, read_measurement, training_flops
-from exoformer.harness.profiles import load_profile
-from exoformer.harness.registry import Registry
+from exoformer.budget.cost import ASSUMED_MFU, estimate, read_measurement, training_flops
+from exoformer.registry.profiles import load_profile
+from exoformer.registry.registry import Registry
 
 
 @pytest.fixture(scope="module")

@@ -110,7 +110,7 @@ def test_a_shared_measurement_that_fails_is_reported_by_each_row_that_needs_it()
 
 
 def test_memory_model_rows_write_the_measured_ratio_that_preflight_reads(tmp_path, monkeypatch):
-    from exoformer.harness.cost import read_memory_ratio
+    from exoformer.budget.cost import read_memory_ratio
 
     ctx = gpu_check.Context(gpu_check.GPU_SCALE, gpu_check.torch.device("cuda", 0), "NVIDIA H100 80GB HBM3", 989.0)
     for variant in gpu_check.STEP_VARIANTS:  # a measured step as train_step records it (no GPU touched here)
@@ -143,8 +143,8 @@ def test_gpu_train_step_rows_measure_the_configuration_plan_prices():
     with its attention kernel (flex), official-pure-bf16, compiled; the memory row estimates that same step."""
     import torch
 
-    from exoformer.harness.cost import training_precision
-    from exoformer.harness.registry import Registry
+    from exoformer.budget.cost import training_precision
+    from exoformer.registry.registry import Registry
 
     ctx = gpu_check.Context(gpu_check.GPU_SCALE, torch.device("cuda"), "H100", 989.0)
     for variant in gpu_check.STEP_VARIANTS:

@@ -14,7 +14,7 @@ import torch
 from exoformer.data.smoke import corpus, shortcuts
 from exoformer.data.smoke import tasks as t
 from exoformer.data.tokenizer import CompactTokenizer, gpt2
-from exoformer.harness.registry import Registry
+from exoformer.registry.registry import Registry
 from exoformer.model.model import ExoTransformer
 
 SLACK = 0.02

@@ -18,8 +18,8 @@ import torch
 
 from exoformer.eval.stage import evaluate_stage, validate_stage
 from exoformer.eval.suites import eval_split, task_configs
-from exoformer.harness.registry import Registry
-from exoformer.harness.tables import DEFAULT_CONVENTION, TASKS
+from exoformer.registry.registry import Registry
+from exoformer.registry.tables import DEFAULT_CONVENTION, TASKS
 from exoformer.stage import StageContext
 from exoformer.train.loop import train
 

@@ -11,7 +11,7 @@ import pytest
 
 from exoformer.eval import suites
 from exoformer.eval.task_facts import PAPER_TASKS, SHOTS, TASK_FACTS, mean_chance
-from exoformer.harness.registry import Registry
+from exoformer.registry.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[2] / "exoformer"
 FACTS_FILE = ROOT / "eval" / "task_facts.py"
@@ -45,8 +45,8 @@ def test_the_facts_themselves():
 
 
 def test_checkpoint_eval_cost_reads_the_facts(monkeypatch):
-    from exoformer.harness.checkpoint_run import eval_cost
-    from exoformer.harness.profiles import load_profile
+    from exoformer.checkpoint_import.checkpoint_run import eval_cost
+    from exoformer.registry.profiles import load_profile
 
     registry = Registry()
     spec = registry.resolve("base-s42")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from exoformer.harness import pipeline
-from exoformer.harness.registry import Registry
+from exoformer.runs import pipeline
+from exoformer.registry.registry import Registry
 
 
 @pytest.fixture(scope="module")

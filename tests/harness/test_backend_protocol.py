@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from exoformer.harness import backends
-from exoformer.harness.backends.base import Backend
+from exoformer.runs import backends
+from exoformer.runs.backends.base import Backend
 
 REPO = Path(__file__).resolve().parents[2]
 CAPABILITIES = ("waits", "submits_under_lock", "on_this_machine")
@@ -18,7 +18,7 @@ CAPABILITIES = ("waits", "submits_under_lock", "on_this_machine")
 @pytest.mark.parametrize("name", backends.BACKENDS)
 def test_each_backend_declares_the_protocol_in_its_own_module(name):
     cls = backends.backend_class(name)
-    assert cls.__module__ == f"exoformer.harness.backends.{name}"
+    assert cls.__module__ == f"exoformer.runs.backends.{name}"
     for attr in (*CAPABILITIES, "name"):
         assert hasattr(cls, attr), (name, attr)
     for method in ("check", "launch", "liveness"):

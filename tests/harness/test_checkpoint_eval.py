@@ -135,8 +135,8 @@ def test_eval_result_equals_exolm_on_the_same_model(env, capsys):
 
 
 def test_plan_only_and_identity(env, capsys):
-    from exoformer.harness.checkpoint_run import resolve_checkpoint_spec
-    from exoformer.harness.registry import Registry
+    from exoformer.checkpoint_import.checkpoint_run import resolve_checkpoint_spec
+    from exoformer.registry.registry import Registry
 
     path = write_official(env / "a.pt", "gated")
     assert evaluate([path], "gated", env / "runs", "--dry-run") == 0
@@ -189,8 +189,8 @@ def test_bad_input_is_one_line_exit_2(env, capsys, case, needle):
 
 def test_raw_model1_anchors_stand_for_a_qk_norm_row_but_not_for_another_model(env):
     from exoformer.errors import UserError
-    from exoformer.harness.checkpoint_run import resolve_checkpoint_spec
-    from exoformer.harness.registry import Registry
+    from exoformer.checkpoint_import.checkpoint_run import resolve_checkpoint_spec
+    from exoformer.registry.registry import Registry
 
     cfg = variant_config("e-nuresformer-qknorm", "smoke", n_layer=2, anchor_norm_paths=())
     path = env / "oqkrn.pt"

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from exoformer.cli import main
-from exoformer.harness import runs, status
-from exoformer.harness.registry import DEFAULT_REGISTRY
+from exoformer.runs import rundirs as runs, status
+from exoformer.registry.registry import DEFAULT_REGISTRY
 from exoformer.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,9 +13,9 @@ import sys
 import pytest
 
 from exoformer.cli import main
-from exoformer.harness import locking, pipeline, runs, status
-from exoformer.harness.backends import LocalBackend
-from exoformer.harness.registry import Registry
+from exoformer.runs import locking, pipeline, rundirs as runs, status
+from exoformer.runs.backends import LocalBackend
+from exoformer.registry.registry import Registry
 from exoformer.rundir import RunDir
 
 ARGS = ["base-s42", "--preset", "smoke", "--set", "train.steps=2", "--set", "train.warmup_steps=1"]

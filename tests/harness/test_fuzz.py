@@ -18,9 +18,9 @@ import yaml
 
 from exoformer import limits
 from exoformer.cli import main
-from exoformer.harness.registry import DEFAULT_REGISTRY, Registry
-from exoformer.harness.reported import DEFAULT_REPORTED
-from exoformer.harness.spec import FIELD_TYPES
+from exoformer.registry.registry import DEFAULT_REGISTRY, Registry
+from exoformer.registry.reported import DEFAULT_REPORTED
+from exoformer.registry.spec import FIELD_TYPES
 
 REPO = Path(__file__).resolve().parents[2]
 FUZZ_OK = {"groups": {"fuzz": {"why": "fuzz group", "specs": {"fuzz-spec": {"variant": "e-exoformer", "seed": 5}}}}}

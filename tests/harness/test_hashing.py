@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from exoformer.harness.hashing import canonical_json
-from exoformer.harness.registry import DEFAULT_REGISTRY, Registry
-from exoformer.harness.spec import AnalysisConfig, EvalConfig
+from exoformer.registry.hashing import canonical_json
+from exoformer.registry.registry import DEFAULT_REGISTRY, Registry
+from exoformer.registry.spec import AnalysisConfig, EvalConfig
 from exoformer.model.config import ModelConfig
 from exoformer.train.config import TrainConfig
 
@@ -108,7 +108,7 @@ def test_sampled_fields_cover_every_dataclass_field():
 
 
 def test_hashes_are_stable_across_processes_and_match_the_golden_file():
-    code = ("import json; from exoformer.harness.registry import Registry; r = Registry();"
+    code = ("import json; from exoformer.registry.registry import Registry; r = Registry();"
             "print(json.dumps({n: r.resolve(n).hash for n in r.specs}))")
     runs = [subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                            env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout for seed in ("1", "2")]
@@ -128,6 +128,6 @@ def test_smoke_specs_hash_the_smoke_worlds_code(monkeypatch):
     assert smoke.semantic()["smoke_world"] == data.smoke_key() and "smoke_world" not in paper.semantic()
     smoke_hash, paper_hash = smoke.hash, paper.hash
     monkeypatch.setattr(data, "smoke_key", lambda: "v999-changed")
-    monkeypatch.setattr("exoformer.harness.spec.smoke_key", data.smoke_key)
+    monkeypatch.setattr("exoformer.registry.spec.smoke_key", data.smoke_key)
     assert Registry().resolve("base-s42", preset="smoke").hash != smoke_hash
     assert Registry().resolve("base-s42").hash == paper_hash

@@ -15,9 +15,9 @@ import pytest
 from exoformer import limits
 from exoformer.cli import main
 from exoformer.errors import UserError
-from exoformer.harness.registry import DEFAULT_REGISTRY, Registry
-from exoformer.harness.reported import DEFAULT_REPORTED
-from exoformer.harness.spec import parse_override
+from exoformer.registry.registry import DEFAULT_REGISTRY, Registry
+from exoformer.registry.reported import DEFAULT_REPORTED
+from exoformer.registry.spec import parse_override
 from exoformer.model.variants import variant_config
 from exoformer.yaml_lines import load_yaml_text
 

@@ -1,4 +1,4 @@
-"""The memory model (exoformer/harness/memory.py) against what torch allocates: parameters name by name, the
+"""The memory model (exoformer/budget/memory.py) against what torch allocates: parameters name by name, the
 tensors autograd saves for backward per variant and precision, and FLOPs against the cost model."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from exoformer.harness.cost import flops_per_token
-from exoformer.harness.memory import (
+from exoformer.budget.cost import flops_per_token
+from exoformer.budget.memory import (
     MEMORY_PRECISIONS,
     _numerics,
     _saved_per_layer,
@@ -80,7 +80,7 @@ def test_saved_activations_match_what_autograd_saves(variant, precision):
 
 
 def test_the_cost_model_describes_the_training_code():
-    from exoformer.harness import cost
+    from exoformer.budget import cost
     from exoformer.train.loss import CHUNK_TOKENS
 
     assert cost.LOSS_LOGITS_CHUNK == CHUNK_TOKENS

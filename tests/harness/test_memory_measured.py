@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from exoformer.harness.cost import LOSS_LOGITS_CHUNK
-from exoformer.harness.memory import estimate_memory
+from exoformer.budget.cost import LOSS_LOGITS_CHUNK
+from exoformer.budget.memory import estimate_memory
 from exoformer.model import variant_config
 
 PROBE = Path(__file__).with_name("train_memory_probe.py")

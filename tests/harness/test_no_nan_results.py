@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from exoformer.cli import main
-from exoformer.harness.run_index import find_runs
+from exoformer.runs.run_index import find_runs
 from exoformer.report.collect import collect
 from exoformer.rundir import RunDir
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from exoformer.harness import pipeline, runs
-from exoformer.harness.registry import Registry
+from exoformer.runs import pipeline, rundirs as runs
+from exoformer.registry.registry import Registry
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "train"))
 
 from ranks import run_ranks  # noqa: E402
 
-from exoformer.harness import pipeline, runs  # noqa: E402
-from exoformer.harness.registry import Registry  # noqa: E402
+from exoformer.runs import pipeline, rundirs as runs  # noqa: E402
+from exoformer.registry.registry import Registry  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 
 
@@ -97,6 +97,6 @@ def test_a_spec_with_its_own_stages_runs_on_rank_0_alone_and_the_others_leave_at
 ])
 def test_only_a_job_given_gpus_gets_a_gpu_per_task(env, gpus):
     """A CPU job is never told to use GPU `local_rank` (which would make pick_device refuse a GPU it lacks)."""
-    from exoformer.harness.pipeline import job_has_gpus
+    from exoformer.runs.pipeline import job_has_gpus
 
     assert job_has_gpus(env) is gpus

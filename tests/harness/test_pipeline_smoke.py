@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from exoformer.harness import runs
-from exoformer.harness.registry import Registry
+from exoformer.runs import rundirs as runs
+from exoformer.registry.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
 

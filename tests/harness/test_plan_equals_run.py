@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from exoformer.cli import main
-from exoformer.harness import locking, pipeline, runs
-from exoformer.harness.registry import Registry
+from exoformer.runs import locking, pipeline, rundirs as runs
+from exoformer.registry.registry import Registry
 from exoformer.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -178,9 +178,9 @@ def test_ctrl_c_marks_interrupted_then_a_plain_run_resumes(tmp_path):
 
 
 def test_a_notebook_can_plan_then_launch(tmp_path, fake_stages):
-    from exoformer.harness.backends import make_backend
-    from exoformer.harness.launch import launch
-    from exoformer.harness.plan import plan
+    from exoformer.runs.backends import make_backend
+    from exoformer.runs.launch import launch
+    from exoformer.runs.plan import plan
 
     registry = Registry()
     planned = plan(registry, "base-s42", preset="smoke", overrides=["train.steps=2"], runs_root=tmp_path)

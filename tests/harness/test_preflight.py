@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from exoformer.cli import main
-from exoformer.harness.registry import REPO_ROOT
+from exoformer.registry.registry import REPO_ROOT
 
 PROFILES = REPO_ROOT / "slurm" / "profiles"
 

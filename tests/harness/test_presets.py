@@ -6,8 +6,8 @@ from dataclasses import asdict
 import pytest
 
 from exoformer.cli import main
-from exoformer.harness.registry import Registry
-from exoformer.harness.reported import load_reported
+from exoformer.registry.registry import Registry
+from exoformer.registry.reported import load_reported
 
 SEEDS = [42, 1337, 2027]
 # smoke identity: independent of the paper presets' recipe (they change with the spec schema, e.g. eval.precision,

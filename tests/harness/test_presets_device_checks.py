@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from exoformer.errors import UserError
-from exoformer.harness.device_checks import DeviceInfo, check_placement, probe_local_device, world_size
-from exoformer.harness.profiles import GpuProfile, Profile, SlurmProfile, load_profile
-from exoformer.harness.registry import Registry
+from exoformer.runs.device_checks import DeviceInfo, check_placement, probe_local_device, world_size
+from exoformer.registry.profiles import GpuProfile, Profile, SlurmProfile, load_profile
+from exoformer.registry.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = DeviceInfo(kind="cpu", name="cpu", bf16=True)
@@ -127,7 +127,7 @@ def test_probe_matches_torch_and_the_module_imports_without_torch():
     torch = pytest.importorskip("torch")
     device = probe_local_device()
     assert device.kind == ("cuda" if torch.cuda.is_available() else "cpu")
-    code = ("import sys; import exoformer.harness.device_checks; "
+    code = ("import sys; import exoformer.runs.device_checks; "
             "assert 'torch' not in sys.modules, 'torch imported'; print('clean')")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "clean" in res.stdout, res.stderr

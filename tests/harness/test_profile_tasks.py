@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from exoformer.errors import UserError
-from exoformer.harness.device_checks import world_size
-from exoformer.harness.profiles import load_profile
+from exoformer.runs.device_checks import world_size
+from exoformer.registry.profiles import load_profile
 
 
 def write_profile(directory: Path, name: str, slurm: str, gpu: str = "null") -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from exoformer.cli import main
-from exoformer.harness.registry import Registry
-from exoformer.harness.reported import load_reported
+from exoformer.registry.registry import Registry
+from exoformer.registry.reported import load_reported
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -119,7 +119,7 @@ def test_plan_reads_status_files(capsys, tmp_path, registry):
 
 
 def test_cost_model_matches_hand_formula(registry):
-    from exoformer.harness.cost import training_flops
+    from exoformer.budget.cost import training_flops
 
     s = registry.resolve("base-s42")
     n = s.model.num_parameters() - s.model.vocab_size * s.model.d_model

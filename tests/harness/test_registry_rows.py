@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from exoformer.harness.cost import compute_params
-from exoformer.harness.registry import Registry
+from exoformer.budget.cost import compute_params
+from exoformer.registry.registry import Registry
 from exoformer.model import ExoTransformer
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from exoformer.cli import main
 from exoformer.errors import UserError
-from exoformer.harness import released_fetch
-from exoformer.harness.registry import DEFAULT_REGISTRY, Registry
+from exoformer.checkpoint_import import released_fetch
+from exoformer.registry.registry import DEFAULT_REGISTRY, Registry
 
 PAYLOAD = b"PK\x03\x04 a released checkpoint"
 

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
 
 from synthetic import make_run, uniform  # noqa: E402
 
-from exoformer.harness import run_index  # noqa: E402
+from exoformer.runs import run_index  # noqa: E402
 from exoformer.rundir import FAILED, RunDir, Status, index_file  # noqa: E402
 
 
@@ -74,7 +74,7 @@ def test_run_spec_files_are_read_with_a_safe_loader():
     """The index's fast spec reader is PyYAML's SafeLoader (or its libyaml twin): no Python object tags."""
     import yaml
 
-    from exoformer.harness import run_index
+    from exoformer.runs import run_index
 
     assert run_index.SAFE_LOADER in (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     with pytest.raises(yaml.constructor.ConstructorError):

@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from exoformer.cli import main
-from exoformer.harness import pipeline, runs
-from exoformer.harness.registry import Registry
+from exoformer.runs import pipeline, rundirs as runs
+from exoformer.registry.registry import Registry
 from exoformer.rundir import RunDir
 
 TINY = ["--preset", "smoke", "--set", "train.steps=2"]
@@ -103,7 +103,7 @@ def test_a_launch_removes_a_cut_manifest_write(tmp_path, capsys, spec, stages):
 
 SLOW_LAUNCHER = """
 import sys, time
-from exoformer.harness import pipeline
+from exoformer.runs import pipeline
 def slow(ctx):
     print("training", flush=True)
     time.sleep(120)

@@ -12,9 +12,9 @@ import yaml
 
 from exoformer.cli import main
 from exoformer.errors import UserError
-from exoformer.harness import locking, runs
-from exoformer.harness.plan import decide
-from exoformer.harness.registry import Registry
+from exoformer.runs import locking, rundirs as runs
+from exoformer.runs.plan import decide
+from exoformer.registry.registry import Registry
 from exoformer.rundir import RunDir
 
 TINY = ["--preset", "smoke", "--set", "train.steps=2"]
@@ -107,7 +107,7 @@ def test_manifest_and_liveness(tmp_path):
 
 
 def test_lock_is_exclusive(tmp_path):
-    code = ("import sys, time; from pathlib import Path; from exoformer.harness.locking import launch_lock\n"
+    code = ("import sys, time; from pathlib import Path; from exoformer.runs.locking import launch_lock\n"
             "with launch_lock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(3)\n")
     holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from exoformer.cli import main
-from exoformer.harness.runs import RUNS_ENV
+from exoformer.runs.rundirs import RUNS_ENV
 
 READING = [["status"], ["table", "table1"], ["diff", "table1"], ["figure", "val-loss-table1"], ["claims"],
            ["report"], ["list"], ["show", "base-s42"]]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from exoformer.cli import main
-from exoformer.harness.registry import Registry
+from exoformer.registry.registry import Registry
 from exoformer.report.collect import collect
 from exoformer.report.tables import TASKS, build_table
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from exoformer.cli import main
-from exoformer.harness.registry import DEFAULT_REGISTRY
+from exoformer.registry.registry import DEFAULT_REGISTRY
 from exoformer.model import ExoTransformer
 from exoformer.model.variants import variant_config
 
@@ -125,7 +125,7 @@ def test_a_fifo_is_never_opened_as_a_checkpoint(tmp_path, capsys):
 
 
 def test_a_fifo_among_the_shards_is_refused_without_being_opened(tmp_path):
-    from exoformer.harness.runs import data_checksums
+    from exoformer.runs.rundirs import data_checksums
 
     (tmp_path / "a.bin").write_bytes(b"\0" * 16)
     fifo = tmp_path / "b.bin"

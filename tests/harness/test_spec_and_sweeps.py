@@ -4,9 +4,9 @@ import pytest
 
 from exoformer.cli import main
 from exoformer.errors import UserError
-from exoformer.harness.registry import Registry
-from exoformer.harness.spec import Entry, check_type
-from exoformer.harness.sweeps import expand
+from exoformer.registry.registry import Registry
+from exoformer.registry.spec import Entry, check_type
+from exoformer.registry.sweeps import expand
 from exoformer.yaml_lines import load_yaml_with_lines
 
 

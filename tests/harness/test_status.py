@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from exoformer.cli import main
-from exoformer.harness import locking, runs, status
-from exoformer.harness.registry import Registry
+from exoformer.runs import locking, rundirs as runs, status
+from exoformer.registry.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
 

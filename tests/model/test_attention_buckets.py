@@ -7,7 +7,7 @@ import torch
 from torch.nn.attention.flex_attention import flex_attention
 
 from exoformer.eval.scoring import LENGTH_BUCKETS, Scorer, padded_length
-from exoformer.harness.registry import Registry
+from exoformer.registry.registry import Registry
 from exoformer.model import ExoTransformer, variant_config
 from exoformer.model import model as model_mod
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from exoformer.errors import UserError
-from exoformer.harness.hashing import semantic_hash
+from exoformer.registry.hashing import semantic_hash
 from exoformer.model import ExoTransformer, ModelConfig, variant_config
 from exoformer.model import model as model_mod
 

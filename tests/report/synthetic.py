@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from exoformer.harness.registry import Registry
-from exoformer.harness.runs import identity_for
-from exoformer.harness.tables import TASKS
+from exoformer.registry.registry import Registry
+from exoformer.runs.rundirs import identity_for
+from exoformer.registry.tables import TASKS
 from exoformer.run_identity import RunIdentity, recipe_differences
 from exoformer.rundir import Status, run_dir_of
 

@@ -149,8 +149,8 @@ def test_reported_spike_rows_come_from_reported_yaml():
 
 
 def test_plots_cover_every_declared_analysis_figure():
-    from exoformer.harness.figure_kinds import KINDS, PER_LAYER_PROBES
-    from exoformer.harness.registry import Registry
+    from exoformer.registry.figure_kinds import KINDS, PER_LAYER_PROBES
+    from exoformer.registry.registry import Registry
     from exoformer.report import figures
 
     declared = {fid: fig for fid, fig in Registry().figures.items()
@@ -171,7 +171,7 @@ def test_layer_similarity_colour_floor_is_shared_and_rounded():
 
 def test_figure_verb_dispatches_to_these_plots(tmp_path):
     """The report engineer's `figure NAME` finds the runs and calls PLOTS with (declaration, runs, out_dir)."""
-    from exoformer.harness.registry import Registry
+    from exoformer.registry.registry import Registry
     from exoformer.report import figures
 
     registry = Registry()

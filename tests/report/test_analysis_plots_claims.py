@@ -5,7 +5,7 @@ import json
 import pytest
 
 from exoformer.cli import main
-from exoformer.harness.registry import Registry
+from exoformer.registry.registry import Registry
 from exoformer.report import claims
 from exoformer.report.collect import collect
 from exoformer.rundir import run_dir_of

@@ -10,8 +10,8 @@ import pytest
 
 from exoformer.cli import main
 from exoformer.errors import UserError
-from exoformer.harness.claims_schema import check_claims
-from exoformer.harness.registry import REPO_ROOT, Registry
+from exoformer.registry.claims_schema import check_claims
+from exoformer.registry.registry import REPO_ROOT, Registry
 from exoformer.report import claims
 from exoformer.report.collect import collect
 from exoformer.rundir import run_dir_of

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import make_run, registry, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
-from exoformer.harness.reported import Reported  # noqa: E402
+from exoformer.registry.reported import Reported  # noqa: E402
 from exoformer.report import NO_VALUE  # noqa: E402
 from exoformer.report import html as report_html  # noqa: E402
 from exoformer.report.diff import CellDiff  # noqa: E402

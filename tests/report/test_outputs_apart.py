@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import make_run, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
-from exoformer.harness.registry import DEFAULT_REGISTRY  # noqa: E402
+from exoformer.registry.registry import DEFAULT_REGISTRY  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 
 BIG = 300_000

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
 
 from test_pipeline_smoke import cli, tiny  # noqa: E402
 
-from exoformer.harness.registry import Registry  # noqa: E402
+from exoformer.registry.registry import Registry  # noqa: E402
 from exoformer.report.html import table_figure_ids  # noqa: E402
 from exoformer.report.tables import MARK  # noqa: E402
 

@@ -8,11 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from exoformer.harness.registry import REPO_ROOT
+from exoformer.registry.registry import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "exoformer"
 REPORT_MODULES = sorted((PACKAGE / "report").glob("*.py"))
-TORCH_FREE_HARNESS = [PACKAGE / "harness" / f"{name}.py" for name in ("run_index", "figure_kinds", "claims_schema")]
+TORCH_FREE_HARNESS = [PACKAGE / package / f"{name}.py"
+                      for package, name in (("runs", "run_index"), ("registry", "figure_kinds"), ("registry", "claims_schema"))]
 RUN_DIR_NAMES = re.compile(
     r'spec\.yaml|STATUS|metrics\.jsonl|checkpoints|long\.jsonl|validation\.json|probes\.json|spikes\.json'
     r'|coefficients\.json|provenance\.json|\b(eval|analysis|stages|logs)/'
@@ -54,7 +55,7 @@ def test_report_never_imports_torch_train_or_model():
 
 def test_importing_every_report_module_loads_no_torch():
     modules = [f"exoformer.report.{p.stem}" for p in REPORT_MODULES if p.stem != "__init__"]
-    modules += [f"exoformer.harness.{p.stem}" for p in TORCH_FREE_HARNESS]
+    modules += [f"exoformer.{p.parent.name}.{p.stem}" for p in TORCH_FREE_HARNESS]
     code = (f"import importlib, sys; [importlib.import_module(m) for m in {modules!r}]; "
             "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')); "
             "assert not bad, bad[:5]")

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import make_run, registry, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
-from exoformer.harness.reported import DEFAULT_REPORTED  # noqa: E402
+from exoformer.registry.reported import DEFAULT_REPORTED  # noqa: E402
 from exoformer.report.collect import collect  # noqa: E402
 from exoformer.report.diff import OUTSIDE, WITHIN, diff_table, exit_code, tolerance  # noqa: E402
 from exoformer.report.rank import kendall_tau_b  # noqa: E402

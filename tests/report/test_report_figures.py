@@ -16,9 +16,9 @@ from synthetic import make_run, registry, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
 from exoformer.errors import UserError  # noqa: E402
-from exoformer.harness.figure_kinds import KINDS, check_figure_kinds  # noqa: E402
-from exoformer.harness.registry import REPO_ROOT, Registry  # noqa: E402
-from exoformer.harness.tables import FIGURE_KINDS  # noqa: E402
+from exoformer.registry.figure_kinds import KINDS, check_figure_kinds  # noqa: E402
+from exoformer.registry.registry import REPO_ROOT, Registry  # noqa: E402
+from exoformer.registry.tables import FIGURE_KINDS  # noqa: E402
 from exoformer.report import figures  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 

@@ -14,7 +14,7 @@ from synthetic import make_run, registry, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
 from exoformer.errors import UserError  # noqa: E402
-from exoformer.harness.registry import REPO_ROOT, Registry  # noqa: E402
+from exoformer.registry.registry import REPO_ROOT, Registry  # noqa: E402
 from exoformer.report.collect import collect  # noqa: E402
 from exoformer.report.tables import build_table, render  # noqa: E402
 

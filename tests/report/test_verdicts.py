@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from exoformer.cli import main
-from exoformer.harness.tables import TASKS
+from exoformer.registry.tables import TASKS
 from exoformer.report.collect import collect
 from exoformer.report.tables import build_table
 from exoformer.report.verdicts import (
@@ -157,7 +157,7 @@ CLAIMED = "table1/dynamic-e-exoformer/avg6, subtrahend: table1/gated/avg6"
     (CLAIMED, CLAIMED.replace("dynamic-e-exoformer/avg6", "dynamic-e-exoformer/avg7")),
 ])
 def test_a_claimed_difference_naming_no_row_or_metric_is_one_line(tmp_path, capsys, monkeypatch, edit, named):
-    from exoformer.harness.reported import DEFAULT_REPORTED
+    from exoformer.registry.reported import DEFAULT_REPORTED
 
     text = DEFAULT_REPORTED.read_text()
     assert edit in text

@@ -21,9 +21,9 @@ import pytest
 import torch
 from test_backend_slurm import cli, specs_of, tiny
 
-from exoformer.harness import locking, runs
-from exoformer.harness.backends import Item, SlurmBackend
-from exoformer.harness.profiles import load_profile
+from exoformer.runs import locking, rundirs as runs
+from exoformer.runs.backends import Item, SlurmBackend
+from exoformer.registry.profiles import load_profile
 from exoformer.rundir import RunDir
 from exoformer.train.checkpoint import latest_checkpoint, load_checkpoint
 

@@ -10,7 +10,7 @@ import torch
 from ranks import run_ranks
 
 from exoformer.eval.stage import evaluate_stage, validate_stage
-from exoformer.harness.registry import Registry
+from exoformer.registry.registry import Registry
 from exoformer.stage import StageContext
 from exoformer.train.loop import train
 

@@ -8,7 +8,7 @@ import pytest
 
 from exoformer.data import resolve_data
 from exoformer.data.shards import find_shards, read_shard
-from exoformer.harness.registry import Registry
+from exoformer.registry.registry import Registry
 from exoformer.train.loop import train
 
 

@@ -1,0 +1,287 @@
+"""Training cost of a spec: FLOPs, and GPU-hours (or CPU-minutes) on a profile.
+
+FLOPs = 6 * N * tokens + attention, with
+- N = every parameter except the input embedding (the lm_head matmul is real compute, the embedding lookup
+  is not: Kaplan et al.'s "non-embedding" count leaves the head out, which would undercount by ~20% at 450M
+  with a 50k vocabulary). Mixing coefficients, anchor projection and dynamic MLPs are in N.
+- attention = 12 * n_layer * d_model * seq_len FLOPs per token (QK^T and AV: 2 * 2 * L * T * d forward,
+  x3 for forward + backward), halved because causal attention needs only the lower triangle.
+Evaluation, validation and analysis are not counted (they are a few % of training at 10B tokens).
+GPU-hours = FLOPs / (peak_bf16_tflops * 1e12 * mfu * 3600), summed over GPUs (not wall-clock).
+
+MFU: the profile's assumed value (40%), unless `benchmarks/gpu_check.py` has written a measurement
+(results/gpu_check.json, or the file named by $EXOFORMER_GPU_CHECK) on a GPU of the profile's bf16 peak:
+then the measured MFU of the spec's variant (or, for a variant it did not train, the lowest it measured).
+An explicit `--set profile.gpu.mfu=...` (or a profile file whose mfu is not the assumed value) wins over
+the measurement. The returned Cost names where its MFU came from (`mfu_source`).
+
+Memory per GPU: exoformer/budget/memory.py for the spec's precision, micro-batch, sequence and the profile's
+ranks, as the training code keeps its tensors (`LOSS_LOGITS_CHUNK`, `MUON_SHARDED` say how the loss and Muon
+run today). Once benchmarks/gpu_check.py has measured `torch.cuda.max_memory_allocated` against the estimate
+on a GPU (`memory_ratio` in the same JSON), the tensor peak is scaled by that ratio (the spec's variant, else
+the largest measured) and `memory_source` says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from exoformer.errors import UserError
+from exoformer.budget.memory import MemoryEstimate, estimate_memory
+from exoformer.registry.profiles import Profile, load_profile, profiles_dir
+from exoformer.registry.registry import REPO_ROOT
+from exoformer.registry.spec import Spec
+from exoformer.model.config import ModelConfig
+
+ASSUMED_MFU = 0.40
+"""The profiles' `gpu.mfu` when nothing was measured."""
+MEASURED_FILE = REPO_ROOT / "results" / "gpu_check.json"
+MEASURED_TOOL = "benchmarks/gpu_check.py"
+LOSS_LOGITS_CHUNK: int | None = 4096
+"""Tokens per chunk of the training loss (exoformer/train/loss.py CHUNK_TOKENS; a test keeps them equal)."""
+MUON_SHARDED = True
+"""The ranks share Muon's orthogonalisations (exoformer/train/optim.py); states stay on every rank."""
+GB = 1e9
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Cost:
+    flops: float
+    gpu_hours: float | None
+    """None on a CPU profile."""
+    cpu_minutes: float | None
+    """None on a GPU profile (or a CPU profile without a cpu: section)."""
+    mfu: float | None = None
+    """The MFU the GPU-hours assume; None on a CPU profile."""
+    mfu_source: str | None = None
+    """'assumed 40%', 'measured by benchmarks/gpu_check.py on <device> <date>', ... (None on a CPU profile)."""
+    memory_gb: float | None = None
+    """Estimated peak memory per GPU (or per CPU rank) in GB (1e9 bytes), margin included."""
+    memory_source: str | None = None
+    """'derived' or 'derived x <ratio> measured by benchmarks/gpu_check.py on <device> <date>'."""
+
+
+def model_compute_params(model: ModelConfig) -> int:
+    """N of the cost model: all parameters minus the input embedding table."""
+    return model.num_parameters() - model.vocab_size * model.d_model
+
+
+def compute_params(spec: Spec) -> int:
+    return model_compute_params(spec.model)
+
+
+def flops_per_token(model: ModelConfig, seq_len: int) -> float:
+    """Training FLOPs (forward + backward) per token: 6N plus causal attention (module docstring)."""
+    return 6.0 * model_compute_params(model) + 12.0 * model.n_layer * model.d_model * seq_len / 2.0
+
+
+def training_flops(spec: Spec) -> float:
+    return flops_per_token(spec.model, spec.train.seq_len) * spec.train.tokens
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Measurement:
+    """The MFU section of a GPU check's JSON."""
+
+    device: str
+    date: str
+    peak_bf16_tflops: float
+    mfu: dict[str, float]
+    """variant -> measured MFU (the train step at the 450M shape)."""
+
+
+def measurement_path() -> Path:
+    chosen = os.environ.get("EXOFORMER_GPU_CHECK")
+    return Path(chosen) if chosen else MEASURED_FILE
+
+
+def read_measurement(path: str | os.PathLike | None = None) -> tuple[Measurement | None, str | None]:
+    """(measurement, None), or (None, why it is not used); a missing file is (None, None)."""
+    path = Path(path) if path is not None else measurement_path()
+    if not path.is_file():
+        return None, None
+    stat = path.stat()
+    return _read_measurement(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=8)
+def _read_measurement(path: str, mtime_ns: int, size: int) -> tuple[Measurement | None, str | None]:
+    shown = _display(Path(path))
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        return None, f"ignored {shown}: not readable JSON ({err.__class__.__name__})"
+    if not isinstance(data, dict) or data.get("tool") != MEASURED_TOOL:
+        return None, f"ignored {shown}: not written by {MEASURED_TOOL}"
+    if data.get("cpu_mode") is not False:
+        return None, f"ignored {shown}: a --cpu run measures no MFU"
+    device, date, peak, mfu = data.get("device"), data.get("date"), data.get("peak_bf16_tflops"), data.get("mfu")
+    if not isinstance(device, str) or not device or not isinstance(date, str) or not date:
+        return None, f"ignored {shown}: no device or date"
+    if not _is_positive(peak):
+        return None, f"ignored {shown}: {device} has no known bf16 peak, so its MFU is unknown"
+    if not isinstance(mfu, dict) or not mfu:
+        return None, f"ignored {shown}: no measured MFU"
+    for variant, value in mfu.items():
+        if not isinstance(variant, str) or not _is_positive(value) or value > 1:
+            return None, f"ignored {shown}: MFU {variant}={value!r} is not a fraction in (0, 1]"
+    return Measurement(device=device, date=date[:10], peak_bf16_tflops=float(peak),
+                       mfu={k: float(v) for k, v in mfu.items()}), None
+
+
+def _is_positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _display(path: Path) -> str:
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
+@lru_cache(maxsize=32)
+def _file_mfu(profile_name: str, profiles_dir: str) -> float | None:
+    """The mfu written in the profile's file, to tell a --set override from the file's own value."""
+    try:
+        profile = load_profile(profile_name)
+    except Exception:  # noqa: BLE001 - a profile not from a file: nothing to compare with
+        return None
+    return None if profile.gpu is None else profile.gpu.mfu
+
+
+def choose_mfu(spec: Spec, profile: Profile, measurement: Measurement | None = None,
+               note: str | None = None) -> tuple[float, str]:
+    """(MFU, where it came from) for a GPU profile; see the module docstring for the order."""
+    gpu = profile.gpu
+    assert gpu is not None
+    in_file = _file_mfu(profile.name, str(profiles_dir()))
+    if in_file is not None and gpu.mfu != in_file:
+        return gpu.mfu, "set by --set profile.gpu.mfu"
+    if gpu.mfu != ASSUMED_MFU:
+        return gpu.mfu, f"profile {profile.name}"
+    assumed = f"assumed {ASSUMED_MFU:.0%}"
+    if measurement is None:
+        return gpu.mfu, assumed + (f" ({note})" if note else "")
+    if not math.isclose(measurement.peak_bf16_tflops, gpu.peak_bf16_tflops, rel_tol=0.01):
+        return gpu.mfu, (f"{assumed} (the measured MFU is for {measurement.device}, {measurement.peak_bf16_tflops:g}"
+                         f" TFLOP/s peak, not {gpu.name}'s {gpu.peak_bf16_tflops:g})")
+    variant = spec.variant if spec.variant in measurement.mfu else min(measurement.mfu, key=measurement.mfu.get)
+    how = "" if variant == spec.variant else f", lowest measured: {variant}"
+    return (measurement.mfu[variant],
+            f"measured by {MEASURED_TOOL} on {measurement.device} {measurement.date}{how}")
+
+
+def estimate(spec: Spec, profile: Profile, *, memory: SpecMemory | None = None) -> Cost:
+    """The spec's cost on the profile; `memory`: its spec_memory when the caller has it already."""
+    flops = training_flops(spec)
+    try:
+        memory = memory or spec_memory(spec, profile)
+        mem_gb, mem_source = memory.total / GB, memory.source
+    except UserError:  # ranks that do not divide the batch: `preflight` names it; plan still prices the FLOPs
+        mem_gb, mem_source = None, None
+    if profile.gpu is not None:
+        measurement, note = read_measurement()
+        mfu, source = choose_mfu(spec, profile, measurement, note)
+        if training_precision(spec, "cuda") == "fp32":
+            source += "; train.precision fp32 priced at the bf16 peak: GPU-hours are a lower bound"
+        rate = profile.gpu.peak_bf16_tflops * 1e12 * mfu
+        return Cost(flops=flops, gpu_hours=flops / rate / 3600.0, cpu_minutes=None, mfu=mfu, mfu_source=source,
+                    memory_gb=mem_gb, memory_source=mem_source)
+    if profile.cpu is not None:
+        return Cost(flops=flops, gpu_hours=None, cpu_minutes=flops / (profile.cpu.gflops * 1e9) / 60.0,
+                    memory_gb=mem_gb, memory_source=mem_source)
+    return Cost(flops=flops, gpu_hours=None, cpu_minutes=None, memory_gb=mem_gb, memory_source=mem_source)
+
+
+# ---------------------------------------------------------------------------------------------- memory
+
+
+def profile_ranks(profile: Profile) -> int:
+    """Ranks of one job on this profile: nodes x tasks per node (one per GPU on a GPU profile)."""
+    return profile.slurm.ranks
+
+
+def training_precision(spec: Spec, device: str) -> str:
+    """`auto` resolved as exoformer/train/loop.py resolve_precision does."""
+    if spec.train.precision == "auto":
+        return "bf16-autocast" if device == "cuda" else "fp32"
+    return spec.train.precision
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class SpecMemory:
+    """A spec's memory per rank on a profile: the derived estimate, the measured ratio applied, the limit."""
+
+    estimate: MemoryEstimate
+    ratio: float
+    source: str
+    total: float
+    """Bytes per rank: peak tensors x ratio + allocator margin + CUDA context."""
+    limit: float | None
+    """Bytes per rank the profile offers (gpu.memory_gb, or slurm.mem_gb / tasks on a CPU profile); None: unknown."""
+    micro_batch: int
+    accumulation: int
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.limit is None else self.total <= self.limit
+
+
+def spec_memory(spec: Spec, profile: Profile, *, micro_batch: int | None = None) -> SpecMemory:
+    """Memory per rank of `spec` on `profile` (at `micro_batch`, default the spec's). Raises UserError when the
+    ranks and micro-batch do not divide the global batch (TrainConfig.accumulation_steps)."""
+    from dataclasses import replace
+
+    device = "cuda" if profile.gpu is not None else "cpu"
+    ranks = profile_ranks(profile)
+    train = spec.train if micro_batch is None else replace(spec.train, micro_batch_seqs=micro_batch)
+    accumulation = train.accumulation_steps(ranks)
+    est = estimate_memory(spec.model, precision=training_precision(spec, device), micro_batch=train.micro_batch_seqs,
+                          seq_len=train.seq_len, ranks=ranks, accumulation=accumulation,
+                          doc_masking=train.doc_masking, compiled=train.compile and device == "cuda",
+                          logits_chunk=LOSS_LOGITS_CHUNK, muon_sharded=MUON_SHARDED, device=device)
+    ratio, source = 1.0, "derived"
+    if device == "cuda":
+        measured = read_memory_ratio()
+        if measured:
+            variant = spec.variant if spec.variant in measured[0] else max(measured[0], key=measured[0].get)
+            ratio = measured[0][variant]
+            how = "" if variant == spec.variant else f", largest measured: {variant}"
+            source = f"derived x {ratio:.3g} measured by {MEASURED_TOOL} on {measured[1]}{how}"
+    tensors = est.peak_tensors * ratio
+    total = tensors + est.margin * ratio + est.context  # margin and context are zero on CPU
+    if profile.gpu is not None:
+        limit = None if profile.gpu.memory_gb is None else profile.gpu.memory_gb * GB
+    else:
+        limit = profile.slurm.mem_gb * GB / max(1, profile.slurm.tasks) if profile.slurm.mem_gb else None
+    return SpecMemory(estimate=est, ratio=ratio, source=source, total=total, limit=limit,
+                      micro_batch=train.micro_batch_seqs, accumulation=accumulation)
+
+
+def read_memory_ratio(path: str | os.PathLike | None = None) -> tuple[dict[str, float], str] | None:
+    """({variant: measured / estimated peak}, '<device> <date>') from a GPU run of gpu_check, else None."""
+    path = Path(path) if path is not None else measurement_path()
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return _read_memory_ratio(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=8)
+def _read_memory_ratio(path: str, mtime_ns: int, size: int) -> tuple[dict[str, float], str] | None:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("tool") != MEASURED_TOOL or data.get("cpu_mode") is not False:
+        return None
+    ratios = data.get("memory_ratio")
+    if not isinstance(ratios, dict) or not ratios:
+        return None
+    if not all(isinstance(k, str) and _is_positive(v) and v < 10 for k, v in ratios.items()):
+        return None
+    return {k: float(v) for k, v in ratios.items()}, f"{data.get('device', '?')} {str(data.get('date', ''))[:10]}"
+

@@ -1,0 +1,1 @@
+"""Declarations: the registry of specs, tables, figures and claims, the reported numbers, cluster profiles and their validation (torch-free)."""

@@ -1,0 +1,187 @@
+"""The paper's mechanistic claims as data (experiments/claims.yaml, section `claims:`), parsed strictly.
+
+A claim reads per-run metrics from the rows of declared tables (our number: the mean over the row's seeds
+that have it) and compares them as the paper states them: `value` (one read), `ratio` (first / second) or
+`versus` (first vs second). `paper` gives the paper's numbers, one per read for `versus` and one otherwise,
+each a reported cell (table, row, column of results/paper/reported.yaml) or a literal `value`. Unknown keys
+and wrong types are one-line errors with file:line; names are checked against the registry by
+`check_claims` (run by `validate` and by the `claims` verb). Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from exoformer.errors import UserError, did_you_mean
+from exoformer.registry.sweeps import check_name
+
+COMPARISONS = {"value": 1, "ratio": 2, "versus": 2}
+"""Comparison -> how many reads it takes."""
+FORMATS = ("number", "percent")
+CLAIM_KEYS = ("claim", "compare", "reads", "paper", "format", "approximate")
+READ_KEYS = ("table", "row", "metric", "label")
+CELL_KEYS = ("table", "row", "column")
+LITERAL_KEYS = ("value", "source")
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Read:
+    """One measured number: `metric` of the runs of `table`'s row `row`, shown as `label`."""
+
+    table: str
+    row: str
+    metric: str
+    label: str
+    source: str
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class PaperNumber:
+    """The paper's number: a reported cell (table, row, column) or a literal value."""
+
+    table: str | None = None
+    row: str | None = None
+    column: str | None = None
+    value: float | None = None
+    source: str = ""
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class DeclaredClaim:
+    id: str
+    claim: str
+    compare: str
+    reads: tuple[Read, ...]
+    paper: tuple[PaperNumber, ...]
+    format: str = "number"
+    """How a value is shown: number, or percent (a fraction shown in %)."""
+    approximate: bool = False
+    """The paper says "about" (shown as ~)."""
+    source: str = ""
+
+
+def _line(file: str, container: Any, key: Any = None) -> str:
+    lines = getattr(container, "key_lines", None) or {}
+    line = lines.get(key) if key is not None else None
+    line = line or getattr(container, "line", None)
+    return f"{file}:{line}" if line else file
+
+
+def _check_keys(body: Any, allowed: tuple[str, ...], file: str, what: str) -> None:
+    if not isinstance(body, dict):
+        raise UserError(f"{what} must be a mapping", where=_line(file, body), fix=f"write {', '.join(allowed)}")
+    for key in body:
+        if key not in allowed:
+            raise UserError(f"unknown key {key!r} in {what}", where=_line(file, body, key),
+                            fix=did_you_mean(str(key), allowed))
+
+
+def _text(body: dict, key: str, file: str, what: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(f"{what} needs {key}: (a non-empty string)", where=_line(file, body, key),
+                        fix=f"write {key}: <text>")
+    return value
+
+
+def _items(body: dict, key: str, file: str, what: str) -> list:
+    value = body.get(key)
+    if not isinstance(value, list) or not value:
+        raise UserError(f"{what} needs {key}: (a non-empty list)", where=_line(file, body, key),
+                        fix=f"write {key}: [- ...]")
+    return value
+
+
+def _item_where(file: str, items: Any, index: int) -> str:
+    lines = getattr(items, "item_lines", None)
+    return f"{file}:{lines[index]}" if lines and index < len(lines) else _line(file, items)
+
+
+def parse_read(body: Any, file: str, where: str, what: str) -> Read:
+    _check_keys(body, READ_KEYS, file, what)
+    table, row, metric = (_text(body, k, file, what) for k in ("table", "row", "metric"))
+    label = body.get("label", row)
+    if not isinstance(label, str):
+        raise UserError(f"{what}: label must be a string", where=_line(file, body, "label"), fix="quote it")
+    return Read(table=table, row=row, metric=metric, label=label, source=where)
+
+
+def parse_paper_number(body: Any, file: str, where: str, what: str) -> PaperNumber:
+    keys = LITERAL_KEYS if isinstance(body, dict) and "value" in body else CELL_KEYS
+    _check_keys(body, keys, file, what)
+    if keys is LITERAL_KEYS:
+        value = body["value"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UserError(f"{what}: value must be a number, got {value!r}", where=_line(file, body, "value"),
+                            fix="write value: 2.0 (or name a reported cell: table, row, column)")
+        return PaperNumber(value=float(value), source=str(body.get("source", "")))
+    table, row, column = (_text(body, k, file, what) for k in CELL_KEYS)
+    return PaperNumber(table=table, row=row, column=column, source=where)
+
+
+def parse_claim(cid: Any, body: Any, file: str, where: str) -> DeclaredClaim:
+    what = f"claim {cid!r}"
+    check_name(str(cid), where=where, what="claim id")
+    _check_keys(body, CLAIM_KEYS, file, what)
+    text = _text(body, "claim", file, what)
+    compare = body.get("compare")
+    if compare not in COMPARISONS:
+        raise UserError(f"{what}: compare must be one of {', '.join(COMPARISONS)}, got {compare!r}",
+                        where=_line(file, body, "compare"), fix=did_you_mean(str(compare), COMPARISONS))
+    raw_reads = _items(body, "reads", file, what)
+    reads = tuple(parse_read(r, file, _item_where(file, raw_reads, i), f"{what} read {i + 1}")
+                  for i, r in enumerate(raw_reads))
+    if len(reads) != COMPARISONS[compare]:
+        raise UserError(f"{what}: compare {compare} takes {COMPARISONS[compare]} reads, got {len(reads)}",
+                        where=_line(file, body, "reads"), fix="list one read per measured number")
+    raw_paper = _items(body, "paper", file, what)
+    paper = tuple(parse_paper_number(p, file, _item_where(file, raw_paper, i), f"{what} paper number {i + 1}")
+                  for i, p in enumerate(raw_paper))
+    wanted = len(reads) if compare == "versus" else 1
+    if len(paper) != wanted:
+        raise UserError(f"{what}: compare {compare} takes {wanted} paper number(s), got {len(paper)}",
+                        where=_line(file, body, "paper"), fix="give one paper number per compared value")
+    fmt = body.get("format", "number")
+    if fmt not in FORMATS:
+        raise UserError(f"{what}: format must be number or percent, got {fmt!r}", where=_line(file, body, "format"),
+                        fix=did_you_mean(str(fmt), FORMATS))
+    approximate = body.get("approximate", False)
+    if not isinstance(approximate, bool):
+        raise UserError(f"{what}: approximate must be true or false", where=_line(file, body, "approximate"),
+                        fix="write approximate: true when the paper says 'about'")
+    return DeclaredClaim(id=str(cid), claim=text, compare=compare, reads=reads, paper=paper, format=fmt,
+                         approximate=approximate, source=where)
+
+
+def parse_claims(section: Any, file: str) -> dict[str, DeclaredClaim]:
+    """The `claims:` section of one registry file, in file order."""
+    return {str(cid): parse_claim(cid, body, file, _line(file, section, cid)) for cid, body in section.items()}
+
+
+def check_claims(registry: Any) -> None:
+    """Every table, row, metric and reported column a claim names exists (a typo would read 'not run')."""
+    for claim in registry.claims.values():
+        for read in claim.reads:
+            _row(registry, read.table, read.row, read.source, claim.id)
+            if read.metric not in registry.metrics:
+                raise UserError(f"claim {claim.id!r} reads unknown metric {read.metric!r}", where=read.source,
+                                fix=did_you_mean(read.metric, registry.metrics))
+        for number in claim.paper:
+            if number.table is None:
+                continue
+            _row(registry, number.table, number.row, number.source, claim.id)
+            columns = registry.tables[number.table].columns
+            if number.column not in columns:
+                raise UserError(f"claim {claim.id!r}: table {number.table!r} has no column {number.column!r}",
+                                where=number.source, fix=did_you_mean(str(number.column), columns))
+
+
+def _row(registry: Any, table_id: str, row_id: str | None, where: str, claim_id: str) -> None:
+    if table_id not in registry.tables:
+        raise UserError(f"claim {claim_id!r} names unknown table {table_id!r}", where=where,
+                        fix=did_you_mean(table_id, registry.tables))
+    rows = {r.id: r for r in registry.tables[table_id].rows}
+    if row_id not in rows:
+        raise UserError(f"claim {claim_id!r}: table {table_id!r} has no row {row_id!r}", where=where,
+                        fix=did_you_mean(str(row_id), rows))

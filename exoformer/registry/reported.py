@@ -1,0 +1,177 @@
+"""results/paper/reported.yaml: the paper's numbers with provenance, checked against the declared tables.
+
+Layout: `tables: {table: {row: {column: {value, source, version[, note]} | {value: null, reason}}}}`,
+`column_maxima` (numbers known only as a column's best over an unknown row, [WIZ]), and `differences`
+(numbers known only as a gap between two cells). Every cell of every declared table must be present.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from exoformer.errors import UserError, did_you_mean
+from exoformer.registry.registry import REPO_ROOT, Registry
+from exoformer.limits import check_finite
+from exoformer.yaml_lines import load_yaml_with_lines
+
+DEFAULT_REPORTED = REPO_ROOT / "results" / "paper" / "reported.yaml"
+VERSIONS = ("v1", "v2", "v3", "v4", "unknown")
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Reported:
+    """One known number: value, source tag, paper version."""
+
+    value: float
+    source: str
+    version: str
+    note: str = ""
+
+
+def reported_path(explicit: str | os.PathLike | None = None) -> Path:
+    if explicit is not None and not str(explicit).strip():
+        raise UserError("empty file name", where="--reported", fix="name reported.yaml, or leave --reported out")
+    env = os.environ.get("EXOFORMER_REPORTED")
+    if explicit is None and env is not None and not env.strip():
+        raise UserError("empty file name", where="$EXOFORMER_REPORTED", fix="unset it, or name reported.yaml")
+    chosen = explicit or env
+    return Path(chosen) if chosen else DEFAULT_REPORTED
+
+
+def load_reported(registry: Registry, path: str | os.PathLike | None = None) -> dict[tuple[str, str, str],
+                                                                                     Reported | None]:
+    """All cells keyed (table, row, column); None for an unknown cell. Raises UserError on any mismatch.
+    Parsed once per registry and file version (a report builds many tables from the same file)."""
+    path = reported_path(path)
+    return dict(_load_reported(registry, str(path), _stamp(path)))
+
+
+def reported_document(registry: Registry, path: str | os.PathLike | None = None) -> Any:
+    """reported.yaml as parsed (with line numbers; read-only), once per registry and file version: the sections
+    that load_reported does not turn into cells (`differences`, `column_maxima`) are read from it."""
+    path = reported_path(path)
+    return _document(registry, str(path), _stamp(path))
+
+
+def _stamp(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=16)
+def _document(registry: Registry, path_text: str, stamp: int | None) -> Any:
+    return load_yaml_with_lines(Path(path_text), display=registry.display(Path(path_text)))
+
+
+@functools.lru_cache(maxsize=16)
+def _load_reported(registry: Registry, path_text: str, stamp: int | None) -> dict[tuple[str, str, str],
+                                                                                  Reported | None]:
+    file = registry.display(Path(path_text))
+    data = _document(registry, path_text, stamp)
+    if not isinstance(data, dict):
+        raise UserError("must be a mapping with paper:, sources:, tables:", where=f"{file}:1", fix="see its header")
+    for key in data:
+        if key not in ("paper", "sources", "tables", "column_maxima", "differences"):
+            raise UserError(f"unknown section {key!r}", where=f"{file}:{data.line_of(key)}",
+                            fix=did_you_mean(str(key), ("paper", "sources", "tables", "column_maxima", "differences")))
+    sources = data.get("sources") or {}
+    tables = data.get("tables")
+    if not isinstance(tables, dict) or not isinstance(sources, dict):
+        raise UserError("needs mappings sources: and tables:", where=f"{file}:1", fix="see its header")
+    cells: dict[tuple[str, str, str], Reported | None] = {}
+    by_key = {t.reported: t for t in registry.tables.values()}  # a table's `reported:` key (default: its id)
+    for key, rows in tables.items():
+        tw = f"{file}:{tables.line_of(key)}"
+        if key not in by_key:
+            raise UserError(f"table {key!r} is not declared", where=tw, fix=did_you_mean(str(key), by_key))
+        table = by_key[key]
+        tid = table.id
+        row_ids = [r.id for r in table.rows]
+        if not isinstance(rows, dict):
+            raise UserError(f"table {tid!r} must map row -> columns", where=tw, fix="indent rows under it")
+        for rid, cols in rows.items():
+            rw = f"{file}:{rows.line_of(rid)}"
+            if rid not in row_ids:
+                raise UserError(f"row {rid!r} is not a row of table {tid!r}", where=rw, fix=did_you_mean(str(rid),
+                                                                                                         row_ids))
+            if not isinstance(cols, dict):
+                raise UserError(f"row {tid}/{rid} must map column -> cell", where=rw, fix="indent columns under it")
+            for col, cell in cols.items():
+                cw = f"{file}:{cols.line_of(col)}"
+                if col not in table.columns:
+                    raise UserError(f"{col!r} is not a column of table {tid!r}", where=cw,
+                                    fix=did_you_mean(str(col), table.columns))
+                cells[(tid, rid, col)] = _cell(cell, cw, sources)
+    for tid, table in registry.tables.items():
+        for row in table.rows:
+            for col in table.columns:
+                if (tid, row.id, col) not in cells:
+                    raise UserError(f"cell {table.reported}/{row.id}/{col} is missing", where=file,
+                                    fix="add it, as {value: null, reason: ...} when the paper does not give it")
+    maxima = data.get("column_maxima") or {}
+    if not isinstance(maxima, dict):
+        raise UserError("column_maxima must map table -> {column: cell}",
+                        where=f"{file}:{data.line_of('column_maxima')}", fix="indent tables under it")
+    for tid, cols in maxima.items():
+        mw = f"{file}:{maxima.line_of(tid)}"
+        if not isinstance(cols, dict):
+            raise UserError(f"column_maxima of {tid!r} must map column -> cell", where=mw,
+                            fix="indent columns under it")
+        if tid not in registry.tables:
+            raise UserError(f"column_maxima names unknown table {tid!r}", where=mw, fix=did_you_mean(str(tid),
+                                                                                                     registry.tables))
+        for col, cell in cols.items():
+            if col not in registry.tables[tid].columns:
+                raise UserError(f"column_maxima: {col!r} is not a column of {tid!r}",
+                                where=f"{file}:{cols.line_of(col)}",
+                                fix=did_you_mean(str(col), registry.tables[tid].columns))
+            _cell(cell, f"{file}:{cols.line_of(col)}", sources)
+    diffs = data.get("differences") or []
+    if not isinstance(diffs, list):
+        raise UserError("differences must be a list", where=f"{file}:{data.line_of('differences')}",
+                        fix="write - {minuend: T/R/C, subtrahend: T/R/C, value: X, source: TAG, version: vN}")
+    for i, diff in enumerate(diffs):
+        dw = f"{file}:{diffs.line_of(i)}"
+        if not isinstance(diff, dict):
+            raise UserError(f"a difference must be a mapping, got {diff!r}", where=dw,
+                            fix="write {minuend: T/R/C, subtrahend: T/R/C, value: X, source: TAG, version: vN}")
+        for end in ("minuend", "subtrahend"):
+            key = tuple(str(diff.get(end, "")).split("/"))
+            if key not in cells:
+                raise UserError(f"difference {end} {diff.get(end)!r} names no table cell", where=dw,
+                                fix="write table/row/column of a declared cell")
+        _cell({k: v for k, v in diff.items() if k not in ("minuend", "subtrahend")}, dw, sources)
+    return cells
+
+
+def _cell(cell: object, where: str, sources: dict) -> Reported | None:
+    if not isinstance(cell, dict):
+        raise UserError(f"a cell must be a mapping, got {cell!r}", where=where,
+                        fix="write {value: X, source: TAG, version: vN} or {value: null, reason: ...}")
+    value = cell.get("value", "missing")
+    if value is None:
+        if set(cell) != {"value", "reason"} or not isinstance(cell["reason"], str) or not cell["reason"].strip():
+            raise UserError("an unknown cell needs exactly value: null and a reason", where=where,
+                            fix="write {value: null, reason: why it is unknown}")
+        return None
+    allowed = {"value", "source", "version", "note"}
+    extra = set(cell) - allowed
+    if extra:
+        raise UserError(f"unknown key {sorted(extra)[0]!r} in a cell", where=where,
+                        fix=did_you_mean(sorted(extra)[0], allowed))
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise UserError(f"value must be a number or null, got {value!r}", where=where, fix="write a number")
+    check_finite(value, where=where)
+    if cell.get("source") not in sources:
+        raise UserError(f"unknown source tag {cell.get('source')!r}", where=where,
+                        fix=did_you_mean(str(cell.get("source")), sources))
+    if cell.get("version") not in VERSIONS:
+        raise UserError(f"unknown paper version {cell.get('version')!r}", where=where,
+                        fix=did_you_mean(str(cell.get("version")), VERSIONS))
+    return Reported(value=float(value), source=cell["source"], version=cell["version"], note=str(cell.get("note", "")))

@@ -1,0 +1,193 @@
+"""Tables and figures of the paper, declared as data in experiments/tables.yaml and figures.yaml.
+
+A table is rows (each a list of spec names: the first is the paper's run, the rest are seed replicates)
+by columns (metric ids from the `metrics:` vocabulary), plus the per-task metric convention that the diff
+may flip (the paper does not say acc or acc_norm: docs/paper.md 2.2, 7.4) and the key of its reported numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from exoformer.errors import UserError, did_you_mean
+from exoformer.eval.task_facts import PAPER_TASKS, TASK_FACTS
+from exoformer.registry.sweeps import check_name
+
+TASKS = PAPER_TASKS
+DEFAULT_CONVENTION = {task: facts.convention for task, facts in TASK_FACTS.items()}
+"""Default metric per task (exoformer/eval/task_facts.py); a table may override it."""
+TASK_METRICS = ("acc", "acc_norm")
+FIGURE_KINDS = ("curves", "bars", "heatmap", "per-layer", "matrix", "table")
+"""Parsed here; what each kind draws is exoformer/registry/figure_kinds.py."""
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Metric:
+    """One column id: what it measures and which direction is better."""
+
+    id: str
+    description: str
+    better: str  # "lower" | "higher"
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class TableRow:
+    id: str
+    label: str
+    specs: tuple[str, ...]
+    """First: the run the paper reports (seed 42); then seed replicates for the spread."""
+    source: str
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Table:
+    id: str
+    title: str
+    paper_ref: str
+    columns: tuple[str, ...]
+    rows: tuple[TableRow, ...]
+    convention: dict[str, str] = field(default_factory=dict)
+    reported: str = ""
+    """Key of this table in results/paper/reported.yaml."""
+    notes: tuple[str, ...] = ()
+    """Choices the reader must know to read the table (printed under its title)."""
+    source: str = ""
+
+    def spec_names(self) -> list[str]:
+        return list(dict.fromkeys(name for row in self.rows for name in row.specs))
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Figure:
+    id: str
+    title: str
+    kind: str
+    specs: tuple[str, ...]
+    series: tuple[str, ...]
+    """Logged metric (metrics.jsonl key, e.g. val_loss) or analysis output (e.g. analysis.first_token_attention)."""
+    source: str = ""
+
+
+def _where(file: str, container: Any, key: Any) -> str:
+    lines = getattr(container, "key_lines", None) or {}
+    line = lines.get(key) or getattr(container, "line", None)
+    return f"{file}:{line}" if line else file
+
+
+def _need(body: dict, key: str, kind: type, file: str, what: str, fix: str) -> Any:
+    if key not in body:
+        raise UserError(f"{what} has no {key!r}", where=_where(file, body, None), fix=fix)
+    value = body[key]
+    if not isinstance(value, kind) or (kind is list and not value):
+        raise UserError(f"{what}: {key!r} must be a {'non-empty list' if kind is list else kind.__name__}, "
+                        f"got {value!r}", where=_where(file, body, key), fix=fix)
+    return value
+
+
+def _check_keys(body: dict, allowed: tuple[str, ...], file: str, what: str) -> None:
+    for key in body:
+        if key not in allowed:
+            raise UserError(f"unknown key {key!r} in {what}", where=_where(file, body, key),
+                            fix=did_you_mean(str(key), allowed))
+
+
+def parse_metrics(section: Any, file: str) -> dict[str, Metric]:
+    if not isinstance(section, dict):
+        raise UserError("'metrics' must be a mapping id -> {description, better}", where=file, fix="see tables.yaml")
+    out = {}
+    for mid, body in section.items():
+        where = _where(file, section, mid)
+        check_name(str(mid), where=where, what="metric id")
+        if not isinstance(body, dict):
+            raise UserError(f"metric {mid!r} must be a mapping", where=where, fix="write description: and better:")
+        _check_keys(body, ("description", "better"), file, f"metric {mid!r}")
+        better = body.get("better")
+        if better not in ("lower", "higher"):
+            raise UserError(f"metric {mid!r}: better must be 'lower' or 'higher', got {better!r}",
+                            where=_where(file, body, "better"), fix="write better: lower (or higher)")
+        description = body.get("description", "")
+        if not isinstance(description, str):
+            raise UserError(f"metric {mid!r}: description must be a sentence, got a {type(description).__name__}",
+                            where=_where(file, body, "description"), fix='write description: "what it measures"')
+        out[mid] = Metric(id=mid, description=description, better=better)
+    return out
+
+
+def parse_table(tid: str, body: Any, file: str, where: str) -> Table:
+    what = f"table {tid!r}"
+    check_name(tid, where=where, what="table id")
+    if not isinstance(body, dict):
+        raise UserError(f"{what} must be a mapping", where=where, fix="write title:, columns:, rows:")
+    _check_keys(body, ("title", "paper_ref", "columns", "rows", "convention", "reported", "notes"), file, what)
+    title = _need(body, "title", str, file, what, "add a one-line title")
+    columns = _need(body, "columns", list, file, what, "list metric ids, e.g. [val_ppl, avg6]")
+    rows_raw = _need(body, "rows", list, file, what, "list rows: - {id, label, specs: [...]}")
+    convention = dict(DEFAULT_CONVENTION)
+    conv = body.get("convention", {}) or {}
+    if not isinstance(conv, dict):
+        raise UserError(f"{what}: convention must be a mapping task -> acc|acc_norm",
+                        where=_where(file, body, "convention"), fix="e.g. convention: {piqa: acc}")
+    for task, metric in conv.items():
+        cw = _where(file, conv, task)
+        if task not in TASKS:
+            raise UserError(f"{what}: unknown task {task!r} in convention", where=cw, fix=did_you_mean(str(task),
+                                                                                                       TASKS))
+        if metric not in TASK_METRICS:
+            raise UserError(f"{what}: metric for {task} must be acc or acc_norm, got {metric!r}", where=cw,
+                            fix=did_you_mean(str(metric), TASK_METRICS))
+        convention[task] = metric
+    rows = []
+    seen: set[str] = set()
+    for i, row in enumerate(rows_raw):
+        rw = f"{file}:{rows_raw.item_lines[i]}" if hasattr(rows_raw, "item_lines") else where
+        if not isinstance(row, dict):
+            raise UserError(f"{what}: row {i + 1} must be a mapping", where=rw, fix="write - {id, label, specs}")
+        _check_keys(row, ("id", "label", "specs"), file, f"{what} row {i + 1}")
+        rid = check_name(row.get("id"), where=rw, what="row id")
+        if rid in seen:
+            raise UserError(f"{what}: duplicate row id {rid!r}", where=rw, fix="give each row its own id")
+        seen.add(rid)
+        label = _need(row, "label", str, file, f"{what} row {rid!r}", "add a display label")
+        specs = _need(row, "specs", list, file, f"{what} row {rid!r}", "list the row's spec names")
+        if not all(isinstance(s, str) for s in specs):
+            raise UserError(f"{what} row {rid!r}: specs must be names", where=_where(file, row, "specs"),
+                            fix="write spec names as strings")
+        rows.append(TableRow(id=rid, label=label, specs=tuple(specs), source=rw))
+    for c in columns:
+        if not isinstance(c, str):
+            raise UserError(f"{what}: column {c!r} is not a metric id", where=_where(file, body, "columns"),
+                            fix="write metric ids as strings")
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:
+        raise UserError(f"{what}: column {repeated[0]!r} is listed twice", where=_where(file, body, "columns"),
+                        fix="list each metric once")
+    notes = body.get("notes", []) or []
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise UserError(f"{what}: notes must be a list of sentences", where=_where(file, body, "notes"),
+                        fix='write notes: ["one sentence", ...]')
+    reported = body.get("reported", tid)
+    if not isinstance(reported, str):
+        raise UserError(f"{what}: reported must be a key of reported.yaml", where=_where(file, body, "reported"),
+                        fix=f"write reported: {tid}")
+    return Table(id=tid, title=title, paper_ref=str(body.get("paper_ref", "")), columns=tuple(columns),
+                 rows=tuple(rows), convention=convention, reported=reported, notes=tuple(notes), source=where)
+
+
+def parse_figure(fid: str, body: Any, file: str, where: str) -> Figure:
+    what = f"figure {fid!r}"
+    check_name(fid, where=where, what="figure id")
+    if not isinstance(body, dict):
+        raise UserError(f"{what} must be a mapping", where=where, fix="write title:, kind:, specs:, series:")
+    _check_keys(body, ("title", "kind", "specs", "series"), file, what)
+    title = _need(body, "title", str, file, what, "add a one-line title")
+    kind = _need(body, "kind", str, file, what, f"use one of {list(FIGURE_KINDS)}")
+    if kind not in FIGURE_KINDS:
+        raise UserError(f"{what}: unknown kind {kind!r}", where=_where(file, body, "kind"),
+                        fix=did_you_mean(kind, FIGURE_KINDS))
+    specs = _need(body, "specs", list, file, what, "list spec names or a table id (table:ID)")
+    series = _need(body, "series", list, file, what, "list logged metrics or analysis outputs")
+    for item in [*specs, *series]:
+        if not isinstance(item, str):
+            raise UserError(f"{what}: {item!r} is not a name", where=where, fix="write names as strings")
+    return Figure(id=fid, title=title, kind=kind, specs=tuple(specs), series=tuple(series), source=where)

@@ -1,0 +1,119 @@
+"""Is what a finished run's files say still what its stages recorded? A run whose result rows were edited after
+the fact reads DAMAGED in every reading verb, and none of its numbers is shown.
+
+A run is damaged when (checked in this order, the first problem found is its reason):
+- its spec file's `name` is not the directory it lives in (`<root>/<name>/<hash12>/`);
+- a result row's value is not a finite number, or is outside its metric's range (`RANGES`: accuracies are
+  fractions in [0, 1], perplexities >= 1, losses >= 0);
+- two rows of the run name the same (task, metric): a duplicate, or a conflict when their values differ;
+- a row disagrees with the stage record that wrote it (`stages/evaluate.json` metrics,
+  `stages/validate.json` val_ppl / val_loss / val_ppl_ce), or a recorded metric has no row.
+Torch-free; reads only the run directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from exoformer.errors import UserError
+from exoformer.rundir import DAMAGED, SUCCEEDED, RunDir
+
+RANGES = {"acc": (0.0, 1.0), "acc_norm": (0.0, 1.0), "ppl": (1.0, math.inf), "ppl_ce": (1.0, math.inf),
+          "loss": (0.0, math.inf), "loss_ce": (0.0, math.inf)}
+"""metric -> (low, high), inclusive; other metrics need only be finite."""
+VALIDATION_RECORD = {"ppl": "val_ppl", "loss": "val_loss", "ppl_ce": "val_ppl_ce"}
+"""validation row metric -> key of the validate stage's record."""
+RELATIVE = 1e-9
+
+
+def integrity_problem(run: RunDir, spec_name: str) -> str | None:
+    """What makes the run's rows untrustworthy (one line), or None when they are what its stages recorded."""
+    if run.path.parent.name != spec_name:
+        return f"its spec file names {spec_name!r} but the run lives under {run.path.parent.name!r}"
+    try:
+        eval_rows = _rows(run, run.eval_rows, spec_name)
+        analysis_rows = _rows(run, run.analysis_rows, spec_name)
+        validation = run.read_json(run.validation) if run.validation.is_file() else None
+    except UserError as err:
+        return err.problem
+    validation_rows = validation.get("rows", []) if isinstance(validation, dict) else []
+    seen: dict[tuple[str, str], Any] = {}
+    for row in [*eval_rows, *analysis_rows, *validation_rows]:
+        key = (str(row.get("task")), str(row.get("metric")))
+        value = row.get("value")
+        if value is None and key[0] != "validation":
+            continue  # lm-eval has no value for this metric (shown "no value")
+        problem = _out_of_range(key, value)
+        if problem:
+            return problem
+        if key in seen:
+            what = "duplicate" if seen[key] == value else f"conflicting ({seen[key]!r} and {value!r})"
+            return f"{what} rows for {key[0]}/{key[1]}"
+        seen[key] = value
+    eval_values = {f"{r.get('task')}/{r.get('metric')}": r.get("value") for r in eval_rows}
+    validation_values = {key: seen[("validation", metric)] for metric, key in VALIDATION_RECORD.items()
+                         if ("validation", metric) in seen}
+    return _disagrees(run, "evaluate", eval_values) or _disagrees(run, "validate", validation_values)
+
+def _rows(run: RunDir, path, spec_name: str) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        rows = [json.loads(line) for line in lines]
+    except json.JSONDecodeError:
+        raise UserError("a result file is not JSON lines", where=str(path), fix="re-run it") from None
+    return [r for r in rows if isinstance(r, dict)]
+
+
+def _out_of_range(key: tuple[str, str], value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"{key[0]}/{key[1]} is {value!r}, not a finite number"
+    low, high = RANGES.get(key[1].partition(",")[0], (-math.inf, math.inf))
+    if not low <= value <= high:
+        return f"{key[0]}/{key[1]} is {value!r}, outside its range [{low:g}, {high:g}]"
+    return None
+
+
+def _disagrees(run: RunDir, stage: str, rows: dict[str, Any]) -> str | None:
+    """The first value where the rows and the stage record differ (the record was written with the rows)."""
+    if not run.stage_done(stage):
+        return None
+    try:
+        record = (run.read_json(run.stage_file(stage)) or {}).get("result") or {}
+    except (UserError, AttributeError):
+        return f"its {stage} stage record cannot be read"
+    recorded = record.get("metrics") if stage == "evaluate" else {k: record.get(k) for k in rows}
+    if not isinstance(recorded, dict):
+        return None
+    for key, value in recorded.items():
+        if value is None:
+            continue
+        if key not in rows:
+            return f"the {stage} stage recorded {key} = {value!r} but no row holds it"
+        got = rows[key]
+        if not isinstance(got, (int, float)) or abs(got - value) > RELATIVE * max(1.0, abs(value)):
+            return f"{key} reads {got!r} but the {stage} stage recorded {value!r}"
+    return None
+
+
+def reading_state(run: RunDir, state: str | None, spec_name: str | None = None) -> tuple[str | None, str | None]:
+    """(state, reason) as the reading verbs show a run: a SUCCEEDED run whose rows fail the checks is DAMAGED.
+
+    `spec_name` is its spec file's `name` (read from the file when None). Other states pass unchanged.
+    """
+    if state != SUCCEEDED:
+        return state, None
+    if spec_name is None:
+        from exoformer.runs.run_index import read_run_spec
+
+        try:
+            spec_name = str(read_run_spec(run)["name"])
+        except UserError as err:
+            return DAMAGED, err.problem
+    problem = integrity_problem(run, spec_name)
+    if problem is None:
+        return state, None
+    return DAMAGED, f"{problem}; its numbers are not shown (fix: re-run it with --force)"

@@ -1,0 +1,222 @@
+"""Run states reconciled with the job lock and the scheduler; torch-free, never blocks on submitit.
+
+One liveness truth: a started job holds its run's job lock (exoformer.rundir.RunDir.job_lock) for its whole
+life and the kernel drops it when the process dies, whatever way it dies. So a RUNNING run whose lock nobody
+holds is not running, whatever PID its STATUS names (the PID is a hint for messages only). Before a job takes
+the lock (PENDING: queued on Slurm, or waiting for a local slot) its backend answers (`Backend.liveness`).
+
+A run whose job is gone without a result is INTERRUPTED (killed by a signal, out of memory, a hang-up, a lost
+launcher, or its time limit: "timed out"), which a plain `run` resumes from its last good checkpoint; FAILED
+is only written by the job itself, for an error raised inside it. A queued run whose job never started goes
+back to un-run (no STATUS). submitit's `result()` would wait forever on a dead job (docs/feasibility.md, Slurm
+pitfall 3), so it is never called here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from exoformer.errors import UserError
+from exoformer.runs import locking, rundirs as runs
+from exoformer.runs.backends import Liveness, SlurmView, backend_class, launcher_liveness
+from exoformer.registry.hashing import hash12
+from exoformer.runs.run_index import RunInfo
+from exoformer.rundir import DAMAGED, SUCCEEDED, RunDir
+
+__all__ = ["Liveness", "SlurmView", "claim_alive", "collect", "format_table", "liveness", "reconcile", "row_for"]
+
+RESUME_FIX = "run the same command again to resume from the last checkpoint"
+
+
+def liveness(claim: locking.Claim | None, status: runs.Status, view: SlurmView) -> Liveness:
+    """Is the job of a run that holds no job lock still queued or starting (its backend's answer)?"""
+    cls = backend_class(status.backend or (claim.backend if claim else None))
+    if cls is None:
+        return launcher_liveness(claim)
+    return cls.liveness(claim, status, view)
+
+
+def _gone(claim: locking.Claim | None, status: runs.Status, view: SlurmView) -> Liveness | None:
+    """Why the job of an active run is gone, or None while it may still be alive."""
+    if status.state == runs.RUNNING:
+        live = liveness(claim, status, view)
+        if live.alive is not False and status.host not in (None, socket.gethostname()):
+            return None  # a lock on another host may not show here: its scheduler decides (or nobody can tell)
+        hint = f" (pid {status.pid} on {status.host})" if status.pid else ""
+        return Liveness(alive=False, timed_out=live.timed_out, log=live.log,
+                        reason=f"the job{hint} stopped without a result and holds no job lock"
+                        + (f" ({live.reason})" if live.alive is False and claim is not None else ""))
+    live = liveness(claim, status, view)
+    return live if live.alive is False else None
+
+
+def reconcile(run_dir: Path, claim: locking.Claim | None, view: SlurmView, *, write: bool = True
+              ) -> runs.Status | None:
+    """STATUS of a run, with a gone job turned into INTERRUPTED (or back into un-run, None, when it never
+    started); written atomically unless `write=False`, as `plan` asks: it must not change anything."""
+    rd = RunDir(run_dir)
+    status = rd.read_status()
+    if status is not None and status.state == runs.FAILED and (status.reason or "").startswith("dead: "):
+        status.state, status.reason = runs.INTERRUPTED, status.reason.removeprefix("dead: ") + f"; {RESUME_FIX}"
+        return _write(rd, status, write)  # a job lost without a result is never a failure of the job
+    if status is None or status.state not in runs.ACTIVE_STATES:
+        return status
+    if rd.job_lock_held():
+        return status
+    gone = _gone(claim, status, view)
+    if gone is None:
+        return status
+    fresh = rd.read_status()  # the job may have started or finished between the two looks
+    if fresh is None or fresh.state not in runs.ACTIVE_STATES or fresh.updated != status.updated \
+            or rd.job_lock_held():
+        return fresh
+    if fresh.state == runs.PENDING and not any(rd.logs.glob("attempt-*.log")):
+        if write:  # queued, never started: it was never run
+            with contextlib.suppress(OSError):
+                rd.status_file.unlink(missing_ok=True)
+        return None
+    where = f" during {fresh.stage}" if fresh.stage else ""
+    what = "timed out" if gone.timed_out else "interrupted"
+    fresh.state = runs.INTERRUPTED
+    fresh.reason = f"{what}{where}: {gone.reason}; {RESUME_FIX}"
+    fresh.log = gone.log or fresh.log
+    fresh.pid = None
+    return _write(rd, fresh, write)
+
+
+def _write(rd: RunDir, status: runs.Status, write: bool) -> runs.Status:
+    """The reconciled status, written when asked and possible: a read-only root still gets its answer."""
+    if write:
+        try:
+            return rd.write_status(status)
+        except (OSError, UserError):
+            pass
+    return status
+
+
+def claim_alive(run_dir: Path, claim: locking.Claim | None, view: SlurmView) -> bool:
+    """Whether some job is working on the run when STATUS cannot tell (missing or damaged): a live holder of the
+    job lock, or a claim whose job is alive (or cannot be told dead from here)."""
+    if RunDir(run_dir).job_lock_held():
+        return True
+    if claim is None:
+        return False
+    probe = runs.Status(state=runs.PENDING, backend=claim.backend, job_id=claim.job_id)
+    return liveness(claim, probe, view).alive is not False
+
+
+def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = None,
+            total_steps: int | None = None, indexed: RunInfo | None = None) -> dict[str, Any]:
+    """One row of `status`: state, progress (step / total, last loss), elapsed, job id, log path.
+
+    `indexed`: the run as the run index read it (exoformer/runs/run_index.py); a finished run then shows the
+    index's integrity verdict, checked against the same files, instead of reading its spec and rows again."""
+    if total_steps is None:
+        spec = _safe_spec(run_dir)
+        total_steps = spec.train.steps if spec else None
+    last = RunDir(run_dir).last_train_line()
+    started = runs.parse_time(status.started) if status else None
+    ended = runs.parse_time(status.updated) if status and status.state not in runs.ACTIVE_STATES else None
+    elapsed = None
+    if started:
+        end_ts = ended.timestamp() if ended else time.time()
+        elapsed = max(0.0, end_ts - started.timestamp())
+    if status is not None and run_dir.is_dir():
+        from exoformer.runs.row_integrity import reading_state
+
+        if indexed is not None and status.state == SUCCEEDED and indexed.state in (SUCCEEDED, DAMAGED):
+            state, damage = indexed.state, indexed.damage
+        else:
+            state, damage = reading_state(RunDir(run_dir), status.state)
+        if damage:
+            status = runs.Status(**{**status.to_dict(), "state": state, "reason": damage})
+    return {"spec": spec_name or run_dir.parent.name, "hash": run_dir.name,
+            "state": status.state if status else "NEW", "stage": status.stage if status else None,
+            "step": last.get("step") if last else 0, "total_steps": total_steps,
+            "loss": last.get("loss") if last else None, "elapsed_s": elapsed,
+            "job_id": status.job_id if status else None, "backend": status.backend if status else None,
+            "reason": status.reason if status else None, "log": status.log if status else None,
+            "run_dir": str(run_dir)}
+
+
+def _safe_spec(run_dir: Path):
+    try:
+        return runs.read_spec(run_dir)
+    except Exception:  # noqa: BLE001 - a broken spec.yaml must not break `status`
+        return None
+
+
+def claims_by_run(manifest: dict[str, locking.Claim]) -> dict[tuple[str, str], locking.Claim]:
+    """The manifest's claims by (spec name, hash12), the two names of a run directory under its root
+    (exoformer/runs/rundirs.py run_dir_for): a claim is found without reading the run's spec file."""
+    return {(claim.name, hash12(claim.hash)): claim for claim in manifest.values()}
+
+
+def index_entries(run_dirs: list[tuple[Path, str | None, int | None]],
+                  root_of: dict[Path, Path]) -> dict[Path, RunInfo]:
+    """The run index's entries of these run directories (exoformer/runs/run_index.py; inside one_view()
+    each spec directory is read once per view)."""
+    from exoformer.runs.run_index import find_runs
+
+    names: dict[Path, set[str]] = {}
+    for run_dir, _, _ in run_dirs:
+        names.setdefault(root_of[run_dir], set()).add(run_dir.parent.name)
+    return {info.path: info for root, specs in names.items() for info in find_runs(root, specs=specs)}
+
+
+def collect(run_dirs: list[tuple[Path, str | None, int | None]], root_of: dict[Path, Path]) -> list[dict]:
+    """Reconciled rows for (run_dir, spec name, total steps) triples; `root_of` maps each to its runs root.
+    A finished run's integrity verdict comes from the run index (see row_for)."""
+    view = SlurmView()
+    indexed = index_entries(run_dirs, root_of)
+    claims: dict[Path, dict[tuple[str, str], locking.Claim]] = {}
+    rows = []
+    for run_dir, name, total in run_dirs:
+        root = root_of[run_dir]
+        if root not in claims:
+            claims[root] = claims_by_run(locking.read_manifest(root))
+        claim = claims[root].get((run_dir.parent.name, run_dir.name))
+        status = reconcile(run_dir, claim, view) if run_dir.is_dir() else None
+        row = row_for(run_dir, status, name, total, indexed.get(run_dir))
+        if row["job_id"] is None and claim and claim.job_id and status and status.state in runs.ACTIVE_STATES:
+            row["job_id"] = claim.job_id  # submitted, not started yet
+        rows.append(row)
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    if not rows:
+        return "no runs"
+    w = max(4, *(len(r["spec"]) for r in rows))
+    lines = [f"{'SPEC':<{w}}  {'HASH':<12}  {'STATE':<9}  {'PROGRESS':<16}  {'LOSS':>7}  {'ELAPSED':>8}  "
+             f"{'JOB':<10}  LOG / REASON"]
+    for r in rows:
+        progress = f"{r['step'] or 0}/{r['total_steps'] or '?'}"
+        if r["stage"] and r["state"] in runs.ACTIVE_STATES:
+            progress += f" {r['stage']}"
+        loss = f"{r['loss']:.3f}" if isinstance(r["loss"], (int, float)) else "-"
+        tail = r["log"] or "-"
+        if r["state"] in (runs.FAILED, runs.INTERRUPTED) and r["reason"]:
+            tail = f"{r['reason']} | {tail}"
+        elif r["state"] == runs.SUCCEEDED and r["reason"]:
+            tail = r["reason"]
+        lines.append(f"{r['spec']:<{w}}  {r['hash']:<12}  {r['state']:<9}  {progress:<16}  {loss:>7}  "
+                     f"{_duration(r['elapsed_s']):>8}  {str(r['job_id'] or '-'):<10}  {tail}")
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    lines.append("total: " + ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())))
+    return "\n".join(lines)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    if seconds < 3600:
+        return f"{seconds // 60}:{seconds % 60:02d}"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
