@@ -48,11 +48,13 @@ _CHUNK_CELLS = 1 << 22
 class PooledVariance:
     """A seed variance pooled across a table's rows: the variance of one seed's paired difference of two rows."""
 
-    var: float
+    var: float | np.ndarray
+    """One value, or one per claim of a batch (simulations)."""
     df: float
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.var) and self.var >= 0 and math.isfinite(self.df) and self.df >= 1):
+        var = np.asarray(self.var, dtype=float)
+        if not (np.all(np.isfinite(var)) and np.all(var >= 0) and math.isfinite(self.df) and self.df >= 1):
             raise UserError(f"a pooled variance needs var >= 0 and df >= 1, got var={self.var!r}, df={self.df!r}",
                             where="pooled", fix="use pooled_seed_variance(values) on the table's rows")
 
@@ -101,7 +103,8 @@ def seed_statistics(diffs: np.ndarray, *, pooled: PooledVariance | None = None, 
     batch, k = d.shape
     est = d.mean(axis=1)
     if pooled is not None:
-        var, df = np.full(batch, pooled.var), np.full(batch, float(pooled.df))
+        var = np.broadcast_to(np.asarray(pooled.var, dtype=float), (batch,)).copy()
+        df = np.full(batch, float(pooled.df))
     elif k >= 2:
         var, df = d.var(axis=1, ddof=1), np.full(batch, float(k - 1))
     else:
