@@ -133,7 +133,8 @@ def equivalence_power(effect: float, *, margin: float, sd: float, seeds: int, df
     half = float(stats.t.ppf(1.0 - alpha, max(df, 1.0))) * se
     if half >= margin:
         return 0.0
-    return float(max(0.0, stats.norm.cdf((margin - half - effect) / se) - stats.norm.cdf((-margin + half - effect) / se)))
+    inside = stats.norm.cdf((margin - half - effect) / se) - stats.norm.cdf((-margin + half - effect) / se)
+    return float(max(0.0, inside))
 
 
 def seeds_needed_equivalence(effect: float, *, margin: float, sd: float, alpha: float = ALPHA,

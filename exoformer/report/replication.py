@@ -371,7 +371,8 @@ def _wording(c: Comparison, *, alpha: float, family_size: int) -> str:
         beyond = ""
         if c.ci is not None and (c.ci[0] > c.margin or c.ci[1] < -c.margin):
             beyond = "; our 95% interval lies beyond the margin"
-        base = f"not shown equivalent within +-{c.margin:g}: 90% interval {_interval(c.equivalence_ci)} ({holm}){beyond}"
+        base = (f"not shown equivalent within +-{c.margin:g}: 90% interval {_interval(c.equivalence_ci)} "
+                f"({holm}){beyond}")
         return f"{head}: {base}" + ("; " + _need(c) if head == NOT_POWERED else "")
     if head == REPLICATES:
         return (f"{REPLICATES}: same direction, significant ({holm}), the paper's {_fmt(c.paper)} inside one seed's "

@@ -154,7 +154,8 @@ FAMILY = [(0, 1, 1.47), (0, 2, 0.5), (0, 3, -0.3), (2, 1, 2.0)]
 @pytest.mark.parametrize("tails", ["normal", "t3"])
 def test_holm_keeps_false_directional_verdicts_at_5_percent(tails: str) -> None:
     rng = np.random.default_rng(42 if tails == "normal" else 43)
-    scores = simulate_rows(rng, replicates=REPLICATES_MC, effects=[0.0] * 4, seeds=3, tails=tails)
+    families = 20_000  # MC SE of a 5% family rate: sqrt(.05 * .95 / 20000) = 0.0015
+    scores = simulate_rows(rng, replicates=families, effects=[0.0] * 4, seeds=3, tails=tails, n_items=8)
     heads, raw_heads = [], []
     ps = []
     per_claim = []
@@ -169,7 +170,9 @@ def test_holm_keeps_false_directional_verdicts_at_5_percent(tails: str) -> None:
         raw_heads.append(verdict_heads(s, paper, s.p, mde=mde))
     false = np.isin(np.stack(heads, axis=1), SIGNIFICANT).any(axis=1).mean()
     unadjusted = np.isin(np.stack(raw_heads, axis=1), SIGNIFICANT).any(axis=1).mean()
-    assert false <= 0.05 + 3 * 0.0034, false  # MC SE of a 5% rate over 4000 families: 0.0034
+    # Holm bounds the rate by 5%; with these moderately correlated claims it sits near the bound
+    # (here 0.048 normal, 0.044 t3)
+    assert false <= 0.05 + 3 * 0.0015, false
     assert unadjusted > 0.10, unadjusted  # without Holm the family's rate is well above 5%
 
 
