@@ -38,8 +38,6 @@ ALPHA = pw.ALPHA
 DEFAULT_ITEM_RESAMPLES = 2000
 ITEM_RESAMPLES_RANGE = (200, 100_000)
 """Bounds on the item resamples: fewer gives a percentile interval noisier than its width; more buys nothing."""
-MIN_BOOTSTRAP_SEEDS = 8
-"""Seeds are never bootstrapped below this count (they are not bootstrapped at all: the t interval is used)."""
 _CHUNK_CELLS = 1 << 22
 """Index cells drawn at once by the item resampling (bounded memory however many items)."""
 
@@ -235,6 +233,23 @@ class Comparison:
         """The verdict keyword (one of VERDICTS)."""
         return next(v for v in VERDICTS if self.verdict.startswith(v))
 
+    def line(self) -> str:
+        """The claim's one line: paper, ours [interval], one seed's prediction interval, verdict, seeds needed."""
+        ours = _fmt(self.estimate) + ("" if self.ci is None else f" {_interval(self.ci)}")
+        pi = "" if self.pi is None else f", one seed {_interval(self.pi)}"
+        need = "" if self.head == ONE_SEED and self.seeds_needed is None else f"; {_need(self)}"
+        return f"paper {_fmt(self.paper)}, ours {ours}{pi}: {self.verdict}" + (
+            "" if self.head == NOT_POWERED else need)
+
+    def methods(self) -> str:
+        """How each interval of the line was computed (for the closing note)."""
+        parts = [f"ours: {self.ci_method}", f"one seed: {self.pi_method}"]
+        if self.equivalence_ci is not None:
+            parts.append(f"equivalence: 90% t interval ({self.df:g} df)")
+        if self.item_method:
+            parts.append(self.item_method)
+        return "; ".join(parts)
+
     @property
     def favours(self) -> str | None:
         """Which row our estimate favours ("a" or "b", by the kind's better side), None when equal."""
@@ -295,7 +310,9 @@ def _measure(a: object, b: object, paper: object, kind: object, margin: object, 
     d = x - y
     s = seed_statistics(d.mean(axis=1)[None, :], pooled=pooled, alpha=alpha, margin=margin_f)
     primary = s.p if margin_f is None else s.p_equivalence
-    return _Measured(d=d, paper=paper_f, kind=kind_s, margin=margin_f, stats=s, primary_p=float(primary[0]))
+    # one seed is no test, even with a pooled variance: it stays out of the Holm family
+    p = float(primary[0]) if s.seeds >= 2 else math.nan
+    return _Measured(d=d, paper=paper_f, kind=kind_s, margin=margin_f, stats=s, primary_p=p)
 
 
 def _finish(m: _Measured, *, p_adjusted: float, family_size: int, alpha: float, pooled: PooledVariance | None,
@@ -359,8 +376,8 @@ def _need(c: Comparison) -> str:
 def _wording(c: Comparison, *, alpha: float, family_size: int) -> str:
     """The verdict line: its keyword, then why, in plain words."""
     head = c.verdict
-    holm = f"Holm-adjusted p {c.p_adjusted:.2g}" + (f" over {family_size} claims" if family_size > 1 else "") \
-        if c.p_adjusted is not None else ""
+    holm = "" if c.p_adjusted is None else (
+        f"Holm-adjusted p {c.p_adjusted:.2g} over {family_size} claims" if family_size > 1 else f"p {c.p:.2g}")
     if head == ONE_SEED:
         items = f", item-sampling 95% {_interval(c.item_ci)}" if c.item_ci is not None else ""
         return (f"{ONE_SEED}: these checkpoints differ by {_fmt(c.estimate)} on these items{items}; "

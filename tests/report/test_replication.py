@@ -256,6 +256,10 @@ def test_one_seed_is_always_one_seed() -> None:
             assert c.item_ci is not None and c.item_ci[0] < c.estimate < c.item_ci[1]
     many = compare_all([_pair(rng, 1, 9.0) + (1.0,), _pair(rng, 3, 9.0) + (1.0,)], kind="loss")
     assert many[0].head == ONE_SEED and many[1].p_adjusted == many[1].p  # one seed is no member of the family
+    pooled_many = compare_all([_pair(rng, 1, 9.0) + (1.0,), _pair(rng, 3, 9.0) + (1.0,)], kind="loss",
+                              pooled=pooled)
+    assert pooled_many[0].head == ONE_SEED and pooled_many[0].p is None
+    assert pooled_many[1].p_adjusted == pooled_many[1].p  # not even with a pooled variance
 
 
 def test_each_verdict_arises_where_its_rule_says() -> None:
@@ -293,6 +297,9 @@ def test_comparison_reports_intervals_and_methods() -> None:
     np.testing.assert_allclose(c.pi, (d.mean() - half * math.sqrt(5), d.mean() + half * math.sqrt(5)))
     assert c.df == 3 and "3 df" in c.ci_method and "one shared draw" in c.item_method
     assert c.favours == ("a" if c.estimate > 0 else "b")
+    line = c.line()
+    assert line.startswith("paper +0.3, ours ") and c.verdict in line and "one seed [" in line
+    assert "3 df" in c.methods() and "prediction interval" in c.methods()
     assert compare(a, b, 0.3, kind="loss").favours == ("b" if c.estimate > 0 else "a")
 
 
