@@ -207,13 +207,15 @@ class SeedPlan:
     gpu_hours: float | None
     """GPU-hours of the runs still missing for this claim alone (both rows), at hours_per_run each."""
 
-    def line(self, *, power: float = TARGET_POWER) -> str:
+    def line(self, *, power: float = TARGET_POWER, cost: bool = True) -> str:
+        """"the +1.47 avg6 claim needs N seeds per row for 80% power: X GPU-hours" (without cost: no hours)."""
         c = self.claim
         if self.seeds_per_row is None:
             need = "no finite seed count (zero effect)" if c.effect == 0 else f"more than {MAX_SEEDS} seeds per row"
             return f"the {c.effect:+g} {c.label} claim needs {need} for {power:.0%} power"
+        hours = f": {self.gpu_hours:.1f} GPU-hours" if cost else ""
         return (f"the {c.effect:+g} {c.label} claim needs {self.seeds_per_row} seeds per row for {power:.0%} "
-                f"power: {self.gpu_hours:.1f} GPU-hours")
+                f"power{hours}")
 
 
 def check_hours(hours_per_run: float) -> float:

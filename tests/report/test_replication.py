@@ -354,3 +354,18 @@ def test_bad_input_is_one_user_error(bad: dict) -> None:
     args = {"a": np.ones((3, 4)), "b": np.zeros((3, 4)), "paper": 1.0, "kind": "accuracy", **bad}
     with pytest.raises(UserError):
         compare(args.pop("a"), args.pop("b"), args.pop("paper"), **args)
+
+
+# ------------------------------------------------------------------------------------------------ power verb
+
+def test_power_verb_prints_seeds_and_hours(capsys: pytest.CaptureFixture[str]) -> None:
+    from exoformer.cli import main
+
+    rc = main(["power", "--effect", "table1 avg6 dynamic - gated=1.47", "--effect", "b=2.13", "--seed-sd", "0.9",
+               "--hours-per-run", "10"])
+    out = capsys.readouterr().out
+    k = pw.seeds_needed(1.47, sd=0.9, alpha=0.025)
+    assert rc == 0 and f"the +1.47 table1 avg6 dynamic - gated claim needs {k} seeds per row" in out
+    assert f"{2 * k * 10:.1f} GPU-hours" in out
+    assert main(["power", "--effect", "x=abc", "--seed-sd", "1"]) == 2
+    assert "error: --effect" in capsys.readouterr().err
