@@ -354,7 +354,9 @@ def _finish(m: _Measured, *, p_adjusted: float, family_size: int, alpha: float, 
                      ci=ci, pi=pi, p=None if k < 2 else m.primary_p, p_adjusted=None if k < 2 else p_adjusted,
                      verdict=head, mde=mde, seeds_needed=seeds, power=power, sd=sd, df=df, ci_method=ci_method,
                      pi_method=pi_method, equivalence_ci=eq)
-    if item_resamples_ is not None:
+    if item_resamples_ is not None and m.d.shape[1] < 2:
+        out.item_method = "one item per seed: no item resampling"
+    elif item_resamples_ is not None:
         reps = item_resamples(m.d.mean(axis=0), resamples=item_resamples_, strata=strata, rng=rng)
         out.item_se = float(np.std(reps, ddof=1))
         out.item_ci = (float(np.percentile(reps, 2.5)), float(np.percentile(reps, 97.5)))

@@ -321,13 +321,24 @@ def test_compare_all_matches_the_vectorised_rules() -> None:
 # ------------------------------------------------------------------------------------------------ items
 
 def test_item_resampling_is_one_shared_draw_for_seeds_and_rows() -> None:
-    """Seeds and rows share each draw: the figure's sd matches the analytic sd of the seed-mean item differences."""
+    """Row a is better on some items in every seed (an item effect on the difference, sd 1): one shared draw
+    moves all seeds together, so the figure's sd is sd(item effect) / sqrt(items); independent draws per seed
+    would shrink it by sqrt(seeds)."""
     rng = np.random.default_rng(21)
-    a, b = _pair(rng, 3, 0.2, n=500)
+    seeds, n = 4, 500
+    item_effect = rng.normal(0.0, 1.0, n)
+    b = rng.normal(0.0, 1.0, (seeds, n))
+    a = b + 0.2 + item_effect + rng.normal(0.0, 0.1, (seeds, n))
     c = compare(a, b, 0.2, kind="accuracy", item_resamples=4000, seed=1)
     per_item = (a - b).mean(axis=0)
-    analytic = per_item.std(ddof=0) / math.sqrt(per_item.size)
+    analytic = per_item.std(ddof=0) / math.sqrt(n)
     assert abs(c.item_se / analytic - 1.0) < 0.05  # relative MC SE of a sd over 4000 resamples: 0.011
+    assert c.item_se > 1.5 * item_effect.std() / math.sqrt(n * seeds)  # not per-seed draws
+
+
+def test_one_item_has_no_item_figure() -> None:
+    c = compare(np.array([[1.0], [2.0], [1.5]]), np.zeros((3, 1)), 1.0, kind="loss")
+    assert c.item_se is None and c.item_ci is None and "one item" in c.item_method
 
 
 def test_item_resampling_keeps_strata() -> None:
