@@ -457,3 +457,47 @@ def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind:
     return [_finish(m, p_adjusted=float(p_adj), family_size=family, alpha=alpha, pooled=pooled,
                     item_resamples_=item_resamples, strata=strata, rng=rng)
             for m, p_adj in zip(measured, adjusted, strict=True)]
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+
+ItemScores = dict[str, dict[int, float]]
+"""One run's per-item scores: task -> {document id: score} (exoformer.eval.samples, one metric per task)."""
+
+
+def paired_items(a_seeds: Sequence[ItemScores], b_seeds: Sequence[ItemScores], *, tasks: Sequence[str],
+                 scale: float = 100.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, b, strata) for `compare`: the documents every seed of both rows scored, columns paired by (task, doc).
+
+    A column averaging several tasks (avg6) weighs each task equally, as the table does: a document of a task
+    with n_t kept documents is scaled by N / (T n_t), so the plain mean over the N columns is the mean over the
+    T tasks of each task's mean; `strata` labels each column with its task for the item resampling. `scale`
+    turns 0/1 scores into the table's percent."""
+    if len(a_seeds) != len(b_seeds) or not a_seeds or not tasks:
+        raise UserError(f"{len(a_seeds)} seeds of a but {len(b_seeds)} of b, {len(tasks)} tasks", where="items",
+                        fix="pair seed k of each row and name the tasks the column averages")
+    runs = [*a_seeds, *b_seeds]
+    columns: list[tuple[int, object]] = []
+    weights: list[float] = []
+    kept = {}
+    for t, task in enumerate(tasks):
+        missing = [i for i, run in enumerate(runs) if task not in run]
+        if missing:
+            raise UserError(f"task {task!r} has no per-item scores in {len(missing)} of the runs", where="items",
+                            fix="evaluate the runs again with per-sample results kept")
+        docs = sorted(set.intersection(*(set(run[task]) for run in runs)))
+        if not docs:
+            raise UserError(f"no document of task {task!r} was scored by every run", where="items",
+                            fix="evaluate every run on the same documents")
+        kept[task] = docs
+        columns += [(t, d) for d in docs]
+    n_total, n_tasks = len(columns), len(tasks)
+    for task in tasks:
+        weights += [n_total / (n_tasks * len(kept[task]))] * len(kept[task])
+    w = scale * np.asarray(weights)
+
+    def table(seeds: Sequence[ItemScores]) -> np.ndarray:
+        return np.array([[run[tasks[t]][d] for t, d in columns] for run in seeds], dtype=float) * w
+
+    strata = np.array([t for t, _ in columns])
+    return table(a_seeds), table(b_seeds), strata

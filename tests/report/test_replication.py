@@ -380,3 +380,23 @@ def test_power_verb_prints_seeds_and_hours(capsys: pytest.CaptureFixture[str]) -
     assert f"{2 * k * 10:.1f} GPU-hours" in out
     assert main(["power", "--effect", "x=abc", "--seed-sd", "1"]) == 2
     assert "error: --effect" in capsys.readouterr().err
+
+
+def test_paired_items_weigh_tasks_equally_and_keep_common_documents() -> None:
+    from exoformer.report.replication import paired_items
+
+    def run(acc_x: float, acc_y: float) -> dict:
+        return {"x": {d: float(d < 10 * acc_x) for d in range(10)},
+                "y": {d: float(d < 100 * acc_y) for d in range(100)}}
+
+    a = [run(0.5, 0.2), run(0.6, 0.2)]
+    b = [run(0.3, 0.1), run(0.3, 0.1)]
+    b[1]["y"].pop(99)  # one document not scored by one run: dropped from every run
+    xa, xb, strata = paired_items(a, b, tasks=["x", "y"])
+    assert xa.shape == (2, 109) and np.bincount(strata).tolist() == [10, 99]
+    # each row's value is the equal-weight mean of its two task accuracies, in percent
+    np.testing.assert_allclose(xa.mean(axis=1), [100 * (0.5 + 20 / 99) / 2, 100 * (0.6 + 20 / 99) / 2])
+    c = compare(xa, xb, 10.0, kind="accuracy", item_strata=strata)
+    assert c.estimate == pytest.approx(float(xa.mean() - xb.mean()))
+    with pytest.raises(UserError):
+        paired_items(a, b, tasks=["z"])
