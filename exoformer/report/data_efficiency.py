@@ -24,6 +24,7 @@ is the architecture's figure. Torch-free.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,7 +69,8 @@ def smooth(loss: np.ndarray) -> np.ndarray:
     """SMOOTHING of a loss sequence: a running median of 3 (ends kept), then non-increasing isotonic regression."""
     y = np.asarray(loss, dtype=float)
     if y.size >= 3:
-        inner = np.median(np.stack([y[:-2], y[1:-1], y[2:]]), axis=0)
+        left, mid, right = y[:-2], y[1:-1], y[2:]
+        inner = np.maximum(np.minimum(left, mid), np.minimum(np.maximum(left, mid), right))  # median of three
         y = np.concatenate([y[:1], inner, y[-1:]])
     return isotonic_regression(y, increasing=False).x
 
@@ -150,12 +152,17 @@ def multiplier(row: Sequence[Curve], reference: Sequence[Curve], *, end: float |
     ci = None
     if not kinds and len(ratios) >= 2:
         k = len(ratios)
-        half = float(stats.t.ppf(1 - alpha / 2, k - 1)) * float(logs.std(ddof=1)) / math.sqrt(k)
+        half = _t_quantile(1 - alpha / 2, k - 1) * float(logs.std(ddof=1)) / math.sqrt(k)
         ci = (float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half)))
     method = (f"reference's tokens at the phase end / tokens to its loss there, {SMOOTHING}; geometric mean over "
               f"{len(ratios)} paired seeds, t interval on the logs ({len(ratios) - 1} df)")
     return Efficiency(phase=phase, per_seed=ratios, reaches=reaches, targets=targets, estimate=estimate, ci=ci,
                       bound=bound, method=method)
+
+
+@functools.lru_cache(maxsize=256)
+def _t_quantile(q: float, df: int) -> float:
+    return float(stats.t.ppf(q, df))
 
 
 def data_efficiency(row: Sequence[Curve], reference: Sequence[Curve], *,
