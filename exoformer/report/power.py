@@ -19,6 +19,7 @@ least the stated power. Torch-free.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,13 +41,6 @@ def check_alpha(alpha: float, *, where: str = "alpha") -> float:
     return float(alpha)
 
 
-def check_family_size(family_size: int, *, where: str = "family_size") -> int:
-    if isinstance(family_size, bool) or not isinstance(family_size, int | np.integer) or family_size < 1:
-        raise UserError(f"the number of claims tested together must be a positive integer, got {family_size!r}",
-                        where=where, fix="the count of claims shown together, e.g. 4")
-    return int(family_size)
-
-
 def power_at(effect: float | np.ndarray, *, sd: float | np.ndarray, seeds: int | np.ndarray,
              df: float | np.ndarray, alpha: float = ALPHA) -> np.ndarray:
     """Power of the two-sided t test at level `alpha` (vectorised over all arguments; exact for normal D_k)."""
@@ -66,6 +60,7 @@ def _two_sided(crit: np.ndarray | float, df: np.ndarray | float, nc: np.ndarray 
     return stats.nct.sf(crit, df, nc) + np.nan_to_num(stats.nct.sf(crit, df, -np.asarray(nc)), nan=0.0)
 
 
+@functools.lru_cache(maxsize=1024)
 def detectable_noncentrality(df: float, *, alpha: float = ALPHA, power: float = TARGET_POWER) -> float:
     """The noncentrality (effect / standard error) the two-sided t test with `df` detects with `power`."""
     crit = float(stats.t.ppf(1.0 - alpha / 2.0, df))

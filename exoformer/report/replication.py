@@ -459,6 +459,13 @@ def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind:
             for m, p_adj in zip(measured, adjusted, strict=True)]
 
 
+def headline(comparisons: Sequence[Comparison]) -> str:
+    """A table's headline from its Holm-adjusted verdicts: "k of m claims replicate", then the other counts."""
+    counts = {v: sum(c.head == v for c in comparisons) for v in VERDICTS}
+    rest = ", ".join(f"{n} {v}" for v, n in counts.items() if n and v != REPLICATES)
+    return f"{counts[REPLICATES]} of {len(comparisons)} claims replicate" + (f" ({rest})" if rest else "")
+
+
 # ------------------------------------------------------------------------------------------------ inputs
 
 ItemScores = dict[str, dict[int, float]]

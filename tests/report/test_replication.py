@@ -287,6 +287,16 @@ def test_each_verdict_arises_where_its_rule_says() -> None:
         assert c.verdict.split(":")[0] in VERDICTS
 
 
+def test_headline_counts_the_adjusted_verdicts() -> None:
+    from exoformer.report.replication import headline
+
+    rng = np.random.default_rng(19)
+    a, b = _pair(rng, 5, 5.0)
+    est = float(np.mean(a - b))
+    out = compare_all([(a, b, est), (a, b, -est), (a[:1], b[:1], est)], kind="accuracy")
+    assert headline(out) == "1 of 3 claims replicate (1 contradicts, 1 one seed)"
+
+
 def test_comparison_reports_intervals_and_methods() -> None:
     rng = np.random.default_rng(13)
     a, b = _pair(rng, 4, 0.3)
