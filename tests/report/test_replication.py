@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+from exoformer.cli import main
 from exoformer.errors import UserError
 from exoformer.report import power as pw
 from exoformer.report.replication import (
@@ -29,8 +30,10 @@ from exoformer.report.replication import (
     PooledVariance,
     compare,
     compare_all,
+    headline,
     holm,
     item_resamples,
+    paired_items,
     pooled_seed_variance,
     seed_statistics,
     verdict_heads,
@@ -288,8 +291,6 @@ def test_each_verdict_arises_where_its_rule_says() -> None:
 
 
 def test_headline_counts_the_adjusted_verdicts() -> None:
-    from exoformer.report.replication import headline
-
     rng = np.random.default_rng(19)
     a, b = _pair(rng, 5, 5.0)
     est = float(np.mean(a - b))
@@ -380,8 +381,6 @@ def test_bad_input_is_one_user_error(bad: dict) -> None:
 # ------------------------------------------------------------------------------------------------ power verb
 
 def test_power_verb_prints_seeds_and_hours(capsys: pytest.CaptureFixture[str]) -> None:
-    from exoformer.cli import main
-
     rc = main(["power", "--effect", "table1 avg6 dynamic - gated=1.47", "--effect", "b=2.13", "--seed-sd", "0.9",
                "--hours-per-run", "10"])
     out = capsys.readouterr().out
@@ -393,8 +392,6 @@ def test_power_verb_prints_seeds_and_hours(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_paired_items_weigh_tasks_equally_and_keep_common_documents() -> None:
-    from exoformer.report.replication import paired_items
-
     def run(acc_x: float, acc_y: float) -> dict:
         return {"x": {d: float(d < 10 * acc_x) for d in range(10)},
                 "y": {d: float(d < 100 * acc_y) for d in range(100)}}
