@@ -416,29 +416,33 @@ def _rng(seed: int | np.random.Generator) -> np.random.Generator:
 def compare(a: np.ndarray, b: np.ndarray, paper: float, *, kind: str, margin: float | None = None,
             pooled: PooledVariance | None = None, alpha: float = ALPHA,
             item_resamples: int | None = DEFAULT_ITEM_RESAMPLES, item_strata: np.ndarray | None = None,
-            seed: int | np.random.Generator = 0) -> Comparison:
+            resample_seed: int | np.random.Generator = 0) -> Comparison:
     """One claim alone (a family of one: no Holm adjustment). See `compare_all` for the claims of a table."""
     return compare_all([(a, b, paper)], kind=kind, margins=[margin], pooled=pooled, alpha=alpha,
-                       item_resamples=item_resamples, item_strata=item_strata, seed=seed)[0]
+                       item_resamples=item_resamples, item_strata=[item_strata], resample_seed=resample_seed)[0]
 
 
 def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind: str | Sequence[str],
                 margins: Sequence[float | None] | None = None, pooled: PooledVariance | None = None,
                 alpha: float = ALPHA, item_resamples: int | None = DEFAULT_ITEM_RESAMPLES,
-                item_strata: np.ndarray | None = None, seed: int | np.random.Generator = 0) -> list[Comparison]:
+                item_strata: Sequence[np.ndarray | None] | None = None,
+                resample_seed: int | np.random.Generator = 0) -> list[Comparison]:
     """The claims shown together (a table's), Holm-adjusted so the family's false-verdict rate stays at alpha.
 
     `claims`: (a, b, paper) per claim; `kind`: one for all or one per claim; `margins`: the equivalence margin of
     each claim of "no loss" or "matches" (None for a directional claim); `pooled`: the table's pooled seed
-    variance (pooled_seed_variance); `item_resamples`: None skips the item-sampling figure; `seed` fixes it.
+    variance (pooled_seed_variance); `item_resamples`: None skips the item-sampling figure; `item_strata`: per
+    claim, each item's task (or None), for resampling within tasks; `resample_seed` fixes the draws (the same
+    runs give the same figure).
     Claims with one seed are no test and stay out of the family."""
     alpha = pw.check_alpha(alpha)
     n = len(claims)
     kinds = [kind] * n if isinstance(kind, str) else list(kind)
     margins = [None] * n if margins is None else list(margins)
-    if len(kinds) != n or len(margins) != n:
-        raise UserError(f"{n} claims but {len(kinds)} kinds and {len(margins)} margins", where="compare_all",
-                        fix="one kind (or one for all) and one margin per claim")
+    strata = [None] * n if item_strata is None else [None if s is None else np.asarray(s) for s in item_strata]
+    if len(kinds) != n or len(margins) != n or len(strata) != n:
+        raise UserError(f"{n} claims but {len(kinds)} kinds, {len(margins)} margins, {len(strata)} strata",
+                        where="compare_all", fix="one kind (or one for all), one margin and one strata per claim")
     if item_resamples is not None:
         item_resamples = check_item_resamples(item_resamples)
     measured = []
@@ -449,14 +453,14 @@ def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind:
         measured.append(_measure(a, b, paper, kind_i, margin_i, pooled=pooled, alpha=alpha, where=f"claims[{i}]"))
     adjusted = holm(np.array([m.primary_p for m in measured]))
     family = max(1, int(np.sum(np.isfinite(adjusted))))
-    rng = _rng(seed)
-    strata = None if item_strata is None else np.asarray(item_strata)
-    if strata is not None and any(strata.shape != (m.d.shape[1],) for m in measured):
-        raise UserError(f"item_strata has shape {strata.shape}, not one label per item", where="item_strata",
-                        fix="one label (e.g. the task) per column of a and b")
+    rng = _rng(resample_seed)
+    for i, (m, labels) in enumerate(zip(measured, strata, strict=True)):
+        if labels is not None and labels.shape != (m.d.shape[1],):
+            raise UserError(f"item_strata[{i}] has shape {labels.shape}, not one label per item",
+                            where=f"item_strata[{i}]", fix="one label (e.g. the task) per column of a and b")
     return [_finish(m, p_adjusted=float(p_adj), family_size=family, alpha=alpha, pooled=pooled,
-                    item_resamples_=item_resamples, strata=strata, rng=rng)
-            for m, p_adj in zip(measured, adjusted, strict=True)]
+                    item_resamples_=item_resamples, strata=labels, rng=rng)
+            for m, p_adj, labels in zip(measured, adjusted, strata, strict=True)]
 
 
 def headline(comparisons: Sequence[Comparison]) -> str:

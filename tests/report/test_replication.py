@@ -340,7 +340,7 @@ def test_item_resampling_is_one_shared_draw_for_seeds_and_rows() -> None:
     item_effect = rng.normal(0.0, 1.0, n)
     b = rng.normal(0.0, 1.0, (seeds, n))
     a = b + 0.2 + item_effect + rng.normal(0.0, 0.1, (seeds, n))
-    c = compare(a, b, 0.2, kind="accuracy", item_resamples=4000, seed=1)
+    c = compare(a, b, 0.2, kind="accuracy", item_resamples=4000, resample_seed=1)
     per_item = (a - b).mean(axis=0)
     analytic = per_item.std(ddof=0) / math.sqrt(n)
     assert abs(c.item_se / analytic - 1.0) < 0.05  # relative MC SE of a sd over 4000 resamples: 0.011
@@ -407,3 +407,5 @@ def test_paired_items_weigh_tasks_equally_and_keep_common_documents() -> None:
     assert c.estimate == pytest.approx(float(xa.mean() - xb.mean()))
     with pytest.raises(UserError):
         paired_items(a, b, tasks=["z"])
+    with pytest.raises(UserError):
+        compare(xa, xb, 10.0, kind="accuracy", item_strata=strata[:-1])
