@@ -1,0 +1,198 @@
+"""A loss law in parameters and tokens, L(N, D) = E + A / N^alpha + B / D^beta, fitted to a ladder of runs with
+bootstrap intervals at any point, extrapolated ones included.
+
+The law is the one OLMo-core's ladders and the Chinchilla analysis fit (docs/forecast.md). The fit works in
+normalised units (N / N0, D / D0 with N0, D0 the ladder's geometric means) and in the parameters
+(E, log A, alpha, log B, beta), so A and B stay positive and the problem is well scaled. It starts from the best
+point of a grid over the two exponents (E, A and B are linear given them: variable projection), then refines all
+five with Levenberg-Marquardt.
+
+Intervals come from a residual bootstrap: residuals (rescaled by sqrt(n / (n - 5)) for the five fitted
+parameters) are resampled onto the fitted values and the law refitted from the point estimate, every replicate
+at once (a batched Levenberg-Marquardt in numpy). At a point, the interval for the expected loss is the
+prediction plus or minus the t quantile with n - 5 degrees of freedom times the bootstrap standard deviation; the
+interval for one run adds the residual variance. tests/report/test_scaling_law.py measures their coverage on
+ladders drawn from a known law.
+
+Pure numpy/scipy: the report layer reads runs, never trains them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from exoformer.errors import UserError
+
+N_PARAMS = 5
+"""E, A, alpha, B, beta."""
+MIN_POINTS = N_PARAMS + 1
+"""A law with five parameters needs at least one residual degree of freedom."""
+MAX_BOOTSTRAP = 100_000
+"""Replicates are held in memory at once (points x replicates floats)."""
+_EXPONENT_GRID = np.geomspace(0.02, 2.5, 48)
+_LM_STEPS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class LawFit:
+    """A fitted law, its residual spread and its bootstrap replicates (rows of `boot`, in fit units)."""
+
+    E: float
+    A: float
+    alpha: float
+    B: float
+    beta: float
+    sigma: float
+    """Residual standard deviation with n - 5 degrees of freedom: the spread of one run about the law."""
+    n: int
+    n0: float
+    d0: float
+    boot: np.ndarray
+    """(replicates, 5): E, log A', alpha, log B', beta in normalised units."""
+
+    @property
+    def dof(self) -> int:
+        return self.n - N_PARAMS
+
+    def predict(self, params, tokens) -> np.ndarray:
+        """The law's expected loss at each (params, tokens)."""
+        x, y = np.broadcast_arrays(np.atleast_1d(np.asarray(params, float)) / self.n0,
+                                   np.atleast_1d(np.asarray(tokens, float)) / self.d0)
+        return _law(self._theta()[None, :], x, y)[0]
+
+    def replicates(self, params, tokens) -> np.ndarray:
+        """(replicates, points): the bootstrap laws' expected loss at each point."""
+        x, y = np.broadcast_arrays(np.atleast_1d(np.asarray(params, float)) / self.n0,
+                                   np.atleast_1d(np.asarray(tokens, float)) / self.d0)
+        return _law(self.boot, x, y)
+
+    def interval(self, params, tokens, *, level: float = 0.95, one_run: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Interval for the expected loss at each point, or (`one_run`) for the loss of one more run there."""
+        centre = self.predict(params, tokens)
+        spread = np.nanstd(self.replicates(params, tokens), axis=0, ddof=1)
+        if one_run:
+            spread = np.sqrt(spread ** 2 + self.sigma ** 2)
+        half = stats.t.ppf(0.5 + level / 2, self.dof) * spread
+        return centre - half, centre + half
+
+    def _theta(self) -> np.ndarray:
+        return np.array([self.E, np.log(self.A * self.n0 ** -self.alpha), self.alpha,
+                         np.log(self.B * self.d0 ** -self.beta), self.beta])
+
+
+def _law(theta: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(replicates, points) loss for theta (replicates, 5) at normalised sizes x and token counts y."""
+    return (theta[:, 0:1] + np.exp(theta[:, 1:2] - theta[:, 2:3] * np.log(x)[None, :])
+            + np.exp(theta[:, 3:4] - theta[:, 4:5] * np.log(y)[None, :]))
+
+
+def _jacobian(theta: np.ndarray, lx: np.ndarray, ly: np.ndarray) -> np.ndarray:
+    """(replicates, points, 5): derivatives of the law with respect to theta."""
+    term_a = np.exp(theta[:, 1:2] - theta[:, 2:3] * lx[None, :])
+    term_b = np.exp(theta[:, 3:4] - theta[:, 4:5] * ly[None, :])
+    return np.stack([np.ones_like(term_a), term_a, -term_a * lx, term_b, -term_b * ly], axis=-1)
+
+
+def _refine(theta: np.ndarray, x: np.ndarray, y: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Levenberg-Marquardt on every replicate at once: theta (R, 5), target (R, points); stops when no step moves
+    any replicate by more than 1e-10 (relative) or after _LM_STEPS steps."""
+    lx, ly = np.log(x), np.log(y)
+    damping = np.full(theta.shape[0], 1e-3)
+    cost = np.sum((_law(theta, x, y) - target) ** 2, axis=1)
+    eye = np.eye(N_PARAMS)
+    for _ in range(_LM_STEPS):
+        jac = _jacobian(theta, lx, ly)
+        resid = _law(theta, x, y) - target
+        jac_t = jac.transpose(0, 2, 1)
+        jtj = jac_t @ jac
+        grad = (jac_t @ resid[..., None])[..., 0]
+        scale = np.einsum("rii->ri", jtj) + 1e-12
+        step = np.linalg.solve(jtj + damping[:, None, None] * scale[:, :, None] * eye, -grad[..., None])[..., 0]
+        trial = theta + step
+        trial[:, 2] = np.clip(trial[:, 2], 1e-3, 10.0)
+        trial[:, 4] = np.clip(trial[:, 4], 1e-3, 10.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            trial_cost = np.sum((_law(trial, x, y) - target) ** 2, axis=1)
+        better = np.isfinite(trial_cost) & (trial_cost < cost)
+        theta = np.where(better[:, None], trial, theta)
+        cost = np.where(better, trial_cost, cost)
+        damping = np.clip(np.where(better, damping / 3, damping * 4), 1e-9, 1e9)
+        if np.max(np.abs(step) / (np.abs(theta) + 1e-3)) < 1e-10:
+            break
+    return theta
+
+
+def _grid_start(x: np.ndarray, y: np.ndarray, loss: np.ndarray) -> np.ndarray | None:
+    """The best (alpha, beta) of the grid with E, A, B solved linearly there (A, B > 0 required); None if none."""
+    alpha, beta = (g.ravel() for g in np.meshgrid(_EXPONENT_GRID, _EXPONENT_GRID, indexing="ij"))
+    design = np.stack([np.ones((len(alpha), len(x))), np.exp(-alpha[:, None] * np.log(x)[None, :]),
+                       np.exp(-beta[:, None] * np.log(y)[None, :])], axis=-1)
+    gram = np.einsum("gpi,gpj->gij", design, design)
+    with np.errstate(all="ignore"):
+        coef = np.linalg.solve(gram + 1e-12 * np.eye(3), np.einsum("gpi,p->gi", design, loss)[..., None])[..., 0]
+        cost = np.sum((np.einsum("gpi,gi->gp", design, coef) - loss) ** 2, axis=1)
+    cost[~((coef[:, 1] > 0) & (coef[:, 2] > 0) & np.isfinite(cost))] = np.inf
+    best = int(np.argmin(cost))
+    if not np.isfinite(cost[best]):
+        return None
+    e, a, b = coef[best]
+    return np.array([e, np.log(a), alpha[best], np.log(b), beta[best]])
+
+
+def check_ladder(params, tokens, loss, *, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ladder as float arrays, or one UserError naming what is missing for a law in N and D."""
+    params, tokens, loss = (np.asarray(v, dtype=float).ravel() for v in (params, tokens, loss))
+    if not (len(params) == len(tokens) == len(loss)):
+        raise UserError("params, tokens and loss differ in length", where=where, fix="give one value of each per run")
+    bad = ~(np.isfinite(params) & np.isfinite(tokens) & np.isfinite(loss)) | (params <= 0) | (tokens <= 0)
+    if bad.any():
+        raise UserError(f"{int(bad.sum())} point(s) with a non-finite loss or a non-positive size or token count",
+                        where=where, fix="drop those runs or mend their numbers")
+    sizes, budgets = len(np.unique(params)), len(np.unique(tokens))
+    if sizes < 2:
+        raise UserError("one model size only: a law in parameters needs at least 2 sizes (3 or more to trust it)",
+                        where=where, fix="add runs of other widths or depths to the ladder")
+    if budgets < 2:
+        raise UserError("one token budget only: a law in tokens needs at least 2 budgets",
+                        where=where, fix="add runs with another train.tokens to the ladder")
+    if len(loss) < MIN_POINTS:
+        raise UserError(f"{len(loss)} point(s): a law with {N_PARAMS} parameters needs at least {MIN_POINTS}",
+                        where=where, fix="add sizes, token budgets or seeds to the ladder")
+    design = np.column_stack([np.ones_like(loss), np.log(params), np.log(tokens)])
+    slopes = np.linalg.lstsq(design, loss, rcond=None)[0][1:]
+    for slope, what in zip(slopes, ("parameters", "tokens")):
+        if slope >= 0:
+            raise UserError(f"the loss does not fall with {what} on this ladder (slope {slope:+.3g} per e-fold)",
+                            where=where, fix="check the runs (a diverged or mislabelled run?) or add points")
+    return params, tokens, loss
+
+
+def fit_law(params, tokens, loss, *, bootstrap: int = 1000, seed: int = 0, where: str = "ladder") -> LawFit:
+    """Fit L(N, D) to a ladder, with `bootstrap` residual-bootstrap replicates; UserError when it cannot."""
+    params, tokens, loss = check_ladder(params, tokens, loss, where=where)
+    if not 50 <= bootstrap <= MAX_BOOTSTRAP:
+        raise UserError(f"bootstrap {bootstrap} out of range", where=where, fix=f"give 50 to {MAX_BOOTSTRAP:,}")
+    n0, d0 = float(np.exp(np.mean(np.log(params)))), float(np.exp(np.mean(np.log(tokens))))
+    x, y = params / n0, tokens / d0
+    start = _grid_start(x, y, loss)
+    if start is None:
+        raise UserError("the loss does not fall with both parameters and tokens on this ladder (no law with A, B > 0 "
+                        "fits it)", where=where, fix="check the runs (a diverged or mislabelled run?) or add points")
+    theta = _refine(start[None, :], x, y, loss[None, :])[0]
+    fitted = _law(theta[None, :], x, y)[0]
+    resid = loss - fitted
+    dof = len(loss) - N_PARAMS
+    sigma = float(np.sqrt(np.sum(resid ** 2) / dof))
+    if not np.isfinite(theta).all() or not np.isfinite(sigma):
+        raise UserError("the law's fit did not converge", where=where, fix="add points or check the runs")
+    rng = np.random.default_rng(seed)
+    scaled = (resid - resid.mean()) * np.sqrt(len(loss) / dof)
+    targets = fitted[None, :] + rng.choice(scaled, size=(bootstrap, len(loss)), replace=True)
+    boot = _refine(np.repeat(theta[None, :], bootstrap, axis=0), x, y, targets)
+    e, log_a, alpha, log_b, beta = theta
+    return LawFit(E=float(e), A=float(np.exp(log_a) * n0 ** alpha), alpha=float(alpha),
+                  B=float(np.exp(log_b) * d0 ** beta), beta=float(beta), sigma=sigma, n=len(loss),
+                  n0=n0, d0=d0, boot=boot)

@@ -1,0 +1,167 @@
+"""The ladder law: it recovers a known law, its intervals cover the truth at an extrapolated point at their stated
+rate on ladders drawn with noise, and a ladder that cannot carry a law is refused in one line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from exoformer.cli import main
+from exoformer.errors import UserError
+from exoformer.report.scaling_law import fit_law
+
+TRUE = dict(E=1.69, A=406.4, alpha=0.34, B=410.7, beta=0.28)
+"""The Chinchilla fit (Hoffmann et al. 2022, approach 3) as a known truth."""
+SIZES = np.array([20e6, 40e6, 80e6, 160e6])
+BUDGETS = np.array([0.4e9, 0.8e9, 1.6e9, 3.2e9])
+TARGET = (450e6, 10e9)
+"""The paper's 450M / 10B-token cell: 3x the largest size and budget of the ladder, ~9x its compute."""
+
+
+def law(params, tokens, p=TRUE):
+    return p["E"] + p["A"] / np.asarray(params) ** p["alpha"] + p["B"] / np.asarray(tokens) ** p["beta"]
+
+
+def ladder():
+    params, tokens = (a.ravel() for a in np.meshgrid(SIZES, BUDGETS))
+    return params, tokens
+
+
+def test_a_noise_free_ladder_gives_back_the_law():
+    params, tokens = ladder()
+    fit = fit_law(params, tokens, law(params, tokens), bootstrap=50)
+    got = dict(E=fit.E, A=fit.A, alpha=fit.alpha, B=fit.B, beta=fit.beta)
+    assert got == pytest.approx(TRUE, rel=1e-6)
+    assert fit.predict(*TARGET)[0] == pytest.approx(law(*TARGET), abs=1e-9)
+
+
+def test_a_noisy_ladder_recovers_the_exponents_on_average():
+    params, tokens = ladder()
+    rng = np.random.default_rng(11)
+    fits = [fit_law(params, tokens, law(params, tokens) + rng.normal(0, 0.003, len(params)), bootstrap=50, seed=i)
+            for i in range(40)]
+    assert np.median([f.alpha for f in fits]) == pytest.approx(TRUE["alpha"], rel=0.1)
+    assert np.median([f.beta for f in fits]) == pytest.approx(TRUE["beta"], rel=0.1)
+    assert np.median([f.E for f in fits]) == pytest.approx(TRUE["E"], rel=0.05)
+
+
+def _coverage(sigma: float, replicates: int, seed: int) -> tuple[float, float]:
+    params, tokens = ladder()
+    rng = np.random.default_rng(seed)
+    truth = law(*TARGET)
+    law_hits = run_hits = 0
+    for i in range(replicates):
+        fit = fit_law(params, tokens, law(params, tokens) + rng.normal(0, sigma, len(params)), bootstrap=100, seed=i)
+        lo, hi = fit.interval(*TARGET)
+        law_hits += bool(lo[0] <= truth <= hi[0])
+        run_lo, run_hi = fit.interval(*TARGET, one_run=True)
+        run_hits += bool(run_lo[0] <= truth + rng.normal(0, sigma) <= run_hi[0])
+    return law_hits / replicates, run_hits / replicates
+
+
+@pytest.mark.slow
+def test_intervals_cover_the_truth_at_an_extrapolated_point():
+    # 500 ladders: the Monte Carlo standard error of a 95% coverage is 1.0 point, so 93-97% is +-2 SE.
+    law_cover, run_cover = _coverage(sigma=0.01, replicates=500, seed=3)
+    assert 0.93 <= law_cover <= 0.97, law_cover
+    assert 0.93 <= run_cover <= 0.97, run_cover
+
+
+def test_the_expected_loss_interval_is_inside_the_one_run_interval():
+    params, tokens = ladder()
+    loss = law(params, tokens) + np.random.default_rng(0).normal(0, 0.01, len(params))
+    fit = fit_law(params, tokens, loss, bootstrap=200)
+    lo, hi = fit.interval(*TARGET)
+    run_lo, run_hi = fit.interval(*TARGET, one_run=True)
+    assert run_lo[0] < lo[0] < fit.predict(*TARGET)[0] < hi[0] < run_hi[0]
+
+
+@pytest.mark.parametrize("case, problem", [
+    ("one size", "one model size only"),
+    ("one budget", "one token budget only"),
+    ("five points", "needs at least 6"),
+    ("rising with params", "does not fall with parameters"),
+    ("a nan loss", "non-finite"),
+])
+def test_a_ladder_that_cannot_carry_a_law_is_refused(case, problem):
+    params, tokens = ladder()
+    loss = law(params, tokens)
+    if case == "one size":
+        params = np.full_like(params, 20e6)
+    elif case == "one budget":
+        tokens = np.full_like(tokens, 1e9)
+    elif case == "five points":
+        params, tokens, loss = params[[0, 1, 4, 5, 10]], tokens[[0, 1, 4, 5, 10]], loss[[0, 1, 4, 5, 10]]
+    elif case == "rising with params":
+        loss = 5.0 - law(params, np.full_like(tokens, 1e30)) + law(np.full_like(params, 1e30), tokens)
+    else:
+        loss = loss.copy()
+        loss[3] = np.nan
+    with pytest.raises(UserError, match=problem):
+        fit_law(params, tokens, loss, bootstrap=50)
+
+
+def _write_ladder(path, *, groups: bool) -> None:
+    params, tokens = ladder()
+    rng = np.random.default_rng(5)
+    lines = ["params,tokens,loss" + (",group" if groups else "")]
+    for name, shift in ((("base", 0.0), ("exo", -0.05)) if groups else ((None, 0.0),)):
+        loss = law(params, tokens) + shift + rng.normal(0, 0.005, len(params))
+        lines += [f"{p:g},{t:g},{x:.6f}" + (f",{name}" if groups else "") for p, t, x in zip(params, tokens, loss)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+class _Done:
+    def __init__(self, returncode: int, captured) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, captured.out, captured.err
+
+
+@pytest.fixture
+def _predict(capsys):
+    def run(*args):
+        code = main(["predict", *args])
+        return _Done(code, capsys.readouterr())
+    return run
+
+
+def test_predict_points_json_has_one_row_per_group_and_point(tmp_path, _predict):
+    csv_file = tmp_path / "ladder.csv"
+    _write_ladder(csv_file, groups=True)
+    done = _predict("--points", str(csv_file), "--at", "450M:10B", "--at", "1e9:2e10", "--json", "--bootstrap", "200")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [(r["group"], r["params"], r["tokens"]) for r in rows] == [
+        ("base", 450e6, 10e9), ("base", 1e9, 2e10), ("exo", 450e6, 10e9), ("exo", 1e9, 2e10)]
+    assert all(set(r) == {"group", "params", "tokens", "loss", "lo", "hi"} for r in rows)
+    assert all(r["lo"] < r["loss"] < r["hi"] for r in rows)
+    base, exo = rows[0]["loss"], rows[2]["loss"]
+    assert base - exo == pytest.approx(0.05, abs=0.03)
+
+
+@pytest.mark.parametrize("content, where, words", [
+    ("params,tokens\n1,2\n", ":1", "missing ['loss']"),
+    ("params,tokens,loss\n20M,1B,abc\n", ":2", "not a finite number"),
+    ("params,tokens,loss\n-5,1B,3.0\n", ":2", "not a positive count"),
+])
+def test_a_bad_points_file_is_one_error_line(tmp_path, _predict, content, where, words):
+    csv_file = tmp_path / "ladder.csv"
+    csv_file.write_text(content)
+    done = _predict("--points", str(csv_file), "--at", "450M:10B")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ")
+    assert f"{csv_file}{where}" in done.stderr and words in done.stderr
+
+
+def test_a_points_file_that_is_not_a_regular_file_is_refused(tmp_path, _predict):
+    done = _predict("--points", str(tmp_path), "--at", "450M:10B")
+    assert done.returncode == 2 and "not a regular file" in done.stderr
+
+
+def test_a_bad_at_or_bootstrap_is_refused(tmp_path, _predict):
+    csv_file = tmp_path / "ladder.csv"
+    _write_ladder(csv_file, groups=False)
+    assert "PARAMS:TOKENS" in _predict("--points", str(csv_file), "--at", "450M").stderr
+    done = _predict("--points", str(csv_file), "--at", "450M:10B", "--bootstrap", "1000000000")
+    assert done.returncode == 2 and "bootstrap" in done.stderr
