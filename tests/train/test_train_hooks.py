@@ -4,7 +4,7 @@ import json
 
 from train_tiny import tiny_model, tiny_train
 
-from exoformer.train.checkpoint import checkpoint_files
+from exoformer.train.checkpoint import checkpoint_files, checkpoint_name
 from exoformer.train.hooks import HOOKS, Hook, checkpoint_due, validation_due
 from exoformer.train.loop import train
 
@@ -35,7 +35,8 @@ def test_shipped_cadence_and_order(tiny_data, tmp_path):
     assert [(line["kind"], line["step"]) for line in lines] == [
         ("train", 1), ("train", 2), ("train", 3), ("train", 4), ("val", 4), ("train", 5), ("train", 6), ("train", 7),
         ("train", 8), ("val", 8), ("train", 9), ("train", 10), ("train", 11), ("train", 12), ("val", 12)]
-    assert [path.name for path in checkpoint_files(tmp_path / "checkpoints")] == ["step_12.pt", "step_10.pt"]
+    kept = [path.name for path in checkpoint_files(tmp_path / "checkpoints")]  # keep_checkpoints=2 of 5, 10, 12
+    assert kept == [checkpoint_name(12), checkpoint_name(10)]
     assert [hook.name for hook in HOOKS] == ["log", "progress", "tensorboard", "validate", "checkpoint"]
 
 
