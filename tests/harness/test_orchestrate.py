@@ -67,3 +67,16 @@ def test_bad_input_raises_before_anything_is_written(tmp_path):
     with pytest.raises(UserError, match="backend"):
         run_target("base-s42", preset="smoke", backend="nowhere", runs_root=tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+def test_the_run_verb_prints_what_run_target_returns(tmp_path, stages, capsys):
+    from exoformer.cli import main
+
+    args = ["run", "base-s42", "--preset", "smoke", "--backend", "inline", "--runs-dir", str(tmp_path)]
+    assert main([*args, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["target"] == "base-s42" and shown["backend"] == "inline"
+    assert [(r["spec"], r["state"], r["action"]) for r in shown["runs"]] == [("base-s42", runs.SUCCEEDED, "run")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "skip: SUCCEEDED" in out and "ran 0, skipped 1 in" in out and "not done" not in out
