@@ -53,7 +53,7 @@ class TrainState:
     autocast: AbstractContextManager[Any]
     accumulation: int
     """Micro-batches per rank and update."""
-    validate: Callable[[], dict[str, float]]
+    validation_losses: Callable[[], dict[str, float]]
     """Both validation conventions (exoformer.train.loss.validation_conventions) of the model as it is now,
     on the run's validation batches; every rank calls it (the batches are split across ranks)."""
     progress: Progress
@@ -124,13 +124,12 @@ def show_progress(state: TrainState, update: Update) -> None:
     state.progress.update(update.step, loss=update.loss, tokens_per_s=update.tokens_per_s, lr=update.lr)
 
 
-def board_has_file(state: TrainState, update: Update) -> bool:
-    return state.board is not None
-
-
 def board_train(state: TrainState, update: Update) -> None:
-    state.board.scalars(update.step, {"train/loss": update.loss, "train/lr": update.lr,  # type: ignore[union-attr]
-                                      "train/grad_norm": update.grad_norm, "train/tokens_per_s": update.tokens_per_s})
+    """The update's scalars in the TensorBoard event file, when the run writes one (rank 0)."""
+    if state.board:
+        state.board.scalars(update.step, {"train/loss": update.loss, "train/lr": update.lr,
+                                          "train/grad_norm": update.grad_norm,
+                                          "train/tokens_per_s": update.tokens_per_s})
 
 
 def validation_due(state: TrainState, update: Update) -> bool:
@@ -140,7 +139,7 @@ def validation_due(state: TrainState, update: Update) -> bool:
 
 def validate(state: TrainState, update: Update) -> None:
     """Validation loss on the run's validation batches: its line of metrics.jsonl, a note, TensorBoard."""
-    val = state.validate()
+    val = state.validation_losses()
     ce = val["val_loss_ce"]
     if state.metrics:
         state.metrics.write({"kind": "val", "step": update.step, "tokens": update.tokens, "val_loss": ce,
@@ -165,7 +164,7 @@ def save(state: TrainState, update: Update) -> None:
 HOOKS: tuple[Hook, ...] = (
     Hook("log", every_update, log_train),
     Hook("progress", every_update, show_progress),
-    Hook("tensorboard", board_has_file, board_train),
+    Hook("tensorboard", every_update, board_train),
     Hook("validate", validation_due, validate),
     Hook("checkpoint", checkpoint_due, save),
 )

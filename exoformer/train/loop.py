@@ -223,17 +223,17 @@ def _start(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
     if cfg.compile and device.type == "cuda":  # on CPU compiling costs a minute and buys nothing here
         forward = torch.compile(forward)
 
-    def validate() -> dict[str, float]:
+    def validation_losses() -> dict[str, float]:
         return validation_conventions(batch_criteria(model, val_set, device=device, precision=precision,
                                                      doc_masking=cfg.doc_masking), cfg.z_loss)
 
+    files = RunDir(out_dir)
     state = TrainState(
-        model_config=model_config, cfg=cfg, env=env, device=device, precision=precision, checkpoints=RunDir(
-            out_dir).checkpoints, model=model, muon=muon, adamw=adamw, loader=loader, forward=forward,
-        autocast=autocast_for(precision, device), accumulation=accumulation, validate=validate,
-        progress=Progress(cfg.steps, env.is_main),
-        metrics=MetricsLog(RunDir(out_dir).metrics_file, resume_step=step) if env.is_main else None,
-        board=tensorboard.EventWriter(RunDir(out_dir).tensorboard) if env.is_main and tensorboard.enabled() else None,
+        model_config=model_config, cfg=cfg, env=env, device=device, precision=precision, checkpoints=files.checkpoints,
+        model=model, muon=muon, adamw=adamw, loader=loader, forward=forward, autocast=autocast_for(precision, device),
+        accumulation=accumulation, validation_losses=validation_losses, progress=Progress(cfg.steps, env.is_main),
+        metrics=MetricsLog(files.metrics_file, resume_step=step) if env.is_main else None,
+        board=tensorboard.EventWriter(files.tensorboard) if env.is_main and tensorboard.enabled() else None,
         step=step, tokens=tokens, last_loss=last_loss)
     if env.is_main:
         state.progress.note(f"{'resuming at' if step else 'starting'} step {step}/{cfg.steps}: "
