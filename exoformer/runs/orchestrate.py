@@ -1,10 +1,10 @@
 """What `reproduce.py run` does, as one call from Python: plan a target, choose the profile and the backend,
 launch, wait, and say how every requested run ended (`run_target`; `run_planned` for a plan made beforehand,
-as `evaluate` makes one). Nothing here prints: the CLI (exoformer/cli/runs.py) passes `on_decided` and `on_done`
-to show progress and prints the RunResult; a notebook reads the RunResult.
+as `evaluate` makes one). Nothing here prints (an inline job echoes its own log): the CLI (exoformer/cli/runs.py)
+passes `on_decided` and `on_done` to show progress and prints the RunResult; a notebook reads the RunResult.
 
-The exit status of `run` is RunResult.exit_code: 130 after Ctrl-C (every unfinished run is then INTERRUPTED and the
-same call resumes it), 1 when a launched run FAILED or a requested run ended neither done nor queued, else 0.
+The exit status of `run` is RunResult.exit_code: 130 after Ctrl-C (returned, not raised: every unfinished run is
+then INTERRUPTED and the same call resumes it), 1 when a launched run FAILED or a requested run ended neither done nor queued, else 0.
 """
 
 from __future__ import annotations
