@@ -4,7 +4,8 @@ as `evaluate` makes one). Nothing here prints (an inline job echoes its own log)
 passes `on_decided` and `on_done` to show progress and prints the RunResult; a notebook reads the RunResult.
 
 The exit status of `run` is RunResult.exit_code: 130 after Ctrl-C (returned, not raised: every unfinished run is
-then INTERRUPTED and the same call resumes it), 1 when a launched run FAILED or a requested run ended neither done nor queued, else 0.
+then INTERRUPTED and the same call resumes it), 1 when a launched run FAILED or a requested run ended neither
+done nor queued, else 0.
 """
 
 from __future__ import annotations
