@@ -57,7 +57,7 @@ def evaluate_verb(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_plan(planned, target, as_json=args.json)
         return 0
-    return launch_and_report(reg, planned, launch_options(args), target=target)[0]
+    return launch_and_report(reg, planned, launch_options(args), target=target, as_json=args.json)
 
 
 VERBS = [options.Verb("evaluate", "evaluate checkpoint files (the author's released ones, or ours) as a table row: "

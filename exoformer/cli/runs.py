@@ -1,4 +1,5 @@
-"""Verbs that plan, launch and watch runs: plan, run, status. The decisions live in exoformer.runs.plan."""
+"""Verbs that plan, launch and watch runs: plan, run, status. The decisions live in exoformer.runs.plan, what
+`run` does in exoformer.runs.orchestrate; these verbs parse and print."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
 
 from exoformer.cli import options
 from exoformer.errors import UserError
 from exoformer.runs import rundirs as runs
+from exoformer.runs.orchestrate import LaunchOptions, RunResult, run_planned, run_target
 from exoformer.runs.plan import PlannedRun, plan, split_overrides, totals
 from exoformer.runs.status import collect, format_table
 
@@ -115,77 +116,62 @@ def run_verb(args: argparse.Namespace) -> int:
         print_plan(_plan(args), args.target, as_json=args.json)
         return 0
     reg = options.registry(args)
-    planned = _plan(args)
-    code, final = launch_and_report(reg, planned, launch_options(args), target=args.target)
-    specs = [p.spec for p in planned]
-    from exoformer.runs.backends import check_name
-
-    finished = check_name(args.backend).waits or args.wait
-    if code != 130 and finished and args.target in reg.tables and len({p.root for p in final}) == 1 \
-            and not args.json:
-        _print_table(reg, args.target, final[0].root, specs[0].preset if specs else None,
+    result = run_target(args.target, preset=args.preset, overrides=args.overrides, backend=args.backend,
+                        profile=args.profile, jobs=args.jobs, threads=args.threads, timeout_min=args.timeout_min,
+                        wait=args.wait, tensorboard=args.tensorboard, all_seeds=args.all_seeds, force=args.force,
+                        retry_failed=args.retry_failed, registry=reg, runs_root=options.writable_runs_root(args),
+                        command=_command(), **_progress(args.json))
+    print_result(result, as_json=args.json)
+    if result.interrupted is None and result.waited and args.target in reg.tables \
+            and len({p.root for p in result.planned}) == 1 and not args.json:
+        _print_table(reg, args.target, result.planned[0].root, result.planned[0].spec.preset,
                      split_overrides(args.overrides)[0])
-    return code
-
-
-@dataclass(kw_only=True, frozen=True, slots=True)
-class LaunchOptions:
-    """What `run` and `evaluate` launch with: the backend and its limits, the --set overrides (their
-    `profile.*` ones shape the profile), output as JSON, waiting for Slurm, TensorBoard files."""
-
-    backend: str = "local"
-    profile: str | None = None
-    jobs: int | None = None
-    threads: int | None = None
-    timeout_min: float | None = None
-    overrides: tuple[str, ...] = ()
-    json: bool = False
-    wait: bool = False
-    tensorboard: bool = False
+    return result.exit_code
 
 
 def launch_options(args: argparse.Namespace) -> LaunchOptions:
     """The LaunchOptions of a parsed `run` or `evaluate` command line."""
     return LaunchOptions(backend=args.backend, profile=args.profile, jobs=args.jobs, threads=args.threads,
-                         timeout_min=args.timeout_min, overrides=tuple(args.overrides), json=args.json,
-                         wait=args.wait, tensorboard=getattr(args, "tensorboard", False))
+                         timeout_min=args.timeout_min, overrides=tuple(args.overrides), wait=args.wait,
+                         tensorboard=getattr(args, "tensorboard", False))
 
 
-def launch_and_report(reg, planned: list[PlannedRun], args: LaunchOptions, *,
-                      target: str) -> tuple[int, list[PlannedRun]]:
-    """Launch a plan on the backend the options name, print decisions, progress and the summary; the exit code
-    (130 after Ctrl-C, 1 when a spec ended neither done nor queued) and the plan as decided under the lock.
-    Shared by `run` and `evaluate`."""
-    from exoformer.environ import temporary_env
-    from exoformer.runs.backends import make_backend
-    from exoformer.runs.launch import Interrupted, launch, unfinished, wait_for_slurm
-    from exoformer.train.tensorboard import ENV as TENSORBOARD_ENV
+def launch_and_report(reg, planned: list[PlannedRun], launch: LaunchOptions, *, target: str,
+                      as_json: bool = False) -> int:
+    """`evaluate`'s launch of a plan made beforehand, shown as `run` shows one; its exit code."""
+    result = run_planned(reg, planned, launch, target=target, command=_command(), **_progress(as_json))
+    print_result(result, as_json=as_json)
+    return result.exit_code
 
-    specs = [p.spec for p in planned]
-    _, profile_sets = split_overrides(args.overrides)
-    names = {s.placement.profile for s in specs if s.placement.profile}
-    profile_name = args.profile or (names.pop() if len(names) == 1 else None)
-    preset_profile = reg.presets[specs[0].preset].profile if specs else None
-    backend = make_backend(args.backend, profile_name=profile_name, preset_profile=preset_profile,
-                           concurrency=args.jobs, timeout_min=args.timeout_min, threads=args.threads,
-                           profile_overrides=profile_sets)
-    started = time.time()
-    try:
-        with temporary_env({TENSORBOARD_ENV: "1"} if args.tensorboard else {}):
-            final = launch(planned, backend, command=["reproduce.py", *sys.argv[1:]],
-                           on_done=None if args.json else _announce,
-                           on_decided=None if args.json else _print_decisions)
-    except Interrupted as stop:
-        print(f"interrupted; run the same command to resume ({len(stop.names)} run(s) marked INTERRUPTED)",
+
+def _command() -> list[str]:
+    """This command line as run directories record it."""
+    return ["reproduce.py", *sys.argv[1:]]
+
+
+def _progress(as_json: bool) -> dict:
+    """The launch callbacks that print the decisions and each local run's end (none under --json)."""
+    return {} if as_json else {"on_decided": _print_decisions, "on_done": _announce}
+
+
+def print_result(result: RunResult, *, as_json: bool) -> None:
+    """How a launch ended: the status table and one line of totals, the
+    runs not done; or one JSON object. After Ctrl-C, one line to stderr."""
+    if result.interrupted is not None:
+        print(f"interrupted; run the same command to resume ({len(result.interrupted)} run(s) marked INTERRUPTED)",
               file=sys.stderr)
-        return 130, []
-    if not backend.waits and args.wait:
-        wait_for_slurm(final)
-    code = _summary(final, time.time() - started, backend, args, target=target)
-    missing = unfinished(final, queued_ok=not (backend.waits or args.wait))
-    if missing and not args.json:
-        print("not done: " + "; ".join(f"{name} ({why})" for name, why in missing))
-    return code or (1 if missing else 0), final
+        return
+    if as_json:
+        print(json.dumps({"target": result.target, "backend": result.backend, "seconds": round(result.seconds, 1),
+                          "runs": result.rows}))
+        return
+    print(format_table(result.rows))
+    failed = result.failed
+    verb = "ran" if result.waited else "submitted"
+    print(f"{verb} {result.launched}, skipped {len(result.planned) - result.launched} in {result.seconds:.1f} s"
+          + (f"; {len(failed)} FAILED (see the log paths above)" if failed else ""))
+    if result.unfinished:
+        print("not done: " + "; ".join(f"{name} ({why})" for name, why in result.unfinished))
 
 
 def _print_decisions(planned: list[PlannedRun], backend: str) -> None:
@@ -208,22 +194,6 @@ def _announce(item) -> None:
     state = status.state
     detail = status.reason if status.state in (runs.FAILED, runs.INTERRUPTED) else ""
     print(f"{item.spec.name}: {state}" + (f" ({detail}; log {status.log})" if detail else ""), flush=True)
-
-
-def _summary(final: list[PlannedRun], seconds: float, backend, args: LaunchOptions, *, target: str) -> int:
-    rows = collect([(p.run_dir, p.spec.name, p.spec.train.steps) for p in final], {p.run_dir: p.root for p in final})
-    for row, p in zip(rows, final):
-        row["action"] = p.action
-    failed = [r for r, p in zip(rows, final) if r["state"] == runs.FAILED and p.launches]
-    if args.json:
-        print(json.dumps({"target": target, "backend": backend.name, "seconds": round(seconds, 1), "runs": rows}))
-    else:
-        print(format_table(rows))
-        launched = sum(p.launches for p in final)
-        verb = "submitted" if not backend.waits and not args.wait else "ran"
-        print(f"{verb} {launched}, skipped {len(final) - launched} in {seconds:.1f} s"
-              + (f"; {len(failed)} FAILED (see the log paths above)" if failed else ""))
-    return 1 if failed else 0
 
 
 def _print_table(reg, table_id: str, root, preset: str | None, overrides: list[str]) -> None:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from exoformer.errors import UserError
+from exoformer.run_identity import OURS
+from exoformer.stage import run_source
 
 if TYPE_CHECKING:
     from exoformer.registry.profiles import Profile
@@ -135,8 +137,8 @@ def _check_train_precision(spec: Spec, device: DeviceInfo) -> None:
 
 def _check_attention(spec: Spec, device: DeviceInfo) -> None:
     """`attention: flex` cannot train on a CPU (torch's FlexAttention has no CPU backward); `auto` is sdpa there.
-    A spec with its own stages (a checkpoint import) does not train and may score with flex anywhere."""
-    if spec.model.attention == "flex" and device.kind != "cuda" and "train" not in spec.stage_functions():
+    A checkpoint run (source `checkpoint`) does not train and may score with flex anywhere."""
+    if spec.model.attention == "flex" and device.kind != "cuda" and run_source(spec) == OURS:
         raise UserError("attention 'flex' cannot train on the CPU (torch's FlexAttention has no CPU backward)",
                         where=f"{spec.name}: model.attention",
                         fix="--set model.attention=auto (flex on CUDA, sdpa on CPU) or sdpa, or a GPU profile")

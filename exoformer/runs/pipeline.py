@@ -12,7 +12,8 @@ requeue` on Slurm, exit code 144 under the local executor), and the next attempt
 and run inside exoformer.train.distributed.fail_together, so that one rank's error stops every rank at once.
 Such a job holds one process group for its life: rank 0 runs the pipeline and announces each stage it starts;
 the other ranks follow and join training, validation and evaluation, which split their work across the ranks
-(results gathered on rank 0). A spec with its own stages (a checkpoint import) runs on rank 0 alone.
+(results gathered on rank 0). A checkpoint run (its spec's source is `checkpoint`: it imports instead of
+training) runs on rank 0 alone.
 Every stage gets the job's accelerator as `StageContext.device` (`job_device`).
 Ctrl-C (KeyboardInterrupt) marks the run INTERRUPTED, which a plain `run` resumes.
 """
@@ -29,7 +30,7 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -40,7 +41,8 @@ from exoformer.runs import rundirs as runs
 from exoformer.registry.spec import STAGES, Spec, wanted_stages
 from exoformer.io import remove_temp_files
 from exoformer.rundir import RunDir
-from exoformer.stage import StageContext
+from exoformer.run_identity import CHECKPOINT
+from exoformer.stage import StageContext, StageFunction, run_source
 
 try:  # the job class must be a Checkpointable when submitit is there; inline runs work without it
     from submitit.helpers import Checkpointable as _JobBase
@@ -82,13 +84,13 @@ def _record_data(ctx: StageContext) -> None:
     ctx.files.record_job_provenance({"data_dir": str(data_dir), "data_checksums": runs.data_checksums(data_dir)})
 
 
-STAGE_FUNCTIONS: dict[str, Callable[[StageContext], dict[str, Any]]] = {
+STAGE_FUNCTIONS: dict[str, StageFunction] = {
     "train": train_stage, "validate": validate_stage, "evaluate": evaluate_stage, "analyse": analyse_stage,
 }
 """Stage name -> function (tests swap entries for fakes)."""
 
 
-def stage_function(spec: Spec, stage: str) -> Callable[[StageContext], dict[str, Any]]:
+def stage_function(spec: Spec, stage: str) -> StageFunction:
     """The function of `stage` for `spec`: a spec may bring its own (a checkpoint run imports instead of
     training, exoformer.checkpoint_import.checkpoint_run), else STAGE_FUNCTIONS'."""
     return spec.stage_functions().get(stage) or STAGE_FUNCTIONS[stage]
@@ -328,7 +330,7 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
         job_id, rank, tasks = _job_id_and_rank()
         if tasks == 1:
             return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=0)
-        if spec.stage_functions():  # its own stages (a checkpoint import): nothing to share, rank 0 runs alone
+        if run_source(spec) == CHECKPOINT:  # it imports instead of training: nothing to share, rank 0 runs alone
             if rank != 0:
                 return {"state": "rank-idle", "rank": rank}
             return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=0)

@@ -6,7 +6,8 @@ micro-batch, forward (bf16 autocast on GPU, none under official-pure-bf16), loss
 the global grad norm to 1.0; step Muon (orthogonalisations shared across ranks) and AdamW; zero grads.
 Step numbers count updates done: a train line with step s follows the s-th update, and checkpoint
 step_s holds the state after it (the official final checkpoint lacks the last update, hazard H11; ours
-does not).
+does not). After each update the periodic work (the metrics line, progress, TensorBoard, validation, the
+checkpoint) runs as the hooks of exoformer/train/hooks.py on the one TrainState.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,15 +36,15 @@ from exoformer.train.checkpoint import (
     checkpoint_name,
     load_final_checkpoint,
     load_latest_verified,
-    save_checkpoint,
 )
 from exoformer.train.config import TrainConfig
-from exoformer.train.finite import check_finite_model, check_finite_step
+from exoformer.train.finite import check_finite_step
+from exoformer.train.hooks import HOOKS, Hook, TrainState, Update, run_hooks
 from exoformer.train.loss import LossForward, validation_conventions
 from exoformer.train.optim import build_optimizers, set_schedules
 from exoformer.train.progress import Progress
 from exoformer.train.schedule import lr_multiplier_for, momentum_for
-from exoformer.train.state import MetricsLog, rng_state, seed_everything, set_rng_state
+from exoformer.train.state import MetricsLog, seed_everything, set_rng_state
 
 log = logging.getLogger(__name__)
 
@@ -133,9 +134,10 @@ class StopRequest:
 
 
 def train(model_config: ModelConfig, train_config: TrainConfig, out_dir: str | Path, *,
-          device: str | torch.device | None = None, build_model: ModelBuilder | None = None) -> TrainResult:
+          device: str | torch.device | None = None, build_model: ModelBuilder | None = None,
+          hooks: Sequence[Hook] = HOOKS) -> TrainResult:
     """Train, resume or (when finished) do nothing; see the module docstring. `build_model` defaults to
-    ExoTransformer (tests pass small stand-ins)."""
+    ExoTransformer (tests pass small stand-ins); `hooks` is the periodic work after each update, in order."""
     if model_config.seq_len < train_config.seq_len:
         raise UserError(f"train.seq_len={train_config.seq_len} exceeds model.seq_len={model_config.seq_len}",
                         where="train.seq_len", fix="use a shorter sequence or a model built for it")
@@ -143,25 +145,45 @@ def train(model_config: ModelConfig, train_config: TrainConfig, out_dir: str | P
     device = dist_util.pick_device(device, env)
     started = dist_util.init_process_group(env, device)
     try:
-        return _train(model_config, train_config, Path(out_dir), env, device, build_model or _default_builder)
+        return _train(model_config, train_config, Path(out_dir), env, device, build_model or _default_builder,
+                      tuple(hooks))
     finally:
         if started:
             torch.distributed.destroy_process_group()
 
 
 def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist_util.DistEnv,
-           device: torch.device, build_model: ModelBuilder) -> TrainResult:
+           device: torch.device, build_model: ModelBuilder, hooks: tuple[Hook, ...]) -> TrainResult:
     ckpt_dir = RunDir(out_dir).checkpoints
-    resume_path, state = load_latest_verified(ckpt_dir)  # damaged ones skipped (warned), the newest good one
-    dist_util.check_same_step(0 if state is None else state["step"], where=str(ckpt_dir))
-    if state is not None:
-        check_resumable(state, model_config.to_dict(), cfg.to_dict(), where=str(resume_path))
-        if state["step"] >= cfg.steps:
+    resume_path, saved = load_latest_verified(ckpt_dir)  # damaged ones skipped (warned), the newest good one
+    dist_util.check_same_step(0 if saved is None else saved["step"], where=str(ckpt_dir))
+    if saved is not None:
+        check_resumable(saved, model_config.to_dict(), cfg.to_dict(), where=str(resume_path))
+        if saved["step"] >= cfg.steps:
             if env.is_main:
-                print(f"{out_dir}: already finished ({state['step']} steps); nothing to do", flush=True)
-            return TrainResult(step=state["step"], tokens=state["tokens"],
-                               final_train_loss=state.get("final_train_loss"), interrupted=False)
+                print(f"{out_dir}: already finished ({saved['step']} steps); nothing to do", flush=True)
+            return TrainResult(step=saved["step"], tokens=saved["tokens"],
+                               final_train_loss=saved.get("final_train_loss"), interrupted=False)
+    state = _start(model_config, cfg, out_dir, env, device, build_model, saved)
+    del saved  # the model and optimisers hold their own copies now
+    interrupted = False
+    try:
+        with StopRequest() as stop:
+            while state.step < cfg.steps:
+                update = _update(state, stop)
+                run_hooks(state, update, hooks)
+                if update.stop and state.step < cfg.steps:
+                    interrupted = True
+                    state.progress.note(f"stop requested: saved step {state.step}; resume by running the same command")
+                    break
+    finally:
+        state.close()
+    return TrainResult(step=state.step, tokens=state.tokens, final_train_loss=state.last_loss, interrupted=interrupted)
 
+
+def _start(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist_util.DistEnv, device: torch.device,
+           build_model: ModelBuilder, saved: dict | None) -> TrainState:
+    """The training state at step 0, or restored from checkpoint `saved` (model, optimisers, data order, RNGs)."""
     if env.is_main:
         data_dir = resolve_data_dir(cfg.data)
     dist_util.barrier()
@@ -187,106 +209,76 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                                       world_size=env.world_size))
 
     step, tokens, last_loss = 0, 0, None
-    if state is not None:
-        model.load_state_dict(state["model"])
-        muon.load_state_dict(state["muon"])
-        adamw.load_state_dict(state["adamw"])
-        loader.load_state_dict(state["loader"])
-        set_rng_state(state["rng"])
-        step, tokens, last_loss = state["step"], state["tokens"], state.get("final_train_loss")
-        del state
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+        muon.load_state_dict(saved["muon"])
+        adamw.load_state_dict(saved["adamw"])
+        loader.load_state_dict(saved["loader"])
+        set_rng_state(saved["rng"])
+        step, tokens, last_loss = saved["step"], saved["tokens"], saved.get("final_train_loss")
 
     forward: nn.Module = LossForward(model, cfg.z_loss)
     if env.world_size > 1:
         forward = dist_util.data_parallel(forward, device)
     if cfg.compile and device.type == "cuda":  # on CPU compiling costs a minute and buys nothing here
         forward = torch.compile(forward)
-    metrics = MetricsLog(RunDir(out_dir).metrics_file, resume_step=step) if env.is_main else None
-    progress = Progress(cfg.steps, env.is_main)
-    board = tensorboard.EventWriter(RunDir(out_dir).tensorboard) if env.is_main and tensorboard.enabled() else None
+
+    def validation_losses() -> dict[str, float]:
+        return validation_conventions(batch_criteria(model, val_set, device=device, precision=precision,
+                                                     doc_masking=cfg.doc_masking), cfg.z_loss)
+
+    files = RunDir(out_dir)
+    state = TrainState(
+        model_config=model_config, cfg=cfg, env=env, device=device, precision=precision, checkpoints=files.checkpoints,
+        model=model, muon=muon, adamw=adamw, loader=loader, forward=forward, autocast=autocast_for(precision, device),
+        accumulation=accumulation, validation_losses=validation_losses, progress=Progress(cfg.steps, env.is_main),
+        metrics=MetricsLog(files.metrics_file, resume_step=step) if env.is_main else None,
+        board=tensorboard.EventWriter(files.tensorboard) if env.is_main and tensorboard.enabled() else None,
+        step=step, tokens=tokens, last_loss=last_loss)
     if env.is_main:
-        progress.note(f"{'resuming at' if step else 'starting'} step {step}/{cfg.steps}: "
-                      f"{env.world_size} rank(s) on {device.type}, precision {precision}, "
-                      f"{accumulation} micro-batch(es) of {cfg.micro_batch_seqs}x{cfg.seq_len} per rank")
+        state.progress.note(f"{'resuming at' if step else 'starting'} step {step}/{cfg.steps}: "
+                            f"{env.world_size} rank(s) on {device.type}, precision {precision}, "
+                            f"{accumulation} micro-batch(es) of {cfg.micro_batch_seqs}x{cfg.seq_len} per rank")
+    return state
 
-    def save(at_step: int) -> None:
-        if env.is_main:
-            save_checkpoint(ckpt_dir, at_step, {
-                "format": 1, "step": at_step, "tokens": tokens, "final_train_loss": last_loss,
-                "model": model.state_dict(), "muon": muon.state_dict(), "adamw": adamw.state_dict(),
-                "schedule": {"lr_multiplier": lr_multiplier_for(cfg, at_step),
-                             "muon_momentum": momentum_for(cfg, at_step)},
-                "loader": loader.state_dict(), "rng": rng_state(), "world_size": env.world_size,
-                "model_config": model_config.to_dict(), "train_config": cfg.to_dict(),
-            }, keep=cfg.keep_checkpoints)
-        dist_util.barrier()
 
-    autocast = autocast_for(precision, device)
-    interrupted = False
-    try:
-        with StopRequest() as stop:
-            while step < cfg.steps:
-                started = time.perf_counter()
-                set_schedules((muon, adamw), lr_multiplier_for(cfg, step), momentum_for(cfg, step))
-                micro_batches = loader.next_step()
-                loss_sum = torch.zeros((), device=device)
-                for i, batch in enumerate(micro_batches):
-                    is_last = i == len(micro_batches) - 1
-                    no_sync = forward.no_sync() if env.world_size > 1 and not is_last and hasattr(
-                        forward, "no_sync") else contextlib.nullcontext()
-                    with no_sync:
-                        with autocast:
-                            loss, _, _ = forward(batch.x.to(device, non_blocking=True),
-                                                 batch.doc_starts.to(device) if cfg.doc_masking else None,
-                                                 batch.y.to(device, non_blocking=True))
-                        (loss / accumulation).backward()
-                    loss_sum += loss.detach()
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                muon.step()
-                adamw.step()
-                muon.zero_grad(set_to_none=True)
-                adamw.zero_grad(set_to_none=True)
-                step += 1
-                tokens += cfg.batch_tokens
-                shared = torch.stack([loss_sum / accumulation, torch.tensor(float(stop.requested), device=device)])
-                dist_util.all_reduce_sum(shared)
-                last_loss = float(shared[0]) / env.world_size
-                norm = float(grad_norm)
-                check_finite_step(step, last_loss, norm)  # before this step's metrics line exists
-                stop_now = bool(shared[1] > 0)
-                elapsed = time.perf_counter() - started
-                lr = muon.param_groups[0]["lr"]
-                if metrics:
-                    metrics.write({"kind": "train", "step": step, "tokens": tokens, "loss": last_loss,
-                                   "lr": lr, "grad_norm": norm, "ms_per_step": 1000 * elapsed,
-                                   "tokens_per_s": cfg.batch_tokens / elapsed})
-                progress.update(step, loss=last_loss, tokens_per_s=cfg.batch_tokens / elapsed, lr=lr)
-                if board:
-                    board.scalars(step, {"train/loss": last_loss, "train/lr": lr, "train/grad_norm": norm,
-                                         "train/tokens_per_s": cfg.batch_tokens / elapsed})
-                if cfg.val_every and (step % cfg.val_every == 0 or step == cfg.steps):
-                    val = validation_conventions(batch_criteria(model, val_set, device=device, precision=precision,
-                                                                doc_masking=cfg.doc_masking), cfg.z_loss)
-                    ce = val["val_loss_ce"]
-                    if metrics:
-                        metrics.write({"kind": "val", "step": step, "tokens": tokens, "val_loss": ce,
-                                       "val_loss_official": val["val_loss"]})
-                    progress.note(f"step {step}: val_loss {ce:.4f}")
-                    if board:
-                        board.scalars(step, {"val/loss": ce})
-                if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop_now:
-                    check_finite_model(step, model)
-                    save(step)
-                if stop_now and step < cfg.steps:
-                    interrupted = True
-                    progress.note(f"stop requested: saved step {step}; resume by running the same command")
-                    break
-    finally:
-        if metrics:
-            metrics.close()
-        if board:
-            board.close()
-    return TrainResult(step=step, tokens=tokens, final_train_loss=last_loss, interrupted=interrupted)
+def _update(state: TrainState, stop: StopRequest) -> Update:
+    """One optimiser update (module docstring): schedules, the micro-batches, clip, step; the loss and the stop
+    flag agreed across ranks. Counts it in `state`; fails on a non-finite loss or gradient norm."""
+    cfg, device, world_size = state.cfg, state.device, state.env.world_size
+    started = time.perf_counter()
+    set_schedules((state.muon, state.adamw), lr_multiplier_for(cfg, state.step), momentum_for(cfg, state.step))
+    micro_batches = state.loader.next_step()
+    loss_sum = torch.zeros((), device=device)
+    forward = state.forward
+    for i, batch in enumerate(micro_batches):
+        is_last = i == len(micro_batches) - 1
+        no_sync = forward.no_sync() if world_size > 1 and not is_last and hasattr(
+            forward, "no_sync") else contextlib.nullcontext()
+        with no_sync:
+            with state.autocast:
+                loss, _, _ = forward(batch.x.to(device, non_blocking=True),
+                                     batch.doc_starts.to(device) if cfg.doc_masking else None,
+                                     batch.y.to(device, non_blocking=True))
+            (loss / state.accumulation).backward()
+        loss_sum += loss.detach()
+    grad_norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), cfg.grad_clip)
+    state.muon.step()
+    state.adamw.step()
+    state.muon.zero_grad(set_to_none=True)
+    state.adamw.zero_grad(set_to_none=True)
+    state.step += 1
+    state.tokens += cfg.batch_tokens
+    shared = torch.stack([loss_sum / state.accumulation, torch.tensor(float(stop.requested), device=device)])
+    dist_util.all_reduce_sum(shared)
+    state.last_loss = float(shared[0]) / world_size
+    norm = float(grad_norm)
+    check_finite_step(state.step, state.last_loss, norm)  # before this step's metrics line exists
+    stop_now = bool(shared[1] > 0)
+    elapsed = time.perf_counter() - started
+    return Update(step=state.step, tokens=state.tokens, loss=state.last_loss, grad_norm=norm,
+                  lr=state.muon.param_groups[0]["lr"], seconds=elapsed, tokens_per_s=cfg.batch_tokens / elapsed,
+                  stop=stop_now)
 
 
 def final_validation(model_config: ModelConfig, train_config: TrainConfig, out_dir: str | Path, *,

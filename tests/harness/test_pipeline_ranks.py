@@ -73,10 +73,10 @@ def test_the_pipeline_gives_every_stage_the_jobs_accelerator(tmp_path, monkeypat
     assert seen == ["cuda:1"] * 4
 
 
-def test_a_spec_with_its_own_stages_runs_on_rank_0_alone_and_the_others_leave_at_once(monkeypatch):
-    class ImportSpec:
-        def stage_functions(self):
-            return {"train": lambda ctx: {}}
+def test_a_checkpoint_run_runs_on_rank_0_alone_and_the_others_leave_at_once(monkeypatch):
+    class ImportSpec:  # the run kind is its declared source, whatever its stages
+        def semantic(self):
+            return {"source": "checkpoint"}
 
     ran = []
     monkeypatch.setattr(pipeline, "_job_id_and_rank", lambda: ("7", 3, 8))
