@@ -315,6 +315,19 @@ def check_resumable(state: dict[str, Any], model_config: dict, train_config: dic
                         fix="use another --out directory, or the original settings to resume")
 
 
+def world_size_change(written_by: int, world_size: int) -> str:
+    """A note for the resume line when the checkpoint was written by another number of ranks ("" otherwise).
+
+    Such a resume is allowed: the global batch of every step is the same chunks in the same order for any
+    world size (exoformer/data/loader.py), the data position is global, and model, optimiser and RNG states are
+    whole on rank 0. Only the order of the fp32 gradient sums can change (bitwise equal for 2 ranks vs 1 with
+    one micro-batch a rank, tests/train/test_train_world_size_resume.py)."""
+    if written_by == world_size:
+        return ""
+    return (f" (checkpoint written by {written_by} rank(s): the same global batches follow; gradient sums may "
+            "differ in their last bits)")
+
+
 def _get(state: dict, field: str):
     section, key = field.split(".", 1)
     return state[f"{section}_config"].get(key)

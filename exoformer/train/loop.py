@@ -32,6 +32,7 @@ from exoformer.train import tensorboard
 from exoformer.train.checkpoint import (
     check_resumable,
     checkpoint_dir,
+    world_size_change,
     checkpoint_name,
     load_final_checkpoint,
     load_latest_verified,
@@ -186,8 +187,9 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                                       vocab_size=model_config.vocab_size, eot=eot, rank=env.rank,
                                       world_size=env.world_size))
 
-    step, tokens, last_loss = 0, 0, None
+    step, tokens, last_loss, written_by = 0, 0, None, env.world_size
     if state is not None:
+        written_by = state.get("world_size", env.world_size)
         model.load_state_dict(state["model"])
         muon.load_state_dict(state["muon"])
         adamw.load_state_dict(state["adamw"])
@@ -207,7 +209,8 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
     if env.is_main:
         progress.note(f"{'resuming at' if step else 'starting'} step {step}/{cfg.steps}: "
                       f"{env.world_size} rank(s) on {device.type}, precision {precision}, "
-                      f"{accumulation} micro-batch(es) of {cfg.micro_batch_seqs}x{cfg.seq_len} per rank")
+                      f"{accumulation} micro-batch(es) of {cfg.micro_batch_seqs}x{cfg.seq_len} per rank"
+                      + world_size_change(written_by, env.world_size))
 
     def save(at_step: int) -> None:
         if env.is_main:
