@@ -62,8 +62,12 @@ def train_stage(ctx: StageContext) -> dict[str, Any]:
     """Train (or resume) into the run directory with exoformer.train.loop.train."""
     from exoformer.train.loop import train
 
+    from exoformer.train import distributed as dist_util
+
     if ctx.spec.train.data and os.environ.get("RANK", "0") == "0":  # rank 0 owns provenance.json
-        _record_data(ctx)
+        with dist_util.working_alone("checksumming the data"):  # minutes at paper scale
+            _record_data(ctx)
+    dist_util.barrier()  # the others wait here, not in training's first collective (its timeout)
     result = train(ctx.spec.model, ctx.spec.train, ctx.run_dir, device=ctx.device)
     summary = {"step": result.step, "tokens": result.tokens, "final_train_loss": result.final_train_loss}
     if result.interrupted:
@@ -150,10 +154,14 @@ def _job_id_and_rank() -> tuple[str | None, int, int]:
 def export_distributed_env() -> None:
     """MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK (and CUDA_VISIBLE_DEVICES per task when the job was given
     GPUs) from submitit's job environment, for exoformer.train's env:// process group (docs/ecosystem.md B5;
-    submitit #1704). On a CPU job no GPU is named, so exoformer.train.distributed.pick_device picks the CPU."""
+    submitit #1704); on Slurm the rendezvous is exoformer.train.distributed.slurm_rendezvous. On a CPU job no
+    GPU is named, so exoformer.train.distributed.pick_device picks the CPU."""
     from submitit.helpers import TorchDistributedEnvironment
 
+    from exoformer.train.distributed import export_slurm_rendezvous
+
     TorchDistributedEnvironment().export(set_cuda_visible_devices=job_has_gpus(os.environ))
+    export_slurm_rendezvous()  # the first node's address and a port from the job id (multi-node jobs)
 
 
 def job_has_gpus(env: dict[str, str] | os._Environ) -> bool:

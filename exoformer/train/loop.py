@@ -164,7 +164,8 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                                final_train_loss=state.get("final_train_loss"), interrupted=False)
 
     if env.is_main:
-        data_dir = resolve_data_dir(cfg.data)
+        with dist_util.working_alone("preparing the data"):
+            data_dir = resolve_data_dir(cfg.data)
     dist_util.barrier()
     if not env.is_main:
         data_dir = resolve_data_dir(cfg.data)

@@ -16,6 +16,9 @@ from exoformer.registry.profiles import Profile
 from exoformer.registry.spec import Spec
 from exoformer.rundir import JOBS_DIR, Status
 
+DIST_TIMEOUT_ENV = "EXOFORMER_DIST_TIMEOUT_S"
+"""exoformer.train.distributed.TIMEOUT_ENV (spelled here so that submitting imports no torch)."""
+
 
 class SlurmView:
     """squeue and sacct answers for many jobs, fetched lazily once per reconciliation."""
@@ -111,7 +114,8 @@ class SlurmBackend:
             "nodes": sp.nodes, "tasks_per_node": sp.tasks, "cpus_per_task": sp.cpus_per_task, "mem_gb": sp.mem_gb,
             "slurm_array_parallelism": sp.array_parallelism, "slurm_signal_delay_s": sp.signal_delay_s,
             # torch would start one thread per visible core, not per allocated CPU (see default_concurrency)
-            "slurm_setup": [f"export OMP_NUM_THREADS={max(1, sp.cpus_per_task)}"],
+            "slurm_setup": [f"export OMP_NUM_THREADS={max(1, sp.cpus_per_task)}",
+                            f"export {DIST_TIMEOUT_ENV}={sp.dist_timeout_s}"],  # the profile's collective timeout
         }
         if sp.gpus_per_node:
             params["gpus_per_node"] = sp.gpus_per_node
