@@ -366,10 +366,16 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
                         stage_function(spec, stage)(StageContext(run_dir=Path(run_dir), spec=spec, device=device))
             return {"state": "rank-done", "rank": rank}
         outcome = run_pipeline(Path(run_dir), spec, backend=backend, job_id=job_id)
-        if outcome == INTERRUPTED and job_id is not None:
-            _requeue_through_submitit()
+        if outcome == INTERRUPTED and job_id is not None and not _slurm_is_ending():
+            _requeue_through_submitit()  # USR2 before the time limit; after SIGTERM Slurm requeues (or ends) it
         status = RunDir(run_dir).read_status()
         return {"state": status.state if status else None, "outcome": outcome, "run_dir": run_dir}
+
+
+def _slurm_is_ending() -> bool:
+    from exoformer.runs.backends.slurm import slurm_is_ending
+
+    return slurm_is_ending()
 
 
 def _requeue_through_submitit() -> None:

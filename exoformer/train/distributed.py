@@ -172,6 +172,9 @@ def export_slurm_rendezvous() -> None:
     if "SLURM_JOB_ID" in os.environ and ("SLURM_JOB_NODELIST" in os.environ or "SLURM_NODELIST" in os.environ):
         address, port = slurm_rendezvous()
         os.environ.update(MASTER_ADDR=address, MASTER_PORT=str(port))
+        print(f"rendezvous {address}:{port}: first node of {os.environ.get('SLURM_JOB_NODELIST')}, job "
+              f"{os.environ['SLURM_JOB_ID']}; this is rank {os.environ.get('SLURM_PROCID')} on node "
+              f"{os.environ.get('SLURMD_NODENAME')}", flush=True)
 
 
 def _plain_srun_env(env) -> DistEnv:
