@@ -37,6 +37,7 @@ from exoformer.analysis.stage import analyse_stage
 from exoformer.eval.stage import evaluate_stage, validate_stage
 from exoformer.faults import RunDirectoryGone, check_run_dir, guard_run_dir, is_machine_fault
 from exoformer.runs import rundirs as runs
+from exoformer.runs.health import health_check_or_exit
 from exoformer.registry.spec import STAGES, Spec, wanted_stages
 from exoformer.io import remove_temp_files
 from exoformer.rundir import RunDir
@@ -358,6 +359,7 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
     def run_rank(self, run_dir: str, spec: Spec, backend: str, *, job_id: str | None, rank: int) -> dict[str, Any]:
         """One rank's share: rank 0 runs the pipeline and owns the run directory; the others follow the stages
         it announces and join those in SHARDED_STAGES (their results go to rank 0, they write nothing)."""
+        health_check_or_exit(run_dir, spec.model, spec.train.precision, job_device())  # ends the job in one line
         if rank != 0:
             device = job_device()
             for stage in follow_stages():
