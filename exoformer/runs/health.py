@@ -3,9 +3,9 @@ completes, and the run directory's disk has room for two checkpoints.
 
 A job that would fail on one of these hours later (a GPU fallen off the bus, a broken interconnect, a full
 disk at the first checkpoint) ends at once with one line naming the node and the cause. Where the node is at
-fault (its device, its link to the others) and the job runs under Slurm, the job is requeued with that node
-excluded (`scontrol requeue`, then `scontrol update ExcNodeList=`), so that it runs again elsewhere; a full disk
-is the run's, not the node's: it ends the job with the fix.
+fault and the job runs under Slurm, the job is requeued (`scontrol requeue`), with the node excluded where the
+failure is surely its own (its device: `scontrol update ExcNodeList=`); a failed all-reduce cannot say which node
+is at fault, so that requeue excludes none. A full disk is the run's, not the node's: it ends the job with the fix.
 """
 
 from __future__ import annotations
@@ -29,6 +29,15 @@ CHECKPOINTS_OF_ROOM = 2
 
 class NodeUnhealthy(ResumableFault):
     """This node cannot run the job (its device, its link to the other ranks): run it elsewhere."""
+
+    exclude_node = True
+    """Whether the failure is this node's for sure (its device), so that the requeued job avoids it."""
+
+
+class LinkUnhealthy(NodeUnhealthy):
+    """The ranks cannot all-reduce: a node or the network between them is at fault, which one is not known."""
+
+    exclude_node = False
 
 
 def checkpoint_bytes(model: ModelConfig, precision: str) -> int:
@@ -95,15 +104,13 @@ def check_all_reduce(device: str, *, timeout_s: float = ALL_REDUCE_TIMEOUT_S) ->
         dist.all_reduce(tensor, async_op=True).wait(timeout=timedelta(seconds=timeout_s))
         total = float(tensor.item())
     except Exception as err:  # noqa: BLE001 - a collective that fails here would fail in training too
-        raise NodeUnhealthy(f"health check: the all-reduce across {world} ranks failed on rank {rank} "
+        raise LinkUnhealthy(f"health check: the all-reduce across {world} ranks failed on rank {rank} "
                             f"({type(err).__name__}: {' '.join(str(err).split())[:200]})", where=_here(),
-                            fix="check the nodes' network (NCCL_DEBUG=INFO); the job is requeued without this node "
-                                "under Slurm") from None
+                            fix="check the nodes' network (NCCL_DEBUG=INFO); under Slurm the job is requeued") from None
     expected = world * (world + 1) / 2
     if total != expected:
-        raise NodeUnhealthy(f"health check: the all-reduce across {world} ranks gave {total:g}, not {expected:g}",
-                            where=_here(), fix="check the nodes' interconnect; the job is requeued without this node "
-                                               "under Slurm")
+        raise LinkUnhealthy(f"health check: the all-reduce across {world} ranks gave {total:g}, not {expected:g}",
+                            where=_here(), fix="check the nodes' interconnect; under Slurm the job is requeued")
 
 
 def check_job_start(run_dir: str | os.PathLike, model: ModelConfig, precision: str, device: str) -> None:
@@ -114,11 +121,14 @@ def check_job_start(run_dir: str | os.PathLike, model: ModelConfig, precision: s
 
 
 def requeue_elsewhere(error: NodeUnhealthy) -> bool:
-    """Under Slurm: requeue this job with this node excluded; True when Slurm took both commands."""
+    """Under Slurm: requeue this job, with this node excluded when the failure is surely its own; True when Slurm
+    took the commands."""
     job, node = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURMD_NODENAME")
     if not job or not node:
         return False
-    commands = (["scontrol", "requeue", job], ["scontrol", "update", f"JobId={job}", f"ExcNodeList={node}"])
+    commands = [["scontrol", "requeue", job]]
+    if error.exclude_node:
+        commands.append(["scontrol", "update", f"JobId={job}", f"ExcNodeList={node}"])
     for command in commands:
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=30)
@@ -141,7 +151,7 @@ def health_check_or_exit(run_dir: str | os.PathLike, model: ModelConfig, precisi
         check_job_start(run_dir, model, precision, device)
     except NodeUnhealthy as err:
         requeued = requeue_elsewhere(err)
-        raise SystemExit(f"error: {err.render()}" + ("; requeued by Slurm without this node" if requeued else "")
-                         ) from None
+        where = " without this node" if err.exclude_node else ""
+        raise SystemExit(f"error: {err.render()}" + (f"; requeued by Slurm{where}" if requeued else "")) from None
     except UserError as err:
         raise SystemExit(f"error: {err.render()}") from None

@@ -61,7 +61,7 @@ def _all_reduce(rank: int, join: bool) -> str:
 def test_the_all_reduce_check_passes_with_every_rank_and_fails_fast_without_one():
     assert run_ranks(_all_reduce, 2, True) == ["ok", "ok"]
     rank0, rank1 = run_ranks(_all_reduce, 2, False)
-    assert isinstance(rank0, RankError) and rank0.type == "NodeUnhealthy", rank0
+    assert isinstance(rank0, RankError) and rank0.type == "LinkUnhealthy", rank0
     assert "the all-reduce across 2 ranks failed on rank 0" in rank0.message and rank1 == "idle"
 
 
@@ -79,6 +79,16 @@ def test_a_node_fault_under_slurm_requeues_the_job_without_that_node(tmp_path, m
     line = str(stop.value.code)
     assert line.startswith("error: node gpu-07, rank ") and line.endswith("requeued by Slurm without this node"), line
     assert calls.read_text().splitlines() == ["requeue 4242", "update JobId=4242 ExcNodeList=gpu-07"]
+    calls.unlink()
+
+    def broken_link(device, **_):
+        raise health.LinkUnhealthy("health check: the all-reduce across 2 ranks failed on rank 0 (timeout)")
+
+    monkeypatch.setattr(health, "check_all_reduce", broken_link)
+    with pytest.raises(SystemExit) as stop:  # an all-reduce failure cannot say whose node is at fault
+        health.health_check_or_exit(tmp_path, tiny_model(), "fp32", "cpu")
+    assert str(stop.value.code).endswith("requeued by Slurm"), stop.value.code
+    assert calls.read_text().splitlines() == ["requeue 4242"]
 
 
 def test_the_pipeline_job_ends_at_once_before_writing_anything(tmp_path, monkeypatch):
