@@ -178,8 +178,12 @@ def export_slurm_rendezvous() -> None:
 
 
 def _plain_srun_env(env) -> DistEnv:
-    """A task of `srun` without submitit: its place from SLURM_PROCID/NTASKS/LOCALID; the rendezvous address
-    cannot be derived without parsing the node list, so it must be given."""
+    """A task of `srun` without submitit: its place from SLURM_PROCID/NTASKS/LOCALID; the rendezvous as given
+    (MASTER_ADDR/MASTER_PORT), else derived from the allocation (`slurm_rendezvous`)."""
+    if ("MASTER_ADDR" not in env or "MASTER_PORT" not in env) and "SLURM_JOB_ID" in env and (
+            env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")):
+        address, port = slurm_rendezvous(env)
+        os.environ.update(MASTER_ADDR=env.get("MASTER_ADDR", address), MASTER_PORT=env.get("MASTER_PORT", str(port)))
     if "MASTER_ADDR" not in env or "MASTER_PORT" not in env:
         raise UserError(f"task {env['SLURM_PROCID']} of {env['SLURM_NTASKS']} started by srun without submitit "
                         "has no MASTER_ADDR/MASTER_PORT", where="srun environment",

@@ -93,3 +93,14 @@ def test_export_overrides_the_node_name_submitit_exports(tmp_path, monkeypatch):
     monkeypatch.setenv("MASTER_PORT", "31337")
     distributed.export_slurm_rendezvous()
     assert (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]) == ("10.9.8.7", str(job_port("2")))
+
+
+def test_a_plain_srun_task_derives_its_rendezvous_from_the_allocation(tmp_path, monkeypatch):
+    fake_scontrol(tmp_path, monkeypatch, "NodeName=exotest-n2 NodeAddr=10.9.8.7")
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SUBMITIT_EXECUTOR"):
+        monkeypatch.setenv(name, "")  # so that monkeypatch restores each (distributed_env sets them)
+        monkeypatch.delenv(name)
+    for key, value in RECORDED_ALLOCATION.items():
+        monkeypatch.setenv(key, value)
+    assert distributed.distributed_env() == distributed.DistEnv(rank=1, world_size=2, local_rank=0)
+    assert (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]) == ("10.9.8.7", str(job_port("2")))
