@@ -9,8 +9,9 @@ preemption) the training loop saves at the next step boundary and returns `inter
 hands the signal back to submitit's handler, which calls `checkpoint()` and requeues the job (`scontrol
 requeue` on Slurm, exit code 144 under the local executor), and the next attempt resumes from the checkpoint
 (docs/ecosystem.md B4). On Slurm's own SIGTERM (`scontrol requeue`, a preemption, scancel) every rank saves and
-returns the same way, but Slurm is already requeueing or ending the job, so it is not requeued again. Multi-task jobs export torch.distributed variables from submitit's job environment (B5)
-and run inside exoformer.train.distributed.fail_together, so that one rank's error stops every rank at once.
+returns the same way, but Slurm is already requeueing or ending the job, so it is not requeued again.
+Multi-task jobs export torch.distributed variables from submitit's job environment (B5) and run inside
+exoformer.train.distributed.fail_together, so that one rank's error stops every rank at once.
 Such a job holds one process group for its life: rank 0 runs the pipeline and announces each stage it starts;
 the other ranks follow and join training, validation and evaluation, which split their work across the ranks
 (results gathered on rank 0). A spec with its own stages (a checkpoint import) runs on rank 0 alone.
