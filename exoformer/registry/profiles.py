@@ -18,6 +18,11 @@ from exoformer.limits import MAX_NAME_LEN, NAME_RE
 from exoformer.yaml_lines import LineDict, load_yaml_with_lines
 
 PROFILES_DIR = REPO_ROOT / "slurm" / "profiles"
+DIST_TIMEOUT_DEFAULT_S = 1800
+"""torch's default for gloo; NCCL's own (600 s) is too short for a slow first compile on one rank."""
+DIST_TIMEOUT_MIN_S = 10
+DIST_TIMEOUT_MAX_S = 86_400
+"""A day: a collective that has not completed by then never will."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -55,6 +60,10 @@ class SlurmProfile:
     signal_delay_s: int = 120
     max_requeues: int = 20
     sbatch_extra: tuple[str, ...] = ()
+    dist_timeout_s: int = DIST_TIMEOUT_DEFAULT_S
+    """How long a rank waits for the others in one collective or at a meeting point before the job fails (the
+    process group's timeout, exported to the job as EXOFORMER_DIST_TIMEOUT_S). Phases where one rank works alone
+    (checkpoint save, analysis) never count against it (exoformer/train/distributed.py)."""
 
     @property
     def tasks(self) -> int:
@@ -153,10 +162,19 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
         raise UserError(f"slurm.tasks_per_node={slurm.tasks_per_node} differs from gpus_per_node="
                         f"{slurm.gpus_per_node}: each rank trains on one GPU", where=file,
                         fix="remove tasks_per_node on a GPU profile")
+    _check_dist_timeout(slurm, file)
     if cpu is not None and not cpu.gflops > 0:
         raise UserError("cpu.gflops must be > 0", where=file, fix="fix the value")
     return Profile(name=name, description=str(data.get("description", "")), gpu=gpu, slurm=slurm, cpu=cpu,
                    source=file)
+
+
+def _check_dist_timeout(slurm: SlurmProfile, where: str) -> None:
+    """At least DIST_TIMEOUT_MIN_S (a real collective can take seconds), at most DIST_TIMEOUT_MAX_S."""
+    if not DIST_TIMEOUT_MIN_S <= slurm.dist_timeout_s <= DIST_TIMEOUT_MAX_S:
+        raise UserError(f"slurm.dist_timeout_s={slurm.dist_timeout_s} must lie in [{DIST_TIMEOUT_MIN_S}, "
+                        f"{DIST_TIMEOUT_MAX_S}] seconds", where=f"{where}: slurm.dist_timeout_s",
+                        fix=f"write `dist_timeout_s: {DIST_TIMEOUT_DEFAULT_S}`")
 
 
 def _empty() -> dict:

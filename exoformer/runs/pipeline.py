@@ -8,8 +8,10 @@ two jobs never write into one run, whatever STATUS says.
 preemption) the training loop saves at the next step boundary and returns `interrupted`; the job then
 hands the signal back to submitit's handler, which calls `checkpoint()` and requeues the job (`scontrol
 requeue` on Slurm, exit code 144 under the local executor), and the next attempt resumes from the checkpoint
-(docs/ecosystem.md B4). Multi-task jobs export torch.distributed variables from submitit's job environment (B5)
-and run inside exoformer.train.distributed.fail_together, so that one rank's error stops every rank at once.
+(docs/ecosystem.md B4). On Slurm's own SIGTERM (`scontrol requeue`, a preemption, scancel) every rank saves and
+returns the same way, but Slurm is already requeueing or ending the job, so it is not requeued again.
+Multi-task jobs export torch.distributed variables from submitit's job environment (B5) and run inside
+exoformer.train.distributed.fail_together, so that one rank's error stops every rank at once.
 Such a job holds one process group for its life: rank 0 runs the pipeline and announces each stage it starts;
 the other ranks follow and join training, validation and evaluation, which split their work across the ranks
 (results gathered on rank 0). A checkpoint run (its spec's source is `checkpoint`: it imports instead of
@@ -38,6 +40,7 @@ from exoformer.analysis.stage import analyse_stage
 from exoformer.eval.stage import evaluate_stage, validate_stage
 from exoformer.faults import RunDirectoryGone, check_run_dir, guard_run_dir, is_machine_fault
 from exoformer.runs import rundirs as runs
+from exoformer.runs.health import health_check_or_exit
 from exoformer.registry.spec import STAGES, Spec, wanted_stages
 from exoformer.io import remove_temp_files
 from exoformer.rundir import RunDir
@@ -64,8 +67,12 @@ def train_stage(ctx: StageContext) -> dict[str, Any]:
     """Train (or resume) into the run directory with exoformer.train.loop.train."""
     from exoformer.train.loop import train
 
+    from exoformer.train import distributed as dist_util
+
     if ctx.spec.train.data and os.environ.get("RANK", "0") == "0":  # rank 0 owns provenance.json
-        _record_data(ctx)
+        with dist_util.working_alone("checksumming the data"):  # minutes at paper scale
+            _record_data(ctx)
+    dist_util.barrier()  # the others wait here, not in training's first collective (its timeout)
     result = train(ctx.spec.model, ctx.spec.train, ctx.run_dir, device=ctx.device)
     summary = {"step": result.step, "tokens": result.tokens, "final_train_loss": result.final_train_loss}
     if result.interrupted:
@@ -152,10 +159,14 @@ def _job_id_and_rank() -> tuple[str | None, int, int]:
 def export_distributed_env() -> None:
     """MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK (and CUDA_VISIBLE_DEVICES per task when the job was given
     GPUs) from submitit's job environment, for exoformer.train's env:// process group (docs/ecosystem.md B5;
-    submitit #1704). On a CPU job no GPU is named, so exoformer.train.distributed.pick_device picks the CPU."""
+    submitit #1704); on Slurm the rendezvous is exoformer.train.distributed.slurm_rendezvous. On a CPU job no
+    GPU is named, so exoformer.train.distributed.pick_device picks the CPU."""
     from submitit.helpers import TorchDistributedEnvironment
 
+    from exoformer.train.distributed import export_slurm_rendezvous
+
     TorchDistributedEnvironment().export(set_cuda_visible_devices=job_has_gpus(os.environ))
+    export_slurm_rendezvous()  # the first node's address and a port from the job id (multi-node jobs)
 
 
 def job_has_gpus(env: dict[str, str] | os._Environ) -> bool:
@@ -352,6 +363,7 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
     def run_rank(self, run_dir: str, spec: Spec, backend: str, *, job_id: str | None, rank: int) -> dict[str, Any]:
         """One rank's share: rank 0 runs the pipeline and owns the run directory; the others follow the stages
         it announces and join those in SHARDED_STAGES (their results go to rank 0, they write nothing)."""
+        health_check_or_exit(run_dir, spec.model, spec.train.precision, job_device())  # ends the job in one line
         if rank != 0:
             device = job_device()
             for stage in follow_stages():
@@ -360,10 +372,16 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
                         stage_function(spec, stage)(StageContext(run_dir=Path(run_dir), spec=spec, device=device))
             return {"state": "rank-done", "rank": rank}
         outcome = run_pipeline(Path(run_dir), spec, backend=backend, job_id=job_id)
-        if outcome == INTERRUPTED and job_id is not None:
-            _requeue_through_submitit()
+        if outcome == INTERRUPTED and job_id is not None and not _slurm_is_ending():
+            _requeue_through_submitit()  # USR2 before the time limit; after SIGTERM Slurm requeues (or ends) it
         status = RunDir(run_dir).read_status()
         return {"state": status.state if status else None, "outcome": outcome, "run_dir": run_dir}
+
+
+def _slurm_is_ending() -> bool:
+    from exoformer.runs.backends.slurm import slurm_is_ending
+
+    return slurm_is_ending()
 
 
 def _requeue_through_submitit() -> None:

@@ -31,6 +31,7 @@ from exoformer.errors import UserError
 from exoformer.faults import MACHINE_ERRNOS, ResumableFault, check_run_dir
 from exoformer.io import atomic_write_text, fsync_dir, sha256_file, sha256_of
 from exoformer.rundir import RunDir
+from exoformer.train.distributed import working_alone
 
 NAME = re.compile(r"^step_(\d{8,})\.pt$")
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -118,8 +119,16 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, An
     directory = Path(directory)
     path = directory / checkpoint_name(step)
     fix = "free space on that disk (or point --out at another one) and run the same command again to resume"
-    tmp: str | None = None
     check_run_dir(directory.parent)  # a run directory removed under its job is not recreated here
+    with working_alone(f"saving checkpoint step {step}"):  # the other ranks wait for it, however long it takes
+        _write(directory, path, step, state, fix)
+    _prune(directory, keep)
+    return path
+
+
+def _write(directory: Path, path: Path, step: int, state: dict[str, Any], fix: str) -> None:
+    """save_checkpoint's write: temp file, fsync, hash, rename, side-car."""
+    tmp: str | None = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
@@ -151,8 +160,6 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, An
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
     _remember(path, digest, None)
-    _prune(directory, keep)
-    return path
 
 
 def _prune(directory: Path, keep: int) -> None:
@@ -313,6 +320,19 @@ def check_resumable(state: dict[str, Any], model_config: dict, train_config: dic
                           for f in differing[:4]) + (", ..." if len(differing) > 4 else "")
         raise UserError(f"checkpoint was made for a different run: {shown}", where=where,
                         fix="use another --out directory, or the original settings to resume")
+
+
+def world_size_change(written_by: int, world_size: int) -> str:
+    """A note for the resume line when the checkpoint was written by another number of ranks ("" otherwise).
+
+    Such a resume is allowed: the global batch of every step is the same chunks in the same order for any
+    world size (exoformer/data/loader.py), the data position is global, and model, optimiser and RNG states are
+    whole on rank 0. Only the order of the fp32 gradient sums can change (bitwise equal for 2 ranks vs 1 with
+    one micro-batch a rank, tests/train/test_train_world_size_resume.py)."""
+    if written_by == world_size:
+        return ""
+    return (f" (checkpoint written by {written_by} rank(s): the same global batches follow; gradient sums may "
+            "differ in their last bits)")
 
 
 def _get(state: dict, field: str):

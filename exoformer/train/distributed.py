@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
+import subprocess
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -38,7 +41,9 @@ ACK_WAIT_S = 10.0
 """How long a failing store host stays up so that the waiting ranks can read its message."""
 TIMEOUT_ENV = "EXOFORMER_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800.0
-"""How long a healthy rank waits for a slow one at a meeting point (torch's default for gloo)."""
+"""How long a healthy rank waits for a slow one in a collective or at a meeting point (torch's default for gloo);
+the cluster profile's slurm.dist_timeout_s sets TIMEOUT_ENV in its jobs. Time a rank spends `working_alone`
+does not count."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -67,14 +72,118 @@ def distributed_env() -> DistEnv:
             from submitit.helpers import TorchDistributedEnvironment
 
             exported = TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+            export_slurm_rendezvous()
             return DistEnv(rank=exported.rank, world_size=exported.world_size, local_rank=exported.local_rank)
         return _plain_srun_env(env)
     return DistEnv()
 
 
+# --------------------------------------------------------------------------------------------- rendezvous
+
+PORT_RANGE = (20000, 60000)
+"""Rendezvous ports derived from the job id lie in [low, high) (above the usual service ports)."""
+
+
+def slurm_hostnames(nodelist: str) -> list[str]:
+    """Expand a Slurm host list (`SLURM_JOB_NODELIST`) as `scontrol show hostnames` does: `gpu-[01-03,07],cpu1`
+    -> gpu-01 gpu-02 gpu-03 gpu-07 cpu1, keeping zero padding; several bracket groups in one name multiply."""
+    names: list[str] = []
+    for item in _top_level_items(nodelist.strip()):
+        names.extend(_expand(item))
+    return names
+
+
+def _top_level_items(text: str) -> list[str]:
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char == "[") - (char == "]")
+        if depth < 0 or depth > 1:
+            raise ValueError(f"malformed Slurm host list {text!r}")
+        if char == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise ValueError(f"malformed Slurm host list {text!r}")
+    items.append(text[start:])
+    return [item for item in items if item]
+
+
+def _expand(item: str) -> list[str]:
+    open_at = item.find("[")
+    if open_at < 0:
+        return [item]
+    close_at = item.index("]", open_at)
+    prefix, ranges, rest = item[:open_at], item[open_at + 1:close_at], item[close_at + 1:]
+    numbers: list[str] = []
+    for part in ranges.split(","):
+        low, _, high = part.partition("-")
+        if not re.fullmatch(r"\d+", low) or (high and not re.fullmatch(r"\d+", high)):
+            raise ValueError(f"malformed range {part!r} in Slurm host list {item!r}")
+        width = len(low)
+        numbers += [str(n).zfill(width) for n in range(int(low), int(high or low) + 1)]
+    return [f"{prefix}{number}{tail}" for number in numbers for tail in _expand(rest)]
+
+
+def node_address(name: str) -> str:
+    """How the other ranks reach node `name`: the name itself where it resolves, else the NodeAddr Slurm has
+    for it (`scontrol show node`; node names need not be host names)."""
+    with contextlib.suppress(OSError):
+        socket.getaddrinfo(name, None)
+        return name
+    try:
+        shown = subprocess.run(["scontrol", "show", "node", "-o", name], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise UserError(f"node {name} of this job does not resolve and scontrol cannot say its address ({err})",
+                        where="SLURM_JOB_NODELIST", fix="export MASTER_ADDR=<address of the job's first node> "
+                                                         "before the job starts") from None
+    found = re.search(r"\bNodeAddr=(\S+)", shown.stdout)
+    if shown.returncode != 0 or not found:
+        raise UserError(f"node {name} of this job does not resolve and `scontrol show node {name}` names no "
+                        f"NodeAddr ({shown.stderr.strip()[:200]})", where="SLURM_JOB_NODELIST",
+                        fix="export MASTER_ADDR=<address of the job's first node> before the job starts")
+    return found.group(1)
+
+
+def job_port(job_id: str) -> int:
+    """The rendezvous port of a job: the same on every node and on every attempt of the job (a requeued job keeps
+    its id), different for jobs whose ids differ by less than the range (neighbours on one node)."""
+    low, high = PORT_RANGE
+    base = int(job_id) if job_id.isdigit() else zlib.crc32(job_id.encode())
+    return low + base % (high - low)
+
+
+def slurm_rendezvous(env=None) -> tuple[str, int]:
+    """(MASTER_ADDR, MASTER_PORT) of a Slurm job: the address of the first node of the allocation (where global
+    rank 0 runs: Slurm places tasks in node-list order) and a port derived from the job id. Never the submit
+    host (SLURM_SUBMIT_HOST), which is not part of the allocation."""
+    env = os.environ if env is None else env
+    nodes = slurm_hostnames(env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST", ""))
+    job_id = env.get("SLURM_JOB_ID", "")
+    if not nodes or not job_id:
+        raise UserError("no Slurm allocation to derive the rendezvous from (SLURM_JOB_NODELIST, SLURM_JOB_ID)",
+                        where="Slurm job environment", fix="launch through the slurm backend, or set MASTER_ADDR "
+                                                           "and MASTER_PORT")
+    return node_address(nodes[0]), job_port(job_id)
+
+
+def export_slurm_rendezvous() -> None:
+    """Set MASTER_ADDR/MASTER_PORT from `slurm_rendezvous` inside a Slurm job (a no-op outside one). submitit's
+    own export takes the first node's name, which need not resolve, and a random port seeded by the job id."""
+    if "SLURM_JOB_ID" in os.environ and ("SLURM_JOB_NODELIST" in os.environ or "SLURM_NODELIST" in os.environ):
+        address, port = slurm_rendezvous()
+        os.environ.update(MASTER_ADDR=address, MASTER_PORT=str(port))
+        print(f"rendezvous {address}:{port}: first node of {os.environ.get('SLURM_JOB_NODELIST')}, job "
+              f"{os.environ['SLURM_JOB_ID']}; this is rank {os.environ.get('SLURM_PROCID')} on node "
+              f"{os.environ.get('SLURMD_NODENAME')}", flush=True)
+
+
 def _plain_srun_env(env) -> DistEnv:
-    """A task of `srun` without submitit: its place from SLURM_PROCID/NTASKS/LOCALID; the rendezvous address
-    cannot be derived without parsing the node list, so it must be given."""
+    """A task of `srun` without submitit: its place from SLURM_PROCID/NTASKS/LOCALID; the rendezvous as given
+    (MASTER_ADDR/MASTER_PORT), else derived from the allocation (`slurm_rendezvous`)."""
+    if ("MASTER_ADDR" not in env or "MASTER_PORT" not in env) and "SLURM_JOB_ID" in env and (
+            env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")):
+        address, port = slurm_rendezvous(env)
+        os.environ.update(MASTER_ADDR=env.get("MASTER_ADDR", address), MASTER_PORT=env.get("MASTER_PORT", str(port)))
     if "MASTER_ADDR" not in env or "MASTER_PORT" not in env:
         raise UserError(f"task {env['SLURM_PROCID']} of {env['SLURM_NTASKS']} started by srun without submitit "
                         "has no MASTER_ADDR/MASTER_PORT", where="srun environment",
@@ -248,9 +357,38 @@ def _report_failure(link: _Link, err: BaseException) -> None:
         pass
 
 
+@contextlib.contextmanager
+def working_alone(what: str) -> Iterator[None]:
+    """This rank does `what` while the others wait for it at the next meeting point (rank 0 saving a checkpoint
+    or preparing the data): however long it takes, their wait does not count against the timeout. A rank that
+    hangs here holds the job until its time limit; one that fails reports it as everywhere else."""
+    link = _link
+    if link is None:
+        yield
+        return
+    key = f"alone/{link.env.rank}"
+    link.store.set(key, what)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):  # the store is gone: the others learn that at their meeting point
+            link.store.set(key, "")
+
+
+def _alone(store: dist.Store, ranks: list[int]) -> list[str]:
+    """What the given ranks are doing alone right now (`working_alone`), as `rank r: what`."""
+    busy = []
+    for rank in ranks:
+        key = f"alone/{rank}"
+        if store.check([key]) and (what := store.get(key).decode()):
+            busy.append(f"rank {rank}: {what}")
+    return busy
+
+
 def meet(name: str) -> None:
     """Wait until every rank has arrived at the meeting point `name`, or raise `PeerFailed` as soon as a rank
-    reports a failure (or the store host is gone)."""
+    reports a failure (or the store host is gone), or when a rank has not come within the timeout while doing
+    nothing it declared `working_alone`."""
     link = _link
     if link is None:
         return
@@ -268,6 +406,9 @@ def meet(name: str) -> None:
                 return
             if time.monotonic() > deadline:
                 missing = [r for r, key in enumerate(arrived) if not store.check([key])]
+                if _alone(store, missing):
+                    deadline = time.monotonic() + link.timeout_s
+                    continue
                 raise PeerFailed(f"rank(s) {missing} did not reach {name!r} within {link.timeout_s:.0f} s "
                                  f"({TIMEOUT_ENV})")
             time.sleep(POLL_S)
@@ -318,7 +459,7 @@ def init_process_group(env: DistEnv, device: torch.device) -> bool:
     backend = "nccl" if device.type == "cuda" else "gloo"
     link = _link
     if link is None:
-        dist.init_process_group(backend=backend, rank=env.rank, world_size=env.world_size)
+        dist.init_process_group(backend=backend, rank=env.rank, world_size=env.world_size, timeout=_group_timeout())
         return True
     link.groups += 1
     meet(f"group-{link.groups}")  # every rank is here and none has failed: the group forms at once
@@ -327,9 +468,10 @@ def init_process_group(env: DistEnv, device: torch.device) -> bool:
     return True
 
 
-def _group_timeout() -> timedelta | None:
-    """The collectives' own timeout: torch's default (gloo 30, NCCL 10 minutes) unless TIMEOUT_ENV is set."""
-    return timedelta(seconds=float(os.environ[TIMEOUT_ENV])) if TIMEOUT_ENV in os.environ else None
+def _group_timeout() -> timedelta:
+    """The collectives' own timeout, explicit for both backends (NCCL's default would be 10 minutes): TIMEOUT_ENV,
+    else DEFAULT_TIMEOUT_S."""
+    return timedelta(seconds=timeout_s())
 
 
 def barrier() -> None:

@@ -33,6 +33,7 @@ from exoformer.train import tensorboard
 from exoformer.train.checkpoint import (
     check_resumable,
     checkpoint_dir,
+    world_size_change,
     checkpoint_name,
     load_final_checkpoint,
     load_latest_verified,
@@ -185,7 +186,8 @@ def _start(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
            build_model: ModelBuilder, saved: dict | None) -> TrainState:
     """The training state at step 0, or restored from checkpoint `saved` (model, optimisers, data order, RNGs)."""
     if env.is_main:
-        data_dir = resolve_data_dir(cfg.data)
+        with dist_util.working_alone("preparing the data"):
+            data_dir = resolve_data_dir(cfg.data)
     dist_util.barrier()
     if not env.is_main:
         data_dir = resolve_data_dir(cfg.data)
@@ -208,8 +210,9 @@ def _start(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                                       vocab_size=model_config.vocab_size, eot=eot, rank=env.rank,
                                       world_size=env.world_size))
 
-    step, tokens, last_loss = 0, 0, None
+    step, tokens, last_loss, written_by = 0, 0, None, env.world_size
     if saved is not None:
+        written_by = saved.get("world_size", env.world_size)
         model.load_state_dict(saved["model"])
         muon.load_state_dict(saved["muon"])
         adamw.load_state_dict(saved["adamw"])
@@ -238,7 +241,8 @@ def _start(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
     if env.is_main:
         state.progress.note(f"{'resuming at' if step else 'starting'} step {step}/{cfg.steps}: "
                             f"{env.world_size} rank(s) on {device.type}, precision {precision}, "
-                            f"{accumulation} micro-batch(es) of {cfg.micro_batch_seqs}x{cfg.seq_len} per rank")
+                            f"{accumulation} micro-batch(es) of {cfg.micro_batch_seqs}x{cfg.seq_len} per rank"
+                            + world_size_change(written_by, env.world_size))
     return state
 
 

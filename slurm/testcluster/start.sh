@@ -24,6 +24,12 @@ BASE=$(cd "$1" && pwd -P)
 CLUSTER=exotest
 PARTITION=debug
 NODE=$(hostname -s)
+# A second node on this machine in Slurm's multiple-slurmd mode (Debian's build has it): its own slurmd on its
+# own port, named so that it does not resolve (jobs must reach it through its NodeAddr, as on a cluster whose
+# node names are not host names). It is only in partition `twonode` (with $NODE), so jobs of `debug` never
+# land on it and the single-node tests see one node of $(nproc) CPUs, as before.
+NODE2=exotest-n2
+PARTITION2=twonode
 CPUS=$(nproc)
 # RealMemory must not exceed what slurmd detects, or the node is drained; stay well below free memory.
 MEM_AVAILABLE_MB=$(awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo)
@@ -84,20 +90,20 @@ for pidfile in "$BASE"/run/*.pid; do
 done
 
 # munged demands: socket dir and all its parents traversable by all (0755), key dir 0700, key 0400.
-mkdir -p "$ETC" "$BASE"/{state,spool,log,run,munge,munge_key,mysql}
+mkdir -p "$ETC" "$BASE"/{state,log,run,munge,munge_key,mysql} "$BASE/spool/$NODE" "$BASE/spool/$NODE2"
 chmod 755 "$BASE" "$BASE/munge"
 chmod 700 "$BASE/munge_key"
 
 # Free ports, all held at once so that they differ; a tiny race with other programs remains.
-read -r CTLD_PORT SLURMD_PORT DBD_PORT MYSQL_PORT < <(python3 - <<'PY'
+read -r CTLD_PORT SLURMD_PORT DBD_PORT MYSQL_PORT SLURMD2_PORT < <(python3 - <<'PY'
 import socket
-socks = [socket.socket() for _ in range(4)]
+socks = [socket.socket() for _ in range(5)]
 for s in socks:
     s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in socks))
 PY
 )
-step "base $BASE, node $NODE, $CPUS CPUs, ${REAL_MEMORY_MB} MB; ports ctld $CTLD_PORT slurmd $SLURMD_PORT dbd $DBD_PORT mysql $MYSQL_PORT"
+step "base $BASE, nodes $NODE + $NODE2, $CPUS CPUs, ${REAL_MEMORY_MB} MB; ports ctld $CTLD_PORT slurmd $SLURMD_PORT + $SLURMD2_PORT dbd $DBD_PORT mysql $MYSQL_PORT"
 
 # --- munge --------------------------------------------------------------------------------------
 head -c 1024 /dev/urandom > "$KEY"
@@ -160,11 +166,12 @@ CredType=cred/munge
 # cred_expire is also the hold of a requeued job before it may start again (default 120 s).
 AuthInfo=socket=$SOCK,cred_expire=$CRED_EXPIRE_S
 StateSaveLocation=$BASE/state
-SlurmdSpoolDir=$BASE/spool
+# One spool, PID and log file per slurmd (%n: its node name; multiple-slurmd mode).
+SlurmdSpoolDir=$BASE/spool/%n
 SlurmctldPidFile=$BASE/run/slurmctld.pid
-SlurmdPidFile=$BASE/run/slurmd.pid
+SlurmdPidFile=$BASE/run/slurmd-%n.pid
 SlurmctldLogFile=$BASE/log/slurmctld.log
-SlurmdLogFile=$BASE/log/slurmd.log
+SlurmdLogFile=$BASE/log/slurmd-%n.log
 # No cgroups needed (containers, gVisor): plain process tracking, no task binding.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -191,7 +198,9 @@ JobRequeue=1
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=2,bf_interval=2
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$REAL_MEMORY_MB State=UNKNOWN
+NodeName=$NODE2 NodeHostname=$NODE NodeAddr=127.0.0.1 Port=$SLURMD2_PORT CPUs=$CPUS RealMemory=$REAL_MEMORY_MB State=UNKNOWN
 PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+PartitionName=$PARTITION2 Nodes=$NODE,$NODE2 MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF=$SLURM_CONF_FILE
 
@@ -205,9 +214,11 @@ step "slurmdbd up, cluster $CLUSTER registered"
 slurmctld -f "$SLURM_CONF_FILE" || fail "slurmctld did not start"
 wait_for "slurmctld" scontrol ping
 slurmd -f "$SLURM_CONF_FILE" -N "$NODE" || fail "slurmd did not start"
-node_idle() { [[ $(sinfo -h -n "$NODE" -o %t 2>/dev/null) == idle ]]; }
-wait_for "node $NODE (state idle in sinfo)" node_idle
-step "slurmctld + slurmd up, node $NODE idle"
+slurmd -f "$SLURM_CONF_FILE" -N "$NODE2" || fail "slurmd of the second node ($NODE2) did not start"
+node_idle() { [[ $(sinfo -h -N -n "$1" -o %t 2>/dev/null | sort -u) == idle ]]; }
+wait_for "node $NODE (state idle in sinfo)" node_idle "$NODE"
+wait_for "node $NODE2 (state idle in sinfo)" node_idle "$NODE2"
+step "slurmctld + 2 slurmd up, nodes $NODE and $NODE2 idle"
 
 cat > "$BASE/env.sh" <<EOF
 # Source this to talk to the test cluster under $BASE (written by slurm/testcluster/start.sh).
@@ -216,6 +227,8 @@ case ":\$PATH:" in *:/usr/bin:*) ;; *) export PATH="\$PATH:/usr/bin" ;; esac
 export EXOFORMER_TESTCLUSTER_BASE=$BASE
 export EXOFORMER_TESTCLUSTER_NODE=$NODE
 export EXOFORMER_TESTCLUSTER_PARTITION=$PARTITION
+export EXOFORMER_TESTCLUSTER_NODE2=$NODE2
+export EXOFORMER_TESTCLUSTER_PARTITION2=$PARTITION2
 export EXOFORMER_TESTCLUSTER_CRED_EXPIRE_S=$CRED_EXPIRE_S
 EOF
 step "cluster ready; source $BASE/env.sh"

@@ -30,9 +30,10 @@ alive() {
   [[ -n $state && $state != Z && $state != X ]]
 }
 
-# Print the PID from BASE/run/NAME.pid when it is a live NAME process of this cluster.
+# Print the PID from BASE/run/FILE.pid when it is a live process of this cluster named FILE up to its first
+# dash (slurmd-NODE.pid: one slurmd per node).
 our_pid() {
-  local name=$1 pidfile=$BASE/run/$1.pid pid
+  local name=${1%%-*} pidfile=$BASE/run/$1.pid pid
   [[ -r $pidfile ]] || return 1
   pid=$(tr -dc '0-9' < "$pidfile")
   [[ -n $pid ]] && alive "$pid" || return 1
@@ -79,13 +80,18 @@ stop_group() {
 }
 
 # Order matters: slurmctld flushes job records to slurmdbd, which needs MariaDB and munge.
-stop_group slurmd slurmctld
+slurmds=()
+for pidfile in "$BASE"/run/slurmd*.pid; do
+  [[ -e $pidfile ]] && slurmds+=("$(basename "$pidfile" .pid)")
+done
+stop_group "${slurmds[@]}" slurmctld
 stop_group slurmdbd
 stop_group mariadbd munged
 
 # Stale PID files would make start.sh think the cluster still runs.
-for name in slurmd slurmctld slurmdbd mariadbd munged; do
-  our_pid "$name" >/dev/null || rm -f "$BASE/run/$name.pid"
+for pidfile in "$BASE"/run/*.pid; do
+  [[ -e $pidfile ]] || continue
+  our_pid "$(basename "$pidfile" .pid)" >/dev/null || rm -f "$pidfile"
 done
 echo "testcluster stop: done in $(elapsed)"
 exit 0

@@ -5,6 +5,7 @@ submitit is imported only when jobs are submitted.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,9 @@ from exoformer.runs.backends.base import Item, Liveness, launcher_liveness, said
 from exoformer.registry.profiles import Profile
 from exoformer.registry.spec import Spec
 from exoformer.rundir import JOBS_DIR, Status
+
+DIST_TIMEOUT_ENV = "EXOFORMER_DIST_TIMEOUT_S"
+"""exoformer.train.distributed.TIMEOUT_ENV (spelled here so that submitting imports no torch)."""
 
 
 class SlurmView:
@@ -111,7 +115,8 @@ class SlurmBackend:
             "nodes": sp.nodes, "tasks_per_node": sp.tasks, "cpus_per_task": sp.cpus_per_task, "mem_gb": sp.mem_gb,
             "slurm_array_parallelism": sp.array_parallelism, "slurm_signal_delay_s": sp.signal_delay_s,
             # torch would start one thread per visible core, not per allocated CPU (see default_concurrency)
-            "slurm_setup": [f"export OMP_NUM_THREADS={max(1, sp.cpus_per_task)}"],
+            "slurm_setup": [f"export OMP_NUM_THREADS={max(1, sp.cpus_per_task)}",
+                            f"export {DIST_TIMEOUT_ENV}={sp.dist_timeout_s}"],  # the profile's collective timeout
         }
         if sp.gpus_per_node:
             params["gpus_per_node"] = sp.gpus_per_node
@@ -143,6 +148,22 @@ class SlurmBackend:
                 item.claim.job_id, item.claim.folder = str(job.job_id), str(root / JOBS_DIR / str(job.job_id))
             if record:
                 record([i.claim for i in members])
+
+
+def slurm_is_ending(job_id: str | None = None) -> bool:
+    """Whether Slurm itself is already ending this job (`scontrol requeue`, preemption, scancel: it sent SIGTERM
+    and will requeue or cancel it): its state is no longer RUNNING. Asking submitit to requeue it then fails
+    (`scontrol requeue` refuses a job that is already pending). False outside Slurm or when scontrol cannot say."""
+    job_id = job_id or os.environ.get("SLURM_JOB_ID")
+    if not job_id:
+        return False
+    try:
+        shown = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True,
+                               timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    state = next((word.split("=", 1)[1] for word in shown.stdout.split() if word.startswith("JobState=")), None)
+    return shown.returncode == 0 and state is not None and state != "RUNNING"
 
 
 def sbatch_extra_parameters(lines: tuple[str, ...], *, where: str) -> dict[str, object]:
