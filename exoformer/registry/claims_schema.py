@@ -22,6 +22,9 @@ FORMATS = ("number", "percent")
 CLAIM_KEYS = ("claim", "compare", "reads", "paper", "format", "approximate")
 READ_KEYS = ("table", "row", "metric", "label")
 CELL_KEYS = ("table", "row", "column")
+DERIVED_KEYS = ("estimator", "reference", "input")
+ESTIMATORS = {"tokens_to_loss": False, "reference_over_own": True}
+"""A derived metric's estimator (exoformer/report/derived.py) -> whether it names an `input` metric."""
 LITERAL_KEYS = ("value", "source")
 
 
@@ -58,6 +61,18 @@ class DeclaredClaim:
     """How a value is shown: number, or percent (a fraction shown in %)."""
     approximate: bool = False
     """The paper says "about" (shown as ~)."""
+    source: str = ""
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Derived:
+    """A metric computed across runs: seed k of a table row against seed k of the `reference` row."""
+
+    estimator: str
+    table: str
+    row: str
+    input: str | None = None
+    """The per-run metric the estimator divides (reference_over_own)."""
     source: str = ""
 
 
@@ -105,6 +120,25 @@ def parse_read(body: Any, file: str, where: str, what: str) -> Read:
     if not isinstance(label, str):
         raise UserError(f"{what}: label must be a string", where=_line(file, body, "label"), fix="quote it")
     return Read(table=table, row=row, metric=metric, label=label, source=where)
+
+
+def parse_derived(body: Any, file: str, where: str, what: str) -> Derived:
+    """A metric's `derived:` mapping: {estimator, reference: {table, row}[, input]}."""
+    _check_keys(body, DERIVED_KEYS, file, what)
+    estimator = body.get("estimator")
+    if estimator not in ESTIMATORS:
+        raise UserError(f"{what}: estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}",
+                        where=_line(file, body, "estimator"), fix=did_you_mean(str(estimator), ESTIMATORS))
+    reference = body.get("reference")
+    _check_keys(reference, ("table", "row"), file, f"{what} reference")
+    table, row = (_text(reference, k, file, f"{what} reference") for k in ("table", "row"))
+    needs = ESTIMATORS[estimator]
+    if needs != ("input" in body):
+        raise UserError(f"{what}: estimator {estimator} {'needs' if needs else 'takes no'} input:",
+                        where=_line(file, body), fix="name the per-run metric it divides" if needs
+                        else "remove input:")
+    return Derived(estimator=estimator, table=table, row=row, input=_text(body, "input", file, what) if needs else None,
+                   source=where)
 
 
 def parse_paper_number(body: Any, file: str, where: str, what: str) -> PaperNumber:
@@ -160,7 +194,9 @@ def parse_claims(section: Any, file: str) -> dict[str, DeclaredClaim]:
 
 
 def check_claims(registry: Any) -> None:
-    """Every table, row, metric and reported column a claim names exists (a typo would read 'not run')."""
+    """Every table, row, metric and reported column a claim or a derived metric names exists (a typo would read
+    'not run')."""
+    check_derived(registry)
     for claim in registry.claims.values():
         for read in claim.reads:
             _row(registry, read.table, read.row, read.source, claim.id)
@@ -177,11 +213,24 @@ def check_claims(registry: Any) -> None:
                                 where=number.source, fix=did_you_mean(str(number.column), columns))
 
 
+def check_derived(registry: Any) -> None:
+    """Every reference row and input metric a derived metric names exists."""
+    for metric in registry.metrics.values():
+        derived = getattr(metric, "derived", None)
+        if derived is None:
+            continue
+        _row(registry, derived.table, derived.row, derived.source, f"metric {metric.id}")
+        if derived.input is not None and derived.input not in registry.metrics:
+            raise UserError(f"metric {metric.id!r} divides unknown metric {derived.input!r}", where=derived.source,
+                            fix=did_you_mean(derived.input, registry.metrics))
+
+
 def _row(registry: Any, table_id: str, row_id: str | None, where: str, claim_id: str) -> None:
+    who = claim_id if claim_id.startswith("metric ") else f"claim {claim_id!r}"
     if table_id not in registry.tables:
-        raise UserError(f"claim {claim_id!r} names unknown table {table_id!r}", where=where,
+        raise UserError(f"{who} names unknown table {table_id!r}", where=where,
                         fix=did_you_mean(table_id, registry.tables))
     rows = {r.id: r for r in registry.tables[table_id].rows}
     if row_id not in rows:
-        raise UserError(f"claim {claim_id!r}: table {table_id!r} has no row {row_id!r}", where=where,
+        raise UserError(f"{who}: table {table_id!r} has no row {row_id!r}", where=where,
                         fix=did_you_mean(str(row_id), rows))

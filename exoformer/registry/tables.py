@@ -12,6 +12,7 @@ from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.task_facts import PAPER_TASKS, TASK_FACTS
+from exoformer.registry.claims_schema import Derived, parse_derived
 from exoformer.registry.sweeps import check_name
 
 TASKS = PAPER_TASKS
@@ -29,6 +30,8 @@ class Metric:
     id: str
     description: str
     better: str  # "lower" | "higher"
+    derived: Derived | None = None
+    """How it is computed across runs (exoformer/report/derived.py); None for a metric a run writes."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -66,6 +69,9 @@ class Figure:
     specs: tuple[str, ...]
     series: tuple[str, ...]
     """Logged metric (metrics.jsonl key, e.g. val_loss) or analysis output (e.g. analysis.first_token_attention)."""
+    against: tuple[str, ...] = ()
+    """Rows of its table whose final validation loss the data-efficiency ratios under a `curves` figure are
+    measured against (the paper: 1.84x vs the base model, ~1.5x vs gated attention)."""
     source: str = ""
 
 
@@ -101,7 +107,7 @@ def parse_metrics(section: Any, file: str) -> dict[str, Metric]:
         check_name(str(mid), where=where, what="metric id")
         if not isinstance(body, dict):
             raise UserError(f"metric {mid!r} must be a mapping", where=where, fix="write description: and better:")
-        _check_keys(body, ("description", "better"), file, f"metric {mid!r}")
+        _check_keys(body, ("description", "better", "derived"), file, f"metric {mid!r}")
         better = body.get("better")
         if better not in ("lower", "higher"):
             raise UserError(f"metric {mid!r}: better must be 'lower' or 'higher', got {better!r}",
@@ -110,7 +116,9 @@ def parse_metrics(section: Any, file: str) -> dict[str, Metric]:
         if not isinstance(description, str):
             raise UserError(f"metric {mid!r}: description must be a sentence, got a {type(description).__name__}",
                             where=_where(file, body, "description"), fix='write description: "what it measures"')
-        out[mid] = Metric(id=mid, description=description, better=better)
+        derived = None if "derived" not in body else parse_derived(body["derived"], file, _where(file, body, "derived"),
+                                                                   f"metric {mid!r} derived")
+        out[mid] = Metric(id=mid, description=description, better=better, derived=derived)
     return out
 
 
@@ -179,7 +187,7 @@ def parse_figure(fid: str, body: Any, file: str, where: str) -> Figure:
     check_name(fid, where=where, what="figure id")
     if not isinstance(body, dict):
         raise UserError(f"{what} must be a mapping", where=where, fix="write title:, kind:, specs:, series:")
-    _check_keys(body, ("title", "kind", "specs", "series"), file, what)
+    _check_keys(body, ("title", "kind", "specs", "series", "against"), file, what)
     title = _need(body, "title", str, file, what, "add a one-line title")
     kind = _need(body, "kind", str, file, what, f"use one of {list(FIGURE_KINDS)}")
     if kind not in FIGURE_KINDS:
@@ -187,7 +195,12 @@ def parse_figure(fid: str, body: Any, file: str, where: str) -> Figure:
                         fix=did_you_mean(kind, FIGURE_KINDS))
     specs = _need(body, "specs", list, file, what, "list spec names or a table id (table:ID)")
     series = _need(body, "series", list, file, what, "list logged metrics or analysis outputs")
-    for item in [*specs, *series]:
+    against = body.get("against", [])
+    if not isinstance(against, list):
+        raise UserError(f"{what}: against must be a list of row ids", where=_where(file, body, "against"),
+                        fix="write against: [base]")
+    for item in [*specs, *series, *against]:
         if not isinstance(item, str):
             raise UserError(f"{what}: {item!r} is not a name", where=where, fix="write names as strings")
-    return Figure(id=fid, title=title, kind=kind, specs=tuple(specs), series=tuple(series), source=where)
+    return Figure(id=fid, title=title, kind=kind, specs=tuple(specs), series=tuple(series), against=tuple(against),
+                  source=where)

@@ -29,10 +29,12 @@ from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.task_facts import TASK_FACTS
 from exoformer.registry.registry import Registry
 from exoformer.registry.reported import Reported, load_reported
-from exoformer.runs.run_index import CHECKPOINT, OURS, pick_run
+from exoformer.runs.run_index import CHECKPOINT, OURS
 from exoformer.registry.tables import TASKS, Table, TableRow
 from exoformer.report import NO_VALUE, NOT_REPORTED, NOT_RUN
-from exoformer.report.recipe import is_deliberate_variant, run_differences, shorten
+from exoformer.report.derived import derived_metrics, notes_for, with_derived
+from exoformer.report.recipe import shorten
+from exoformer.report.selection import Selection
 
 AVERAGE = "avg6"
 PERPLEXITY = "val_ppl"
@@ -84,6 +86,8 @@ class BuiltTable:
     notes: list[str] = field(default_factory=list)
     checkpoint_cells: dict[tuple[str, str], Cell] = field(default_factory=dict)
     """(row id, column) -> the Cell of a checkpoint evaluated as that row (every row has one, maybe empty)."""
+    selection: Selection | None = None
+    """The runs the cells were read from (verdicts read the same ones)."""
 
     @property
     def has_checkpoint(self) -> bool:
@@ -103,36 +107,6 @@ def check_columns(registry: Registry, table: Table) -> None:
         if column not in registry.metrics:
             raise UserError(f"table {table.id!r} names metric {column!r}, which does not exist", where=table.source,
                             fix=did_you_mean(column, registry.metrics))
-
-
-@dataclass(kw_only=True, slots=True, frozen=True)
-class _FrameRun:
-    """One run directory that has rows in the long table (a candidate for run_index.pick_run)."""
-
-    hash12: str
-    path: Path
-
-
-def pick_runs(frame: pd.DataFrame, spec: str, current_hash: str | None, notes: list[str], *,
-              registry: Registry | None = None, exact: bool = False) -> pd.DataFrame:
-    """The rows of one spec from one run directory: the one run_index.pick_run picks among those with rows.
-
-    `exact` (a reading verb given --set): only the run of `current_hash`. A run of another hash is noted
-    "stale" unless its recorded --set overrides explain its hash (a deliberate variant; needs `registry`).
-    """
-    rows = frame[frame["spec"] == spec]
-    if rows.empty:
-        return rows
-    candidates = [_FrameRun(hash12=h, path=Path(d))
-                  for h, d in dict.fromkeys(zip(rows["hash12"], rows["run_dir"]))]
-    chosen = pick_run(candidates, current_hash12=current_hash, exact=exact)
-    if chosen is None:
-        return rows.iloc[0:0]
-    if current_hash is not None and chosen.hash12 != current_hash:
-        if registry is None or not is_deliberate_variant(registry, spec, chosen.path, chosen.hash12):
-            notes.append(f"{spec}: results from run {chosen.hash12}, not the current spec hash {current_hash} "
-                         "(stale run: the spec's definition changed since)")
-    return rows[rows["run_dir"] == str(chosen.path)]
 
 
 def _value(rows: pd.DataFrame, task: str, metric: str, spec: str, table: Table) -> tuple[float, float | None] | None:
@@ -196,67 +170,53 @@ class _SpecRun:
     differs: list[str]
 
 
-def _of_source(frame: pd.DataFrame, source: str) -> pd.DataFrame:
-    if frame.empty or "source" not in frame.columns:
-        return frame.iloc[0:0] if source == CHECKPOINT else frame
-    return frame[frame["source"] == source]
-
-
-def build_table(registry: Registry, table_id: str, frame: pd.DataFrame, *, preset: str | None = None,
+def build_table(registry: Registry, table_id: str, frame: pd.DataFrame | None = None, *, preset: str | None = None,
                 runs_root: str | os.PathLike = "", reported_file: str | os.PathLike | None = None,
-                overrides: list[str] | tuple[str, ...] = ()) -> BuiltTable:
-    """The declared table `table_id` filled from `frame` (collect's long table) and reported.yaml.
+                overrides: list[str] | tuple[str, ...] = (), selection: Selection | None = None) -> BuiltTable:
+    """The declared table `table_id` filled from the runs `selection` picks (else those of `frame`, collect's
+    long table) and reported.yaml.
 
-    `preset` None: each spec's own preset. Only rows of that preset are used. `overrides` (--set): read
-    the variant of each spec with exactly that hash.
+    `preset` None: each spec's own preset. `overrides` (--set): read the variant of each spec with exactly
+    that hash. Derived columns (a metric's `derived:`) are computed across runs (report/derived.py).
     """
     if table_id not in registry.tables:
         raise UserError(f"unknown table {table_id!r}", where="TABLE", fix=did_you_mean(table_id, registry.tables))
     table = registry.tables[table_id]
     check_columns(registry, table)
     reported = load_reported(registry, reported_file)
-    notes: list[str] = []
-    if table_id == "claims":  # cells computed across runs (report/derived.py)
-        from exoformer.report.derived import METHOD_NOTE, add_derived_rows
-
-        frame = add_derived_rows(registry, frame, preset=preset, overrides=overrides)
-        notes.append(METHOD_NOTE)
+    if selection is None:
+        selection = Selection.of_frame(registry, frame if frame is not None else pd.DataFrame(), preset=preset,
+                                       overrides=overrides)
+    derived = derived_metrics(registry, table.columns)
+    notes: list[str] = notes_for(derived)
+    damaged: list[str] = []
     cells: dict[tuple[str, str], Cell] = {}
     checkpoint_cells: dict[tuple[str, str], Cell] = {}
     presets_used: set[str] = set()
-    ours_frame, checkpoint_frame = _of_source(frame, OURS), _of_source(frame, CHECKPOINT)
     for row in table.rows:
         runs = []
-        for spec_name in row.specs:
-            spec = registry.resolve(spec_name, preset=preset, overrides=overrides)
+        for k, spec_name in enumerate(row.specs):
+            spec = selection.spec(spec_name)
             presets_used.add(spec.preset)
-            of_preset = ours_frame[ours_frame["preset"] == spec.preset] if not ours_frame.empty else ours_frame
-            rows = pick_runs(of_preset, spec_name, spec.hash12, notes, registry=registry, exact=bool(overrides))
-            if not rows.empty:
-                runs.append(_SpecRun(seed=spec.seed, name=spec_name, rows=rows,
-                                     differs=run_differences(registry, spec_name, rows["run_dir"].iloc[0])))
-        checkpoint_runs = _checkpoint_runs(registry, checkpoint_frame, row)
+            picked = selection.pick(spec_name)
+            if picked is None:
+                continue
+            if picked.note:
+                (damaged if picked.run.damage else notes).append(picked.note)
+            if not picked.rows.empty:
+                rows = with_derived(selection, picked, derived, row.specs, k) if derived else picked.rows
+                runs.append(_SpecRun(seed=spec.seed, name=spec_name, rows=rows, differs=picked.differs))
+        checkpoint = selection.pick(row.specs[0], source=CHECKPOINT)
+        checkpoint_runs = [] if checkpoint is None or checkpoint.rows.empty else [
+            _SpecRun(seed=checkpoint.run.seed, name=row.specs[0], rows=checkpoint.rows, differs=checkpoint.differs)]
         for column in table.columns:
             rep = reported.get((table.id, row.id, column))
             cells[(row.id, column)] = _fill(table, row, column, runs, rep, OURS)
             checkpoint_cells[(row.id, column)] = _fill(table, row, column, checkpoint_runs, rep, CHECKPOINT)
-    in_table = {name for row in table.rows for name in row.specs}
-    notes.extend(f"DAMAGED {d['spec']} ({d['hash12']}): {d['why']}" for d in frame.attrs.get("damaged", [])
-                 if d["spec"] in in_table)
-    shown = preset or (", ".join(sorted(presets_used)) if presets_used else "none")
-    return BuiltTable(table=table, preset=shown, runs_root=str(runs_root), cells=cells, notes=notes,
-                      checkpoint_cells=checkpoint_cells)
-
-
-def _checkpoint_runs(registry: Registry, frame: pd.DataFrame, row: TableRow) -> list[_SpecRun]:
-    """The newest checkpoint run evaluated as `row` (collect files it under the row's first spec)."""
-    name = row.specs[0]
-    rows = pick_runs(frame, name, None, [])
-    if rows.empty:
-        return []
-    seed = rows["seed"].iloc[0]
-    return [_SpecRun(seed=int(seed) if seed is not None else 0, name=name, rows=rows,
-                     differs=run_differences(registry, name, rows["run_dir"].iloc[0], checkpoint=True))]
+    shown = preset or selection.preset or (", ".join(sorted(presets_used)) if presets_used else "none")
+    return BuiltTable(table=table, preset=shown, runs_root=str(runs_root), cells=cells,
+                      notes=list(dict.fromkeys([*notes, *damaged])), checkpoint_cells=checkpoint_cells,
+                      selection=selection)
 
 
 def _fill(table: Table, row: TableRow, column: str, runs: list[_SpecRun], reported: Reported | None,

@@ -38,7 +38,8 @@ from exoformer.eval.suites import SMOKE_PREFIX
 from exoformer.registry.registry import Registry
 from exoformer.registry.reported import load_reported, reported_document
 from exoformer.registry.tables import TASKS
-from exoformer.report.tables import AVERAGE, MARK, BuiltTable, _per_seed, build_table, pick_runs
+from exoformer.report.selection import Selection
+from exoformer.report.tables import AVERAGE, MARK, BuiltTable, _per_seed, build_table
 
 REPLICATES, CONTRADICTS, INCONCLUSIVE = "replicates", "contradicts", "inconclusive"
 DEFAULT_BOOTSTRAP = 1000
@@ -115,19 +116,6 @@ def column_maxima(registry: Registry, reported_file: str | None = None) -> dict[
 
 # ------------------------------------------------------------------------------------------------ computing
 
-def _runs(registry: Registry, frame: pd.DataFrame, row_specs: list[str], preset: str | None,
-          overrides: list[str] | tuple[str, ...]) -> list[pd.DataFrame | None]:
-    """The picked run rows (ours) of each seed position of a row; None where it has no run."""
-    ours = frame[frame["source"] == "ours"] if "source" in frame.columns else frame
-    out = []
-    for name in row_specs:
-        spec = registry.resolve(name, preset=preset, overrides=overrides)
-        rows = pick_runs(ours[ours["preset"] == spec.preset], name, spec.hash12, [], registry=registry,
-                         exact=bool(overrides))
-        out.append(None if rows.empty else rows)
-    return out
-
-
 def _per_sample(run_dir: str, column: str, convention: dict[str, str]) -> dict[str, dict[int, float]] | None:
     """task -> {doc id: 0/1 score} of the tasks a column averages; None without per-sample results."""
     from exoformer.eval.samples import read_samples
@@ -193,20 +181,20 @@ def verdict_for(registry: Registry, frame: pd.DataFrame, built: BuiltTable, clai
     table = built.table
     rows = {r.id: r for r in table.rows}
     a, b = rows[claim.minuend], rows[claim.subtrahend]
-    runs_a = _runs(registry, frame, a.specs, preset, overrides)
-    runs_b = _runs(registry, frame, b.specs, preset, overrides)
+    selection = built.selection or Selection.of_frame(registry, frame, preset=preset, overrides=overrides)
+    runs_a, runs_b = selection.row_runs(a.specs), selection.row_runs(b.specs)
     out = Verdict(claim=claim)
     paired = [(k, ra, rb) for k, (ra, rb) in enumerate(zip(runs_a, runs_b)) if ra is not None and rb is not None]
     diffs, sample_pairs = [], []
     for k, ra, rb in paired:
-        va = _per_seed(ra, claim.column, table.convention, a.specs[k], table)
-        vb = _per_seed(rb, claim.column, table.convention, b.specs[k], table)
+        va = _per_seed(ra.rows, claim.column, table.convention, a.specs[k], table)
+        vb = _per_seed(rb.rows, claim.column, table.convention, b.specs[k], table)
         if va is None or vb is None:
             continue
         diffs.append(va[0] - vb[0])
         if claim.column in (*TASKS, AVERAGE):
-            sa = _per_sample(ra["run_dir"].iloc[0], claim.column, table.convention)
-            sb = _per_sample(rb["run_dir"].iloc[0], claim.column, table.convention)
+            sa = _per_sample(str(ra.path), claim.column, table.convention)
+            sb = _per_sample(str(rb.path), claim.column, table.convention)
             sample_pairs.append(None if sa is None or sb is None else (sa, sb))
     if not diffs:
         return out
@@ -238,13 +226,17 @@ def table_verdicts(registry: Registry, frame: pd.DataFrame, built: BuiltTable, *
             for claim in paper_differences(registry, reported_file) if claim.table == built.table.id]
 
 
-def all_verdicts(registry: Registry, frame: pd.DataFrame, *, preset: str | None, runs_root: str = "",
+def all_verdicts(registry: Registry, frame: pd.DataFrame | None, *, preset: str | None, runs_root: str = "",
                  overrides: list[str] | tuple[str, ...] = (), n_boot: int = DEFAULT_BOOTSTRAP,
-                 reported_file: str | None = None) -> list[Verdict]:
-    """The Verdicts of every paper difference, table by table (the `claims` verb and the HTML report)."""
+                 reported_file: str | None = None, selection: Selection | None = None) -> list[Verdict]:
+    """The Verdicts of every paper difference, table by table (the `claims` verb and the HTML report), from the
+    runs `selection` picks (else those of `frame`)."""
+    if selection is None:
+        selection = Selection.of_frame(registry, frame, preset=preset, overrides=overrides)
     out = []
     for table_id in dict.fromkeys(c.table for c in paper_differences(registry, reported_file)):
-        built = build_table(registry, table_id, frame, preset=preset, runs_root=runs_root, overrides=overrides)
+        built = build_table(registry, table_id, preset=preset, runs_root=runs_root, overrides=overrides,
+                            selection=selection)
         out += table_verdicts(registry, frame, built, preset=preset, overrides=overrides, n_boot=n_boot,
                               reported_file=reported_file)
     return out
