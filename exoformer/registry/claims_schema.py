@@ -18,7 +18,7 @@ from exoformer.registry.sweeps import check_name
 
 COMPARISONS = {"value": 1, "ratio": 2, "versus": 2}
 """Comparison -> how many reads it takes."""
-FORMATS = ("number", "percent")
+FORMATS = ("number", "percent", "ratio")
 CLAIM_KEYS = ("claim", "compare", "reads", "paper", "format", "approximate")
 READ_KEYS = ("table", "row", "metric", "label")
 CELL_KEYS = ("table", "row", "column")
@@ -58,7 +58,7 @@ class DeclaredClaim:
     reads: tuple[Read, ...]
     paper: tuple[PaperNumber, ...]
     format: str = "number"
-    """How a value is shown: number, or percent (a fraction shown in %)."""
+    """How a value is shown: number, percent (a fraction shown in %) or ratio (1.23x)."""
     approximate: bool = False
     """The paper says "about" (shown as ~)."""
     source: str = ""
@@ -178,7 +178,7 @@ def parse_claim(cid: Any, body: Any, file: str, where: str) -> DeclaredClaim:
                         where=_line(file, body, "paper"), fix="give one paper number per compared value")
     fmt = body.get("format", "number")
     if fmt not in FORMATS:
-        raise UserError(f"{what}: format must be number or percent, got {fmt!r}", where=_line(file, body, "format"),
+        raise UserError(f"{what}: format must be one of {', '.join(FORMATS)}, got {fmt!r}", where=_line(file, body, "format"),
                         fix=did_you_mean(str(fmt), FORMATS))
     approximate = body.get("approximate", False)
     if not isinstance(approximate, bool):

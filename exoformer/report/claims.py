@@ -120,7 +120,7 @@ def _paper_text(claim: DeclaredClaim, values: list[float | None]) -> str:
     def one(value: float | None) -> str:
         if value is None:
             return NOT_REPORTED
-        if claim.compare == "ratio":
+        if claim.compare == "ratio" or claim.format == "ratio":
             return f"{about}{value:g}x"
         return f"{about}{value:.0%}" if claim.format == "percent" else f"{about}{value:g}"
 
@@ -137,6 +137,8 @@ def _ours_text(claim: DeclaredClaim, values: list[float | None]) -> str:
     def one(value: float | None) -> str:
         if value is None:
             return NOT_RUN
+        if claim.format == "ratio":
+            return f"{value:.2f}x"
         return f"{value:.1%}" if claim.format == "percent" else f"{value:.4g}"
 
     return " vs ".join(one(v) for v in values)

@@ -20,13 +20,72 @@ from typing import Any
 
 import pandas as pd
 
-from exoformer.errors import UserError
+from exoformer.errors import UserError, did_you_mean
+from exoformer.eval.suites import SMOKE_PREFIX
 from exoformer.registry.registry import Registry
 from exoformer.registry.spec import Spec, parse_override
 from exoformer.report.recipe import identity_of, is_deliberate_variant, run_differences
 from exoformer.run_identity import RunIdentity
-from exoformer.rundir import RunDir
+from exoformer.rerun import rerun_command
+from exoformer.rundir import SUCCEEDED, RunDir
 from exoformer.runs.run_index import CHECKPOINT, OURS, RunInfo, find_runs, pick_run
+
+COLUMNS = ("spec", "seed", "preset", "task", "metric", "value", "stderr", "n")
+EXTRA_COLUMNS = ("suite", "hash12", "run_dir", "source")
+
+
+def check_outputs(run: RunInfo) -> None:
+    """A finished evaluation whose output is missing is an error; an unfinished one is "not run"."""
+    rd = run.run
+    again = (f"re-run it: {rerun_command(rd.read_provenance(), run.spec, rd.path)}" if run.source != CHECKPOINT
+             else f"re-run its evaluation: reproduce.py evaluate CKPT --as {run.as_row} --force")
+    for stage, output, name in (("evaluate", rd.eval_rows, "eval_rows"), ("validate", rd.validation, "validation")):
+        if run.has(f"stage:{stage}") and not run.has(name):
+            raise UserError(f"the {stage} stage finished but {rd.display(output)} is missing", where=str(run.path),
+                            fix=again)
+    if run.state == SUCCEEDED and not run.has_eval:
+        raise UserError(f"the run SUCCEEDED but has no eval results ({rd.display(rd.eval_rows)}, "
+                        f"{rd.display(rd.validation)})", where=str(run.path), fix=again)
+
+
+def row_spec(run: RunInfo, registry: Registry | None) -> str:
+    """The spec name a run's rows are filed under: its own, or for a checkpoint run its row's first spec."""
+    if run.source != CHECKPOINT or registry is None or run.as_row is None:
+        return run.spec
+    where = str(run.run.spec_file)
+    table = registry.tables.get(run.table or "")
+    if table is None:
+        raise UserError(f"the checkpoint run names table {run.table!r}, which does not exist", where=where,
+                        fix=did_you_mean(str(run.table), registry.tables))
+    rows = {row.id: row for row in table.rows}
+    if run.as_row not in rows:
+        raise UserError(f"the checkpoint run names row {run.as_row!r}, not a row of table {table.id}", where=where,
+                        fix=did_you_mean(run.as_row, rows))
+    return rows[run.as_row].specs[0]
+
+
+def run_rows(run: RunInfo, spec: str | None = None) -> list[dict[str, Any]]:
+    """All result rows of one run, in the long layout plus suite / hash12 / run_dir / source."""
+    out = []
+    name = spec or run.spec
+    for row in run.run.result_rows(run.spec):
+        out.append({"spec": name, "seed": run.seed, "preset": run.preset,
+                    "task": str(row["task"]).removeprefix(SMOKE_PREFIX), "metric": str(row["metric"]),
+                    "value": _float(row.get("value")), "stderr": _float(row.get("stderr")), "n": row.get("n"),
+                    "suite": run.suite, "hash12": run.hash12, "run_dir": str(run.path), "source": run.source})
+    return out
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def frame_of(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Rows in the long layout, as one table with every column (COLUMNS + EXTRA_COLUMNS)."""
+    return pd.DataFrame(rows, columns=[*COLUMNS, *EXTRA_COLUMNS])
+
 
 DERIVED_TASK = "derived"
 """The task of rows computed across runs (exoformer/report/derived.py)."""
@@ -161,8 +220,6 @@ class Selection:
 
     def add_runs(self, runs: list[RunInfo]) -> None:
         """These runs (of the runs root) become candidates; a finished run whose results are lost is an error."""
-        from exoformer.report.collect import check_outputs, row_spec
-
         for run in runs:
             if self.check and not run.damage:
                 check_outputs(run)
@@ -191,8 +248,6 @@ class Selection:
 
     def rows(self, candidate: Candidate) -> pd.DataFrame:
         """The candidate's rows of the long table (COLUMNS + EXTRA_COLUMNS); empty for a DAMAGED run."""
-        from exoformer.report.collect import frame_of, run_rows
-
         if candidate.rows is None:
             if candidate.damage or candidate.run is None or not candidate.has_results:
                 candidate.rows = frame_of([])
@@ -281,8 +336,6 @@ class Selection:
 
     def frame(self) -> pd.DataFrame:
         """The rows of every run picked so far, as one long table."""
-        from exoformer.report.collect import frame_of
-
         parts = [p.rows for p in self.picked() if not p.rows.empty]
         return pd.concat(parts, ignore_index=True) if parts else frame_of([])
 
@@ -297,8 +350,6 @@ def choose_preset(selection: Selection, runs_root: str | os.PathLike, specs: lis
     cells marked not comparable, and the line says so. `--preset P` with no results under P while other
     presets have some: P is read (cells "not run") and the line names the flag to add.
     """
-    from exoformer.report.collect import row_spec
-
     found = [run for run in find_runs(runs_root, specs=set(specs)) if run.has_eval]
     if preset is not None:
         others = sorted({run.preset for run in found} - {preset})
