@@ -178,8 +178,8 @@ def parse_claim(cid: Any, body: Any, file: str, where: str) -> DeclaredClaim:
                         where=_line(file, body, "paper"), fix="give one paper number per compared value")
     fmt = body.get("format", "number")
     if fmt not in FORMATS:
-        raise UserError(f"{what}: format must be one of {', '.join(FORMATS)}, got {fmt!r}", where=_line(file, body, "format"),
-                        fix=did_you_mean(str(fmt), FORMATS))
+        raise UserError(f"{what}: format must be one of {', '.join(FORMATS)}, got {fmt!r}",
+                        where=_line(file, body, "format"), fix=did_you_mean(str(fmt), FORMATS))
     approximate = body.get("approximate", False)
     if not isinstance(approximate, bool):
         raise UserError(f"{what}: approximate must be true or false", where=_line(file, body, "approximate"),

@@ -2,7 +2,8 @@
 
 Layout: `tables: {table: {row: {column: {value, source, version[, note]} | {value: null, reason}}}}`,
 `column_maxima` (numbers known only as a column's best over an unknown row, [WIZ]), and `differences`
-(numbers known only as a gap between two cells). Every cell of every declared table must be present.
+(numbers known only as a gap between two cells). A cell the paper does not give needs no line: readers show
+it as "not reported".
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ def _load_reported(registry: Registry, path_text: str, stamp: int | None) -> dic
     if not isinstance(tables, dict) or not isinstance(sources, dict):
         raise UserError("needs mappings sources: and tables:", where=f"{file}:1", fix="see its header")
     cells: dict[tuple[str, str, str], Reported | None] = {}
+    declared = {(t.id, row.id, column) for t in registry.tables.values() for row in t.rows for column in t.columns}
     by_key = {t.reported: t for t in registry.tables.values()}  # a table's `reported:` key (default: its id)
     for key, rows in tables.items():
         tw = f"{file}:{tables.line_of(key)}"
@@ -108,12 +110,6 @@ def _load_reported(registry: Registry, path_text: str, stamp: int | None) -> dic
                     raise UserError(f"{col!r} is not a column of table {tid!r}", where=cw,
                                     fix=did_you_mean(str(col), table.columns))
                 cells[(tid, rid, col)] = _cell(cell, cw, sources)
-    for tid, table in registry.tables.items():
-        for row in table.rows:
-            for col in table.columns:
-                if (tid, row.id, col) not in cells:
-                    raise UserError(f"cell {table.reported}/{row.id}/{col} is missing", where=file,
-                                    fix="add it, as {value: null, reason: ...} when the paper does not give it")
     maxima = data.get("column_maxima") or {}
     if not isinstance(maxima, dict):
         raise UserError("column_maxima must map table -> {column: cell}",
@@ -143,7 +139,7 @@ def _load_reported(registry: Registry, path_text: str, stamp: int | None) -> dic
                             fix="write {minuend: T/R/C, subtrahend: T/R/C, value: X, source: TAG, version: vN}")
         for end in ("minuend", "subtrahend"):
             key = tuple(str(diff.get(end, "")).split("/"))
-            if key not in cells:
+            if key not in declared:
                 raise UserError(f"difference {end} {diff.get(end)!r} names no table cell", where=dw,
                                 fix="write table/row/column of a declared cell")
         _cell({k: v for k, v in diff.items() if k not in ("minuend", "subtrahend")}, dw, sources)

@@ -95,7 +95,8 @@ def build_claims(registry: Registry, frame: pd.DataFrame | None = None, *, prese
     for declared in registry.claims.values():
         measured = [measure(selection, read) for read in declared.reads]
         why = "; ".join(dict.fromkeys(f"{r.label}: {m.why}" for m, r in zip(measured, declared.reads) if m.why))
-        out.append(Claim(claim=declared.claim, paper=_paper_text(declared, paper_values(registry, declared, reported_path)),
+        paper = paper_values(registry, declared, reported_path)
+        out.append(Claim(claim=declared.claim, paper=_paper_text(declared, paper),
                          ours=_ours_text(declared, [m.value for m in measured]),
                          runs="; ".join(m.describe(r.label) for m, r in zip(measured, declared.reads)), why=why))
     return out

@@ -55,7 +55,8 @@ def test_the_papers_efficiency_claims_and_ours_share_the_title(tmp_path):
                        ("data-efficiency-vs-gated", "tokens_to_gated_loss_ratio", "dynamic-e-exoformer")]
     assert figures.efficiency_claims(reg, reg.figures["val-loss-1b"]) == []  # claimed of the 450M runs
     # base reaches its final 3.0 at 2,000 tokens, dynamic at 950 (linear between logged points): 2.11x; no gated run
-    make_run(tmp_path, "base-s42", accuracies=uniform(0.5), curve=[(100 * i, 3.0 + 0.05 * (20 - i)) for i in range(1, 21)])
+    make_run(tmp_path, "base-s42", accuracies=uniform(0.5),
+             curve=[(100 * i, 3.0 + 0.05 * (20 - i)) for i in range(1, 21)])
     make_run(tmp_path, "dynamic-e-exoformer-s42", accuracies=uniform(0.5),
              curve=[(100 * i, 2.58 + 0.04 * (20 - i)) for i in range(1, 21)])
     lines = figures.efficiency_title_lines(Selection.of_root(reg, tmp_path), figure, style.label_of)

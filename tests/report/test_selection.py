@@ -77,7 +77,8 @@ def smoke_root(tmp_path_factory) -> Path:
     """Table 1's base, gated, E-ExoFormer and Dynamic E-ExoFormer, two seeds each, as `run table1 --preset smoke`
     leaves them (curves, evaluation, the analyse stage's attention sink)."""
     root = tmp_path_factory.mktemp("runs")
-    shapes = {"base": (3.0, 0.05), "gated": (2.9, 0.05), "e-exoformer": (2.7, 0.05), "dynamic-e-exoformer": (2.58, 0.04)}
+    shapes = {"base": (3.0, 0.05), "gated": (2.9, 0.05), "e-exoformer": (2.7, 0.05),
+              "dynamic-e-exoformer": (2.58, 0.04)}
     for seed, shift in ((42, 0.0), (1337, 0.03)):
         for model, (final, slope) in shapes.items():
             run = make_run(root, f"{model}-s{seed}", preset="smoke", accuracies=uniform(0.4),
