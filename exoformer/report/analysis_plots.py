@@ -36,6 +36,8 @@ RunRef = tuple[str, str, "str | os.PathLike | None"]
 """(spec name, label, run directory or None when the run does not exist)."""
 
 NOT_ENOUGH_STEPS = "not enough steps"
+SPIKE_COLUMN = "grad_spike_score"
+"""The metric of a spike-score table whose reported values the spike table shows beside ours."""
 ABLATION_TITLES = {"none": "as trained", "anchor": "anchor term removed", "self": "own term removed"}
 
 
@@ -382,21 +384,17 @@ class SpikeRow:
     paper: float | None
 
 
-def reported_spike_rows() -> list[SpikeRow]:
-    """The rows of table spike-scores with the paper's gradient-norm spike scores (None: not reported).
-
-    From experiments/tables.yaml and results/paper/reported.yaml (0.0458, 0.0108, 0.0085, 0.0081, 0.0054 for
-    ResFormer, gated ResFormer, gated attention, E-NuResFormer, E-ExoFormer; [N-v4F], unit not stated).
-    """
+def reported_spike_rows(table_id: str, registry: Any = None) -> list[SpikeRow]:
+    """The rows of a declared spike-score table with the paper's gradient-norm spike scores (None: not reported),
+    from experiments/tables.yaml and results/paper/reported.yaml (`registry`: the default one when None)."""
     from exoformer.registry.registry import Registry
     from exoformer.registry.reported import load_reported
 
-    registry = Registry()
+    registry = registry or Registry()
     cells = load_reported(registry)
-    table = registry.tables["spike-scores"]
     out = []
-    for row in table.rows:
-        cell = cells.get((table.id, row.id, "grad_spike_score"))
+    for row in registry.tables[table_id].rows:
+        cell = cells.get((table_id, row.id, SPIKE_COLUMN))
         out.append(SpikeRow(label=row.label, specs=row.specs, paper=None if cell is None else cell.value))
     return out
 
@@ -441,10 +439,13 @@ def _score(series: Mapping[str, Any]) -> str:
 
 def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLike, *,
                       reported: Sequence[SpikeRow] | None = None) -> list[Path]:
-    """The spike-score table as PNG, PDF and Markdown, our scores beside the paper's (appendix F)."""
+    """The spike-score table as PNG, PDF and Markdown, our scores beside the paper's (appendix F): `reported`, else
+    the rows of the table the figure draws (`specs: [table:ID]`)."""
     _analysis_series(figure, allowed=("spike_scores",), extra=("grad_norm", "loss"))
     _require_some(figure, any(read_analysis(d, "spikes") for _, _, d in runs), "spikes")
-    reported = reported_spike_rows() if reported is None else reported
+    if reported is None:
+        tables = [str(s)[6:] for s in _field(figure, "specs", ()) if str(s).startswith("table:")]
+        reported = reported_spike_rows(tables[0]) if tables else []
     rows = spike_rows(runs, reported)
     header = ["model", "spec", "ours grad (%)", "ours loss (%)", "paper grad", "steps"]
     note = ("Spike score: % of values > 7 std from the rolling mean of the previous 1000 steps (OLMo 2); "

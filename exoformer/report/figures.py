@@ -455,6 +455,10 @@ def _analysis_plot(fn: Callable[..., list[Path]]) -> Plotter:
 
     def plot(selection: Selection, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike) -> list[Path]:
         declaration = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(figure).items()}
+        if fn is analysis_plots.plot_spike_scores:  # the paper's values from this registry's table
+            tables = [s[6:] for s in figure.specs if s.startswith("table:")]
+            reported = analysis_plots.reported_spike_rows(tables[0], selection.registry) if tables else []
+            return list(fn(declaration, refs, Path(out_dir), reported=reported))
         return list(fn(declaration, refs, Path(out_dir)))
 
     return plot
