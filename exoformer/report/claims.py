@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from exoformer.registry.claims_schema import DeclaredClaim, PaperNumber, Read, check_claims
+from exoformer.registry.claims_schema import TABLE_CLAIMS, DeclaredClaim, PaperNumber, Read, check_claims
 from exoformer.registry.registry import Registry
 from exoformer.registry.reported import load_reported
 from exoformer.report import NOT_REPORTED, NOT_RUN
@@ -93,6 +93,8 @@ def build_claims(registry: Registry, frame: pd.DataFrame | None = None, *, prese
         selection = Selection.of_frame(registry, frame, preset=preset, overrides=overrides)
     out = []
     for declared in registry.claims.values():
+        if declared.compare in TABLE_CLAIMS:  # shown by diff and the verdicts
+            continue
         measured = [measure(selection, read) for read in declared.reads]
         why = "; ".join(dict.fromkeys(f"{r.label}: {m.why}" for m, r in zip(measured, declared.reads) if m.why))
         paper = paper_values(registry, declared, reported_path)
