@@ -41,6 +41,10 @@ class TableRow:
     specs: tuple[str, ...]
     """First: the run the paper reports (seed 42); then seed replicates for the spread."""
     source: str
+    figure_label: str = ""
+    """The row's model's label in every figure (yaml `figure: {label, colour}`; exoformer/report/style.py)."""
+    colour: str = ""
+    """The row's model's colour in every figure; empty: not declared."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -151,7 +155,7 @@ def parse_table(tid: str, body: Any, file: str, where: str) -> Table:
         rw = f"{file}:{rows_raw.item_lines[i]}" if hasattr(rows_raw, "item_lines") else where
         if not isinstance(row, dict):
             raise UserError(f"{what}: row {i + 1} must be a mapping", where=rw, fix="write - {id, label, specs}")
-        _check_keys(row, ("id", "label", "specs"), file, f"{what} row {i + 1}")
+        _check_keys(row, ("id", "label", "specs", "figure"), file, f"{what} row {i + 1}")
         rid = check_name(row.get("id"), where=rw, what="row id")
         if rid in seen:
             raise UserError(f"{what}: duplicate row id {rid!r}", where=rw, fix="give each row its own id")
@@ -161,7 +165,13 @@ def parse_table(tid: str, body: Any, file: str, where: str) -> Table:
         if not all(isinstance(s, str) for s in specs):
             raise UserError(f"{what} row {rid!r}: specs must be names", where=_where(file, row, "specs"),
                             fix="write spec names as strings")
-        rows.append(TableRow(id=rid, label=label, specs=tuple(specs), source=rw))
+        look = row.get("figure", {}) or {}
+        if not isinstance(look, dict) or set(look) - {"label", "colour"} or not all(isinstance(v, str) for v in
+                                                                                  look.values()):
+            raise UserError(f"{what} row {rid!r}: figure must be {{label: TEXT, colour: '#RRGGBB'}}",
+                            where=_where(file, row, "figure"), fix='write figure: {label: "Base", colour: "#666666"}')
+        rows.append(TableRow(id=rid, label=label, specs=tuple(specs), source=rw, figure_label=look.get("label", ""),
+                             colour=look.get("colour", "")))
     for c in columns:
         if not isinstance(c, str):
             raise UserError(f"{what}: column {c!r} is not a metric id", where=_where(file, body, "columns"),

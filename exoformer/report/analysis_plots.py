@@ -1,7 +1,8 @@
 """Figures of the analysis stage: per-layer probe lines, layer-similarity heatmaps, spike-score table.
 
 Every plot function has the signature `fn(figure, runs, out_dir) -> list[Path]`: `figure` is the declaration
-from experiments/figures.yaml (a mapping, or the harness' Figure object, with id, title, series), `runs` a
+from experiments/figures.yaml (a mapping, or the harness' Figure object, with id, title, series, and the
+colour of each spec's model under `colours`), `runs` a
 list of (spec name, label, run_dir or None) and `out_dir` where the files go. Runs sharing a label are seed
 replicates of one model: one line per label (the mean over seeds, a min-max band when there are several).
 A run without analysis output is named "not run"; a probe the model cannot have (gates of an ungated model,
@@ -146,7 +147,7 @@ class Line:
 
     label: str
     model: str
-    """A spec name of the model (its colour: exoformer/report/style.py)."""
+    """A spec name of the model (its colour: the declaration's `colours`, else exoformer/report/style.py's)."""
     x: list[float]
     mean: list[float]
     low: list[float]
@@ -218,7 +219,7 @@ def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLi
     footer: list[str] = []
     for ax, data in zip(axes.flat, panels):
         for line in data.lines:
-            colour = style.colour_of(line.model)
+            colour = _field(figure, "colours", {}).get(line.model) or style.fallback_colour(line.model)
             suffix = f" (mean of {line.seeds} seeds, band: min-max)" if line.seeds > 1 else ""
             (handle,) = ax.plot(line.x, line.mean, marker="o", markersize=3, color=colour)
             legend.setdefault(line.label + suffix, handle)

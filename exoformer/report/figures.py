@@ -89,17 +89,17 @@ def figure_runs(registry: Registry, figure: Figure, runs_root: str | os.PathLike
         if item.startswith("table:") and item[6:] in registry.tables:
             for row in registry.tables[item[6:]].rows:
                 for name in row.specs:
-                    labels.setdefault(name, style.label_of(row.id, row.label))
+                    labels.setdefault(name, style.label_of(registry, row.id, row.label))
     out = []
     for name in registry.figure_specs(figure):
         picked = selection.pick(name, results=False)
         if picked is not None:
-            out.append((name, labels.get(name) or style.label_of(name), picked.path))
+            out.append((name, labels.get(name) or style.label_of(registry, name), picked.path))
     return out
 
 
 def _model_labels(registry: Registry, table_id: str) -> list[str]:
-    return list(dict.fromkeys(style.label_of(row.id, row.label) for row in registry.tables[table_id].rows))
+    return list(dict.fromkeys(style.label_of(registry, row.id, row.label) for row in registry.tables[table_id].rows))
 
 
 def shown_note(registry: Registry, figure: Figure, refs: list[RunRef]) -> str:
@@ -115,9 +115,9 @@ def shown_note(registry: Registry, figure: Figure, refs: list[RunRef]) -> str:
     else:
         parent = next((tid for tid, table in registry.tables.items()
                        if set(names) <= {n for row in table.rows for n in row.specs}), None)
-        labels = {n: style.label_of(row.id, row.label) for row in registry.tables[parent].rows for n in row.specs} \
-            if parent else {}
-        declared = list(dict.fromkeys(labels.get(n) or style.label_of(n) for n in names))
+        labels = {n: style.label_of(registry, row.id, row.label) for row in registry.tables[parent].rows
+                  for n in row.specs} if parent else {}
+        declared = list(dict.fromkeys(labels.get(n) or style.label_of(registry, n) for n in names))
     universe = _model_labels(registry, parent) if parent else declared
     drawn = list(dict.fromkeys(label for _, label, _ in refs))
     left_out = [m for m in universe if m not in declared]
@@ -215,10 +215,10 @@ def plot_curves(selection: Selection, figure: Figure, refs: list[RunRef], out_di
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for rid, (tokens, losses) in curves.items():
         if tokens:
-            ax.plot(tokens, losses, label=labels[rid], linewidth=1.4, color=style.colour_of(rid))
+            ax.plot(tokens, losses, label=labels[rid], linewidth=1.4, color=style.colour_of(registry, rid))
     ax.set_xlabel("training tokens")
     ax.set_ylabel("validation loss")
-    claims = efficiency_title_lines(selection, figure, lambda rid: labels.get(rid) or style.label_of(rid))
+    claims = efficiency_title_lines(selection, figure, lambda rid: labels.get(rid) or style.label_of(registry, rid))
     ax.set_title("\n".join([figure.title, *claims]), fontsize=9, loc="left")
     ax.grid(alpha=0.3)
     if any(tokens for tokens, _ in curves.values()):
@@ -244,11 +244,12 @@ def plot_curves(selection: Selection, figure: Figure, refs: list[RunRef], out_di
 def plot_accuracy_bars(selection: Selection, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike
                        ) -> list[Path]:
     """Grouped bars: one group per task (and avg6), one bar per table row; error bars = seed std, else stderr."""
+    registry = selection.registry
     table_ids = [s[6:] for s in figure.specs if s.startswith("table:")]
     if not table_ids:
         raise UserError(f"figure {figure.id!r}: an accuracy bar chart needs a table (specs: [table:ID])",
                         where=figure.source, fix="write specs: [table:table1]")
-    built = build_table(selection.registry, table_ids[0], preset=selection.preset, runs_root=selection.runs_root or "",
+    built = build_table(registry, table_ids[0], preset=selection.preset, runs_root=selection.runs_root or "",
                         overrides=selection.overrides, selection=selection)
     columns = [s.split(".", 1)[1] for s in figure.series if s.startswith("eval.")]
     plt = pyplot()
@@ -269,7 +270,7 @@ def plot_accuracy_bars(selection: Selection, figure: Figure, refs: list[RunRef],
             errs.append(cell.seed_sd if cell.seed_sd is not None else (cell.stderr or 0.0))
             reported.append(None if cell.reported is None else cell.reported.value)
         if xs:
-            look = style.style_of(row.id, row.label)
+            look = style.style_of(registry, row.id, row.label)
             ax.bar(xs, ys, width=width, yerr=errs, capsize=2, label=look.label, color=look.colour)
             marks = [(x, r) for x, r in zip(xs, reported) if r is not None]
             if marks:
@@ -455,6 +456,7 @@ def _analysis_plot(fn: Callable[..., list[Path]]) -> Plotter:
 
     def plot(selection: Selection, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike) -> list[Path]:
         declaration = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(figure).items()}
+        declaration["colours"] = {name: style.colour_of(selection.registry, name) for name, _, _ in refs}
         if fn is analysis_plots.plot_spike_scores:  # the paper's values from this registry's table
             tables = [s[6:] for s in figure.specs if s.startswith("table:")]
             reported = analysis_plots.reported_spike_rows(tables[0], selection.registry) if tables else []

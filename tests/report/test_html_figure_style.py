@@ -18,12 +18,14 @@ from exoformer.report.selection import Selection  # noqa: E402
 
 
 def test_one_label_and_colour_per_model_whatever_the_seed():
-    assert style.style_of("e-exoformer-s42") == style.style_of("e-exoformer-s1337") == style.style_of("e-exoformer")
-    assert style.label_of("gated-s42") == "Gated Attention"
-    colours = [m.colour for m in style.MODELS.values()]
-    assert len(set(colours)) == len(colours)
-    assert style.colour_of("some-new-model-s42") == style.colour_of("some-new-model-s7")  # stable, by name
-    assert style.label_of("some-new-model", "Its row label") == "Its row label"
+    reg = registry()
+    assert style.style_of(reg, "e-exoformer-s42") == style.style_of(reg, "e-exoformer-s1337") == \
+        style.style_of(reg, "e-exoformer")
+    assert style.label_of(reg, "gated-s42") == "Gated Attention"
+    colours = [m.colour for m in style.models(reg).values()]
+    assert len(colours) == 11 and len(set(colours)) == len(colours)
+    assert style.colour_of(reg, "some-new-model-s42") == style.colour_of(reg, "some-new-model-s7")  # by name
+    assert style.label_of(reg, "some-new-model", "Its row label") == "Its row label"
 
 
 @pytest.mark.parametrize("limits", [(0.6, 1.9), (1.2, 3.0), (0.1, 0.4), (-2.0, 0.5), None])
@@ -59,7 +61,7 @@ def test_the_papers_efficiency_claims_and_ours_share_the_title(tmp_path):
              curve=[(100 * i, 3.0 + 0.05 * (20 - i)) for i in range(1, 21)])
     make_run(tmp_path, "dynamic-e-exoformer-s42", accuracies=uniform(0.5),
              curve=[(100 * i, 2.58 + 0.04 * (20 - i)) for i in range(1, 21)])
-    lines = figures.efficiency_title_lines(Selection.of_root(reg, tmp_path), figure, style.label_of)
+    lines = figures.efficiency_title_lines(Selection.of_root(reg, tmp_path), figure, lambda n: style.label_of(reg, n))
     assert lines == ["Dynamic E-ExoFormer reaches Base Transformer's final loss with fewer tokens: paper 1.84x, "
                      "ours 2.11x",
                      "Dynamic E-ExoFormer reaches Gated Attention's final loss with fewer tokens: paper ~1.5x, "
@@ -105,5 +107,5 @@ def test_legends_sit_outside_the_data(tmp_path, monkeypatch):
     from matplotlib.colors import to_hex
 
     colours = [to_hex(h.get_color()) for h in fig.legends[0].legend_handles]
-    assert colours[0] == style.colour_of("base").lower()
-    assert colours[-1] == style.colour_of("dynamic-e-exoformer").lower()
+    assert colours[0] == style.colour_of(reg, "base").lower() == "#666666"
+    assert colours[-1] == style.colour_of(reg, "dynamic-e-exoformer").lower()

@@ -130,7 +130,7 @@ def test_claims_table_claims_and_the_report_print_the_same_numbers(smoke_root, t
     assert float(table[("exoformer", "attention_sink_ratio_vs_gated")]) == pytest.approx(sum(s42) / 2)
     # and the val-loss figure's title prints the claims table's value
     lines = figures.efficiency_title_lines(Selection.of_root(reg, smoke_root, preset="smoke"),
-                                           reg.figures["val-loss-table1"], style.label_of)
+                                           reg.figures["val-loss-table1"], lambda n: style.label_of(reg, n))
     assert f"ours {float(table[('dynamic-e-exoformer', 'tokens_to_base_loss_ratio')]):.2f}x" in lines[0]
 
 
