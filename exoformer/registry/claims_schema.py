@@ -1,11 +1,12 @@
-"""The paper's mechanistic claims as data (experiments/claims.yaml, section `claims:`), parsed strictly.
+"""The paper's claims as data (experiments/claims.yaml, section `claims:`), parsed strictly.
 
 Every claim of the paper is declared here once. A claim reads per-run metrics from the rows of declared tables
 (our number: the mean over the row's seeds that have it) and compares them as the paper states them: `value`
 (one read), `ratio` (first / second), `versus` (first vs second), `difference` (a gap between two rows of a
 column, with a replication verdict) or `column_max` (a column's best over an unknown row). Metrics computed
-across runs (data efficiency, the attention-sink ratio) are declared with the metric (`derived`, parsed here). `paper` gives the paper's numbers, one per read for `versus` and one otherwise,
-each a reported cell (table, row, column of results/paper/reported.yaml) or a literal `value`. Unknown keys
+across runs (data efficiency, the attention-sink ratio) are declared with the metric (`derived`, parsed here).
+`paper` gives the paper's numbers, one per read for `versus` and one otherwise, each a reported cell (table,
+row, column of results/paper/reported.yaml) or a literal `value` (with its source tag and paper version). Unknown keys
 and wrong types are one-line errors with file:line; names are checked against the registry by
 `check_claims` (run by `validate` and by the `claims` verb). Torch-free.
 """
