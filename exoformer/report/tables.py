@@ -109,26 +109,38 @@ def check_columns(registry: Registry, table: Table) -> None:
                             fix=did_you_mean(column, registry.metrics))
 
 
-def _value(rows: pd.DataFrame, task: str, metric: str, spec: str, table: Table) -> tuple[float, float | None] | None:
+Values = dict[str, dict[str, tuple[float | None, float | None]]]
+"""task -> metric -> (value, stderr) of one run (the first row of each; NaN kept, None for no number)."""
+
+
+def run_values(rows: pd.DataFrame) -> Values:
+    """One run's rows of the long table as a lookup (a cell reads a few numbers of a run many times)."""
+    out: Values = {}
+    for task, metric, value, stderr in zip(rows["task"], rows["metric"], rows["value"], rows["stderr"]):
+        out.setdefault(task, {}).setdefault(metric, (None if value is None else float(value), _number(stderr)))
+    return out
+
+
+def _number(value: object) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def _value(rows: Values, task: str, metric: str, spec: str, table: Table) -> tuple[float, float | None] | None:
     """(value, stderr) of task/metric in one run's rows; None when the task was not evaluated."""
-    of_task = rows[rows["task"] == task]
-    if of_task.empty:
+    of_task = rows.get(task)
+    if not of_task:
         return None
-    hit = of_task[of_task["metric"] == metric]
-    if hit.empty:
+    if metric not in of_task:
         raise UserError(f"metric {metric!r} does not exist for task {task!r} in the results of {spec} "
-                        f"(it has {', '.join(sorted(set(of_task['metric'])))})", where=table.source,
-                        fix=f"set convention: {{{task}: {sorted(set(of_task['metric']))[0]}}} for table {table.id}")
-    value, stderr = hit["value"].iloc[0], hit["stderr"].iloc[0]
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    se = None if stderr is None or (isinstance(stderr, float) and math.isnan(stderr)) else float(stderr)
-    return float(value), se
+                        f"(it has {', '.join(sorted(of_task))})", where=table.source,
+                        fix=f"set convention: {{{task}: {sorted(of_task)[0]}}} for table {table.id}")
+    value, stderr = of_task[metric]
+    return None if _number(value) is None else (value, stderr)
 
 
-def _per_seed(rows: pd.DataFrame, column: str, metric_for: dict[str, str], spec: str,
+def _per_seed(rows: Values, column: str, metric_for: dict[str, str], spec: str,
               table: Table) -> tuple[float, float | None] | None:
-    """(value, stderr) of one column for one run, in display units (% for accuracies)."""
+    """(value, stderr) of one column for one run (run_values), in display units (% for accuracies)."""
     if column == PERPLEXITY:
         return _value(rows, "validation", "ppl", spec, table)
     if column == CE_PERPLEXITY:
@@ -143,11 +155,8 @@ def _per_seed(rows: pd.DataFrame, column: str, metric_for: dict[str, str], spec:
         ses = [p[1] for p in parts]
         se = None if any(s is None for s in ses) else 100 * math.sqrt(sum(s * s for s in ses)) / len(TASKS)
         return 100 * statistics.fmean(p[0] for p in parts), se
-    hit = rows[rows["metric"] == column]
-    if hit.empty or hit["value"].iloc[0] is None:
-        return None
-    stderr = hit["stderr"].iloc[0]
-    return float(hit["value"].iloc[0]), None if stderr is None or math.isnan(stderr) else float(stderr)
+    hit = next((of_task[column] for of_task in rows.values() if column in of_task), (None, None))
+    return None if hit[0] is None else hit
 
 
 def _combine(per_seed: list[tuple[int, tuple[float, float | None]]]) -> dict:
@@ -166,7 +175,7 @@ class _SpecRun:
 
     seed: int
     name: str
-    rows: pd.DataFrame
+    rows: Values
     differs: list[str]
 
 
@@ -205,10 +214,11 @@ def build_table(registry: Registry, table_id: str, frame: pd.DataFrame | None = 
                 (damaged if picked.run.damage else notes).append(picked.note)
             if not picked.rows.empty:
                 rows = with_derived(selection, picked, derived, row.specs, k) if derived else picked.rows
-                runs.append(_SpecRun(seed=spec.seed, name=spec_name, rows=rows, differs=picked.differs))
+                runs.append(_SpecRun(seed=spec.seed, name=spec_name, rows=run_values(rows), differs=picked.differs))
         checkpoint = selection.pick(row.specs[0], source=CHECKPOINT)
         checkpoint_runs = [] if checkpoint is None or checkpoint.rows.empty else [
-            _SpecRun(seed=checkpoint.run.seed, name=row.specs[0], rows=checkpoint.rows, differs=checkpoint.differs)]
+            _SpecRun(seed=checkpoint.run.seed, name=row.specs[0], rows=run_values(checkpoint.rows),
+                     differs=checkpoint.differs)]
         for column in table.columns:
             rep = reported.get((table.id, row.id, column))
             cells[(row.id, column)] = _fill(table, row, column, runs, rep, OURS)
@@ -264,7 +274,7 @@ def swapped_convention(convention: dict[str, str]) -> dict[str, str]:
     return {task: OTHER_METRIC[m] if TASK_FACTS[task].normalised else m for task, m in convention.items()}
 
 
-def _other(rows: pd.DataFrame, column: str, swapped: dict[str, str], spec: str, table: Table):
+def _other(rows: Values, column: str, swapped: dict[str, str], spec: str, table: Table):
     try:
         return _per_seed(rows, column, swapped, spec, table)
     except UserError:  # the other metric may not exist (a task with acc only)

@@ -38,7 +38,7 @@ from exoformer.eval.suites import SMOKE_PREFIX
 from exoformer.registry.registry import Registry
 from exoformer.registry.tables import TASKS
 from exoformer.report.selection import Selection
-from exoformer.report.tables import AVERAGE, MARK, BuiltTable, _per_seed, build_table
+from exoformer.report.tables import AVERAGE, MARK, BuiltTable, _per_seed, build_table, run_values
 
 REPLICATES, CONTRADICTS, INCONCLUSIVE = "replicates", "contradicts", "inconclusive"
 DEFAULT_BOOTSTRAP = 1000
@@ -187,8 +187,8 @@ def verdict_for(registry: Registry, frame: pd.DataFrame, built: BuiltTable, clai
     paired = [(k, ra, rb) for k, (ra, rb) in enumerate(zip(runs_a, runs_b)) if ra is not None and rb is not None]
     diffs, sample_pairs = [], []
     for k, ra, rb in paired:
-        va = _per_seed(ra.rows, claim.column, table.convention, a.specs[k], table)
-        vb = _per_seed(rb.rows, claim.column, table.convention, b.specs[k], table)
+        va = _per_seed(run_values(ra.rows), claim.column, table.convention, a.specs[k], table)
+        vb = _per_seed(run_values(rb.rows), claim.column, table.convention, b.specs[k], table)
         if va is None or vb is None:
             continue
         diffs.append(va[0] - vb[0])
