@@ -20,9 +20,8 @@ from exoformer.registry.registry import Registry
 from exoformer.registry.reported import load_reported
 from exoformer.report import NOT_REPORTED, NOT_RUN
 from exoformer.report.derived import run_metric, seed_value
-from exoformer.report.recipe import shorten
 from exoformer.report.selection import Selection
-from exoformer.report.tables import MARK
+from exoformer.report.tables import MARK, why_not_comparable
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -60,7 +59,7 @@ def measure(selection: Selection, read: Read) -> Measured:
     row = next(r for r in registry.tables[read.table].rows if r.id == read.row)
     metric = registry.metrics.get(read.metric)
     found: list[tuple[str, float]] = []
-    differs: list[str] = []
+    differs: list[list[str]] = []
     for k, picked in enumerate(selection.row_runs(row.specs)):
         if picked is None:
             continue
@@ -70,16 +69,10 @@ def measure(selection: Selection, read: Read) -> Measured:
             value = run_metric(picked.rows, read.metric)
         if value is not None:
             found.append((row.specs[k], value))
-            differs += picked.differs
+            differs.append(picked.differs)
     if not found:
         return Measured(value=None, specs=())
-    why = shorten(list(dict.fromkeys(differs)))
-    names = {n for n, _ in found}
-    if len(found) < len(row.specs) and (why or row.specs[0] not in names):
-        seeds = f"{len(found)} of {len(row.specs)} seeds"
-        if row.specs[0] not in names:
-            seeds += f", without the paper's run {row.specs[0]}"
-        why = f"{why}, {seeds}" if why else seeds
+    why = why_not_comparable(differs, [n for n, _ in found], row.specs)
     return Measured(value=statistics.fmean(v for _, v in found), specs=tuple(n for n, _ in found), why=why)
 
 

@@ -71,15 +71,6 @@ def derived_metrics(registry: Registry, columns: tuple[str, ...] | list[str]) ->
     return [registry.metrics[c] for c in columns if c in registry.metrics and registry.metrics[c].derived]
 
 
-def reference_specs(registry: Registry, columns: tuple[str, ...] | list[str]) -> list[str]:
-    """The specs the derived metrics among `columns` read besides the row's own (their reference rows)."""
-    out: list[str] = []
-    for metric in derived_metrics(registry, columns):
-        ref = metric.derived
-        out += [n for r in registry.tables[ref.table].rows if r.id == ref.row for n in r.specs]
-    return list(dict.fromkeys(out))
-
-
 def pair_value(selection: Selection, derived: Derived, own: str, reference: str) -> float | None:
     """The derived value of spec `own` against spec `reference` (their picked runs); None without both runs and
     the inputs. Computed once per reading: every reader of it gets the same number."""

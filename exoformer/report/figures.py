@@ -32,6 +32,7 @@ from exoformer.report import NOT_REPORTED, NOT_RUN, analysis_plots, style
 from exoformer.report.canvas import add_below, notes, pyplot, save
 from exoformer.report.claims import paper_values
 from exoformer.report.derived import row_value
+from exoformer.report.recipe import shorten
 from exoformer.report.selection import Selection
 from exoformer.report.tables import AVERAGE, build_table
 from exoformer.rundir import RunDir
@@ -56,8 +57,7 @@ def comparability_footnote(selection: Selection, refs: list[RunRef]) -> str:
         if picked is not None and picked.note:
             stale.append(picked.note)
         if items:
-            whys.setdefault(", ".join(items[:4]) + (f", +{len(items) - 4} more" if len(items) > 4 else ""),
-                            []).append(label)
+            whys.setdefault(shorten(items), []).append(label)
     parts = []
     if len(whys) == 1 and sum(map(len, whys.values())) == len(refs):
         parts = [f"all runs: {next(iter(whys))}"]

@@ -30,6 +30,7 @@ from exoformer.report.tables import (
     PERCENT_COLUMNS,
     BuiltTable,
     Cell,
+    check_out_dir,
     comparability_notes,
     convention_line,
     fmt_reported,
@@ -95,17 +96,6 @@ class DrawnFigure:
 
 
 # ------------------------------------------------------------------------------------------ checks
-
-def check_out_dir(out_dir: str | os.PathLike) -> Path:
-    """The output directory, created; a path that is a file (or under one) is a one-line UserError."""
-    out = Path(out_dir)
-    for path in (out, *out.parents):
-        if path.exists() and not path.is_dir():
-            raise UserError(f"the output path {path} is a file, not a directory", where="--out",
-                            fix="name a directory for the report (it is created), or move the file away")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
 
 def table_figure_ids(registry: Registry, table_id: str) -> list[str]:
     """The figures drawn from a table's runs (declared with `table:<id>` among their specs)."""
@@ -382,6 +372,7 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
     root = Path(runs_root)
     check_apart(out_dir, runs_roots=[root], registries=[registry.directory])
     out = check_out_dir(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     runs = find_runs(root) if root.is_dir() else []
     if preset is not None and not any(r.preset == preset for r in runs) and runs:
         raise UserError(f"no runs of preset {preset} under {root}", where="--preset",

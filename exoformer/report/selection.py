@@ -37,15 +37,18 @@ EXTRA_COLUMNS = ("suite", "hash12", "run_dir", "source")
 def check_outputs(run: RunInfo) -> None:
     """A finished evaluation whose output is missing is an error; an unfinished one is "not run"."""
     rd = run.run
-    again = (f"re-run it: {rerun_command(rd.read_provenance(), run.spec, rd.path)}" if run.source != CHECKPOINT
-             else f"re-run its evaluation: reproduce.py evaluate CKPT --as {run.as_row} --force")
+
+    def again() -> str:  # read only for a run in error: its provenance
+        return (f"re-run it: {rerun_command(rd.read_provenance(), run.spec, rd.path)}" if run.source != CHECKPOINT
+                else f"re-run its evaluation: reproduce.py evaluate CKPT --as {run.as_row} --force")
+
     for stage, output, name in (("evaluate", rd.eval_rows, "eval_rows"), ("validate", rd.validation, "validation")):
         if run.has(f"stage:{stage}") and not run.has(name):
             raise UserError(f"the {stage} stage finished but {rd.display(output)} is missing", where=str(run.path),
-                            fix=again)
+                            fix=again())
     if run.state == SUCCEEDED and not run.has_eval:
         raise UserError(f"the run SUCCEEDED but has no eval results ({rd.display(rd.eval_rows)}, "
-                        f"{rd.display(rd.validation)})", where=str(run.path), fix=again)
+                        f"{rd.display(rd.validation)})", where=str(run.path), fix=again())
 
 
 def row_spec(run: RunInfo, registry: Registry | None) -> str:
@@ -333,11 +336,6 @@ class Selection:
         if key not in self.memo:
             self.memo[key] = RunDir(picked.path).val_curve()
         return self.memo[key]
-
-    def frame(self) -> pd.DataFrame:
-        """The rows of every run picked so far, as one long table."""
-        parts = [p.rows for p in self.picked() if not p.rows.empty]
-        return pd.concat(parts, ignore_index=True) if parts else frame_of([])
 
 
 def choose_preset(selection: Selection, runs_root: str | os.PathLike, specs: list[str], preset: str | None, *,

@@ -246,17 +246,23 @@ def _fill(table: Table, row: TableRow, column: str, runs: list[_SpecRun], report
     if swapped is not None:
         other = [got for run, _ in used if (got := _other(run.rows, column, swapped, run.name, table))]
         cell.other = statistics.fmean(v for v, _ in other) if len(other) == len(used) else None
-    differs = list(dict.fromkeys(item for run, _ in used for item in run.differs))
-    why = shorten(differs)
-    if len(used) < cell.declared_seeds:
-        without_paper_seed = row.specs[0] not in {run.name for run, _ in used}
-        if differs or without_paper_seed:
-            seeds = f"{len(used)} of {cell.declared_seeds} seeds"
-            if without_paper_seed:
-                seeds += f", without the paper's run {row.specs[0]}"
-            why = f"{why}, {seeds}" if why else seeds
+    why = why_not_comparable([run.differs for run, _ in used], [run.name for run, _ in used],
+                             row.specs[:cell.declared_seeds])
     cell.comparable, cell.why = not why, why
     return cell
+
+
+def why_not_comparable(differs: list[list[str]], used: list[str], declared: tuple[str, ...]) -> str:
+    """What differs from the paper's recipe in the runs `used` of a row declaring `declared` (its first spec is the
+    paper's run); fewer seeds than declared count when something differs or the paper's run is missing."""
+    items = list(dict.fromkeys(item for run in differs for item in run))
+    why = shorten(items)
+    if len(used) < len(declared) and (items or declared[0] not in used):
+        seeds = f"{len(used)} of {len(declared)} seeds"
+        if declared[0] not in used:
+            seeds += f", without the paper's run {declared[0]}"
+        why = f"{why}, {seeds}" if why else seeds
+    return why
 
 
 def _swapped(table: Table, column: str) -> dict[str, str] | None:
