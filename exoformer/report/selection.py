@@ -183,7 +183,7 @@ class Selection:
             own = self.reference(name)
             if own is not None and preset in (None, own.preset):
                 return own
-        key = (name, preset)
+        key = (name, f"{preset or ''} {' '.join(self._sets)}")  # never a reference's key (name, None)
         if key not in self._specs:
             self._specs[key] = self.registry.resolve(name, preset=preset, overrides=self._sets)
         return self._specs[key]  # type: ignore[return-value]

@@ -162,3 +162,14 @@ def test_the_figure_ratios_file_holds_the_same_seed_paired_values(smoke_root, tm
     rows = {r.id: r for r in built.table.rows}
     cell = built.cell(rows["dynamic-e-exoformer"], "tokens_to_gated_loss_ratio")
     assert ratios["gated"]["Dynamic E-ExoFormer"] == pytest.approx(cell.value)
+
+
+def test_a_set_variant_is_read_after_its_reference_was_resolved(tmp_path, capsys):
+    make_run(tmp_path, "gated-s42", ppl=15.0)
+    make_run(tmp_path, "gated-s42", ppl=14.0, overrides=("train.steps=30",))
+    selection = Selection.of_root(registry(), tmp_path, overrides=("train.steps=30",))
+    assert selection.reference("gated-s42").train.steps != 30  # resolved first, without --set
+    assert selection.spec("gated-s42").train.steps == 30
+    assert selection.pick("gated-s42").rows.query("metric == 'ppl'")["value"].iloc[0] == 14.0
+    assert main(["table", "table1", "--set", "train.steps=30", "--runs-dir", str(tmp_path)]) == 0
+    assert "| Gated Attention | 14.00" in capsys.readouterr().out
