@@ -98,23 +98,20 @@ def figure_arguments(parser: argparse.ArgumentParser) -> None:
 def figure_verb(args: argparse.Namespace) -> int:
     from exoformer.report.figures import draw
     from exoformer.report.outputs import check_apart
-    from exoformer.report.selection import read
     from exoformer.report.tables import check_out_dir
 
-    check_out_dir(args.out)
-    registry = options.registry(args)
-    check_apart(args.out, runs_roots=[options.runs_root(args)], registries=[registry.directory])
-    if args.figure not in registry.figures:
-        from exoformer.errors import UserError, did_you_mean
+    def check(registry) -> None:
+        check_apart(args.out, runs_roots=[options.runs_root(args)], registries=[registry.directory])
+        if args.figure not in registry.figures:
+            from exoformer.errors import UserError, did_you_mean
 
-        raise UserError(f"unknown figure {args.figure!r}", where="FIGURE", fix=did_you_mean(args.figure,
-                                                                                             registry.figures))
-    root = options.existing_runs_root(args)
-    selection = read(registry, root, registry.figure_specs(registry.figures[args.figure]), preset=args.preset,
-                     overrides=args.overrides, what=f"figure {args.figure}", check=False)
-    if selection.note:
-        print(selection.note, file=sys.stderr, flush=True)
-    for path in draw(registry, args.figure, runs_root=root, out_dir=args.out, preset=selection.preset,
+            raise UserError(f"unknown figure {args.figure!r}", where="FIGURE",
+                            fix=did_you_mean(args.figure, registry.figures))
+
+    check_out_dir(args.out)
+    registry, report = _composed(args, check, figures=[args.figure])
+    selection = report.figures[args.figure]
+    for path in draw(registry, args.figure, runs_root=selection.runs_root, out_dir=args.out, preset=selection.preset,
                      overrides=args.overrides, selection=selection):
         print(f"wrote {path}")
     return 0

@@ -35,6 +35,8 @@ class TableReport:
 @dataclass(kw_only=True, slots=True)
 class Report:
     tables: dict[str, TableReport] = field(default_factory=dict)
+    figures: dict[str, Selection] = field(default_factory=dict)
+    """Figure id -> the runs it is drawn from (report/figures.draw)."""
     claims: list[Claim] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
     claims_selection: Selection | None = None
@@ -42,7 +44,7 @@ class Report:
     @property
     def notes(self) -> list[str]:
         """The preset lines of the report, once each, in the order they arose."""
-        selections = [t.selection for t in self.tables.values()] + [self.claims_selection]
+        selections = [t.selection for t in self.tables.values()] + [*self.figures.values(), self.claims_selection]
         return list(dict.fromkeys(s.note for s in selections if s is not None and s.note))
 
 
@@ -53,10 +55,11 @@ def claim_specs(registry: Registry) -> list[str]:
     return list(dict.fromkeys(name for table in dict.fromkeys(tables) for name in registry.tables[table].spec_names()))
 
 
-def compose(registry: Registry, runs_root: str | os.PathLike, *, tables: list[str] = (), claims: bool = False,
-            preset: str | None = None, overrides: list[str] | tuple[str, ...] = (),
+def compose(registry: Registry, runs_root: str | os.PathLike, *, tables: list[str] = (), figures: list[str] = (),
+            claims: bool = False, preset: str | None = None, overrides: list[str] | tuple[str, ...] = (),
             n_boot: int = DEFAULT_BOOTSTRAP) -> Report:
-    """The tables `tables` (built) and, with `claims`, the paper's claims and row-difference verdicts."""
+    """The tables `tables` (built), the runs of the figures `figures` (drawn by the caller: figures.draw) and,
+    with `claims`, the paper's claims and row-difference verdicts."""
     root = Path(runs_root)
     resolved: dict[tuple[str, str | None], Spec | None] = {}
     out = Report()
@@ -67,6 +70,10 @@ def compose(registry: Registry, runs_root: str | os.PathLike, *, tables: list[st
         built = build_table(registry, table_id, preset=selection.preset, runs_root=root, overrides=overrides,
                             selection=selection)
         out.tables[table_id] = TableReport(built=built, selection=selection)
+    for figure_id in figures:
+        out.figures[figure_id] = read(registry, root, registry.figure_specs(registry.figures[figure_id]),
+                                      preset=preset, overrides=overrides, what=f"figure {figure_id}", check=False,
+                                      resolved=resolved)
     if claims:
         selection = read(registry, root, claim_specs(registry), preset=preset, overrides=overrides, what="claims",
                          resolved=resolved)

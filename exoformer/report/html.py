@@ -26,6 +26,7 @@ from exoformer.runs.run_index import CHECKPOINT, RunInfo, find_runs, one_view
 from exoformer.report import NOT_REPORTED, NOT_RUN
 from exoformer.report.diff import OUTSIDE, WITHIN, CellDiff, TableDiff, diff_table
 from exoformer.report.outputs import check_apart, read_run_file
+from exoformer.report.selection import Selection
 from exoformer.report.tables import (
     PERCENT_COLUMNS,
     BuiltTable,
@@ -252,26 +253,22 @@ LEGEND = ('<p class="legend note">colours (diff verdict per cell): <span class="
 
 # ------------------------------------------------------------------------------------------ figures
 
-def draw_figures(registry: Registry, figure_ids: list[str], *, runs_root: Path, out_dir: Path,
-                 preset: str | None, overrides: list[str] | tuple[str, ...] = (),
-                 gpu: bool | None = None) -> tuple[list[DrawnFigure], set[Path]]:
-    """Each figure drawn into out_dir/figures from the runs of the preset selection.choose_preset reads for it;
-    one that cannot be drawn yet keeps its one-line reason (a "run ..." fix says what runs on this machine).
-    Also returns the run directories the figures read."""
+def draw_figures(registry: Registry, figures: dict[str, Selection], *, out_dir: Path, gpu: bool | None = None
+                 ) -> tuple[list[DrawnFigure], set[Path]]:
+    """Each figure drawn into out_dir/figures from the runs its selection (report.compose) reads; one that cannot
+    be drawn yet keeps its one-line reason (a "run ..." fix says what runs on this machine). Also returns the run
+    directories the figures read."""
     from exoformer.report.figures import draw, figure_runs
 
-    from exoformer.report.selection import read
-
     drawn, used = [], set()
-    for fid in figure_ids:
+    for fid, selection in figures.items():
         figure = registry.figures[fid]
         item = DrawnFigure(figure_id=fid, title=figure.title)
-        selection = read(registry, runs_root, registry.figure_specs(figure), preset=preset, overrides=overrides,
-                         what=f"figure {fid}", check=False)
+        root = selection.runs_root
         try:
-            used |= {Path(ref[2]) for ref in figure_runs(registry, figure, runs_root, selection=selection)}
-            item.files = draw(registry, fid, runs_root=runs_root, out_dir=out_dir / "figures",
-                              preset=selection.preset, overrides=overrides, selection=selection)
+            used |= {Path(ref[2]) for ref in figure_runs(registry, figure, root, selection=selection)}
+            item.files = draw(registry, fid, runs_root=root, out_dir=out_dir / "figures", preset=selection.preset,
+                              overrides=selection.overrides, selection=selection)
         except UserError as err:
             fix = run_hint(fid, gpu=gpu) if "reproduce.py run" in (err.fix or "") else err.fix
             item.error = f"{err.problem} ({'fix: ' + fix if fix else ''})" if fix else err.problem
@@ -385,7 +382,8 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
     gpu = has_gpu() if gpu is None else gpu
     sections, empty, read_dirs, presets_read = [], [], set(), set()
     claimed = [tid for tid in chosen.tables if any(d.table == tid for d in paper_differences(registry))]
-    report = compose(registry, root, tables=chosen.tables, claims=bool(claimed), preset=preset, overrides=overrides)
+    report = compose(registry, root, tables=chosen.tables, figures=chosen.figures, claims=bool(claimed), preset=preset,
+                     overrides=overrides)
     for tid, table in report.tables.items():
         built = table.built
         picked = [p for p in table.selection.picked() if not p.rows.empty]
@@ -402,8 +400,7 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
         if table.note:
             section = section.replace("</h3>", f'</h3>\n<p class="note">{html.escape(table.note)}</p>', 1)
         sections.append(section)
-    drawn, used = draw_figures(registry, chosen.figures, runs_root=root, out_dir=out, preset=preset,
-                               overrides=overrides, gpu=gpu)
+    drawn, used = draw_figures(registry, report.figures, out_dir=out, gpu=gpu)
     read_dirs |= used
     shown_runs = [r for r in runs if r.path in read_dirs]
     others = sum(1 for r in runs if r.path not in read_dirs)

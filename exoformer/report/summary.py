@@ -31,9 +31,10 @@ def report_table(registry: Registry, table_id: str, *, runs_root: str | os.PathL
     """(markdown table, written figure paths) for `table_id` from the runs under `runs_root` (with
     `overrides`: the variant runs made with that --set)."""
     with one_view():
-        table = compose(registry, runs_root, tables=[table_id], preset=preset, overrides=overrides).tables[table_id]
+        report = compose(registry, runs_root, tables=[table_id], figures=table_figures(registry, table_id),
+                         preset=preset, overrides=overrides)
         written: list[Path] = []
-        for fid in table_figures(registry, table_id):
-            written += draw(registry, fid, runs_root=runs_root, out_dir=figures_dir, preset=table.selection.preset,
-                            overrides=overrides)
-    return render(table.built, "md"), written
+        for fid, selection in report.figures.items():
+            written += draw(registry, fid, runs_root=runs_root, out_dir=figures_dir, preset=selection.preset,
+                            overrides=overrides, selection=selection)
+    return render(report.tables[table_id].built, "md"), written
