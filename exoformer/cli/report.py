@@ -10,44 +10,18 @@ from exoformer.cli import options
 TABLE_FORMATS = ("md", "latex", "csv", "long")
 
 
-def _read(args: argparse.Namespace, specs_of, what: str, check=None):
-    """(registry, existing runs root, long frame, preset read) of a reading verb: the runs of the preset the
-    README's rule chooses (collect.choose_preset) for the specs `specs_of(registry)` names, checkpoints filed
-    under their rows. `check(registry)` first: a wrong target is reported before a missing runs root."""
-    from exoformer.report.collect import collect
+def _composed(args: argparse.Namespace, check, **what):
+    """(registry, report) of a reading verb: `check(registry)` first (a wrong target is reported before a missing
+    runs root), then report.compose; its preset lines (README "Which runs the reading verbs read") go to stderr."""
+    from exoformer.report.compose import compose
 
     registry = options.registry(args)
-    if check is not None:
-        check(registry)
-    root = options.existing_runs_root(args)
-    specs = specs_of(registry)
-    preset = reading_preset(registry, root, specs, args.preset, what=what)
-    return registry, root, collect(root, preset=preset, specs=specs, registry=registry,
-                                   overrides=args.overrides), preset
-
-
-def reading_preset(registry, root, specs: list[str], preset: str | None, *, what: str) -> str | None:
-    """The preset to read (README "Which runs the reading verbs read"); its one-line note goes to stderr."""
-    from exoformer.report.collect import choose_preset
-
-    chosen, note = choose_preset(registry, root, specs, preset, what=what)
-    if note:
+    check(registry)
+    report = compose(registry, options.existing_runs_root(args), preset=args.preset, overrides=args.overrides,
+                     **what)
+    for note in report.notes:
         print(note, file=sys.stderr, flush=True)
-    return chosen
-
-
-def _table_specs(table_id: str):
-    return lambda registry: registry.tables[table_id].spec_names()
-
-
-def _claim_specs(registry) -> list[str]:
-    """The specs `claims` reads: every row of each table a claim or a paper difference names (a derived claim
-    such as a tokens-to-loss ratio, or a row difference, needs rows the claim's own reads do not list)."""
-    from exoformer.report.verdicts import paper_differences
-
-    tables = [read.table for claim in registry.claims.values() for read in claim.reads]
-    tables += [d.table for d in paper_differences(registry)]
-    return list(dict.fromkeys(name for table in dict.fromkeys(tables) for name in registry.tables[table].spec_names()))
+    return registry, report
 
 
 def _table_check(table_id: str):
@@ -72,15 +46,13 @@ def table_arguments(parser: argparse.ArgumentParser) -> None:
 
 def table_verb(args: argparse.Namespace) -> int:
     from exoformer.report.outputs import check_apart
-    from exoformer.report.tables import build_table, check_out_dir, render, write_table
+    from exoformer.report.tables import check_out_dir, render, write_table
 
     if args.out:
         check_out_dir(args.out)
         check_apart(args.out, runs_roots=[options.runs_root(args)], registries=[options.registry(args).directory])
-    registry, root, frame, preset = _read(args, _table_specs(args.table), f"table {args.table}",
-                                          _table_check(args.table))
-    built = build_table(registry, args.table, frame, preset=preset, runs_root=root, overrides=args.overrides)
-    text = render(built, args.format)
+    _, report = _composed(args, _table_check(args.table), tables=[args.table])
+    text = render(report.tables[args.table].built, args.format)
     if args.out:
         print(f"wrote {write_table(text, args.table, args.format, args.out)}")
     else:
@@ -101,19 +73,17 @@ def diff_arguments(parser: argparse.ArgumentParser) -> None:
 
 def diff_verb(args: argparse.Namespace) -> int:
     from exoformer.report.diff import diff_table, exit_code, render_diff
-    from exoformer.report.tables import build_table
     from exoformer.report.verdicts import check_bootstrap, column_maxima, render_maxima, render_verdicts, table_verdicts
 
     n_boot = check_bootstrap(args.bootstrap)
-    registry, root, frame, preset = _read(args, _table_specs(args.target), f"table {args.target}",
-                                          _table_check(args.target))
-    built = build_table(registry, args.target, frame, preset=preset, runs_root=root, overrides=args.overrides)
+    registry, report = _composed(args, _table_check(args.target), tables=[args.target])
+    built = report.tables[args.target].built
     result = diff_table(built)
     print(render_diff(result), end="")
     better = {m: registry.metrics[m].better for m in built.table.columns if m in registry.metrics}
     extra = [*render_maxima(built, column_maxima(registry).get(args.target, {}), better),
-             *render_verdicts(table_verdicts(registry, frame, built, preset=preset, overrides=args.overrides,
-                                             n_boot=n_boot))]
+             *render_verdicts(table_verdicts(registry, None, built, preset=built.selection.preset,
+                                             overrides=args.overrides, n_boot=n_boot))]
     if extra:
         print("\n" + "\n".join(extra))
     return exit_code(result)
@@ -130,19 +100,19 @@ def figure_verb(args: argparse.Namespace) -> int:
     from exoformer.report.outputs import check_apart
     from exoformer.report.tables import check_out_dir
 
-    check_out_dir(args.out)
-    registry = options.registry(args)
-    check_apart(args.out, runs_roots=[options.runs_root(args)], registries=[registry.directory])
-    if args.figure not in registry.figures:
-        from exoformer.errors import UserError, did_you_mean
+    def check(registry) -> None:
+        check_apart(args.out, runs_roots=[options.runs_root(args)], registries=[registry.directory])
+        if args.figure not in registry.figures:
+            from exoformer.errors import UserError, did_you_mean
 
-        raise UserError(f"unknown figure {args.figure!r}", where="FIGURE", fix=did_you_mean(args.figure,
-                                                                                             registry.figures))
-    root = options.existing_runs_root(args)
-    preset = reading_preset(registry, root, registry.figure_specs(registry.figures[args.figure]), args.preset,
-                            what=f"figure {args.figure}")
-    for path in draw(registry, args.figure, runs_root=root, out_dir=args.out, preset=preset,
-                     overrides=args.overrides):
+            raise UserError(f"unknown figure {args.figure!r}", where="FIGURE",
+                            fix=did_you_mean(args.figure, registry.figures))
+
+    check_out_dir(args.out)
+    registry, report = _composed(args, check, figures=[args.figure])
+    selection = report.figures[args.figure]
+    for path in draw(registry, args.figure, runs_root=selection.runs_root, out_dir=args.out, preset=selection.preset,
+                     overrides=args.overrides, selection=selection):
         print(f"wrote {path}")
     return 0
 
@@ -154,16 +124,14 @@ def claims_arguments(parser: argparse.ArgumentParser) -> None:
 
 def claims_verb(args: argparse.Namespace) -> int:
     from exoformer.registry.claims_schema import check_claims
-    from exoformer.report.claims import build_claims, render_markdown
-    from exoformer.report.verdicts import all_verdicts, check_bootstrap, render_verdicts
+    from exoformer.report.claims import render_markdown
+    from exoformer.report.verdicts import check_bootstrap, render_verdicts
 
     n_boot = check_bootstrap(args.bootstrap)
-    registry, root, frame, preset = _read(args, _claim_specs, "claims", check_claims)
-    claims = build_claims(registry, frame, preset=preset, overrides=args.overrides)
-    print(render_markdown(claims, preset=preset), end="")
-    verdicts = all_verdicts(registry, frame, preset=preset, runs_root=str(root), overrides=args.overrides,
-                            n_boot=n_boot)
-    print("\n" + "\n".join(render_verdicts(verdicts)))
+    _, report = _composed(args, check_claims, claims=True, n_boot=n_boot)
+    print(render_markdown(report.claims, preset=report.claims_selection.preset,
+                          notes=report.claims_selection.notes()), end="")
+    print("\n" + "\n".join(render_verdicts(report.verdicts)))
     return 0
 
 

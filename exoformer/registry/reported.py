@@ -1,8 +1,8 @@
 """results/paper/reported.yaml: the paper's numbers with provenance, checked against the declared tables.
 
-Layout: `tables: {table: {row: {column: {value, source, version[, note]} | {value: null, reason}}}}`,
-`column_maxima` (numbers known only as a column's best over an unknown row, [WIZ]), and `differences`
-(numbers known only as a gap between two cells). Every cell of every declared table must be present.
+Layout: `tables: {table: {row: {column: {value, source, version[, note]} | {value: null, reason}}}}`. A cell
+the paper does not give needs no line: readers show it as "not reported". Numbers known only as a gap between
+two cells or as a column's best over an unknown row are claims (experiments/claims.yaml).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from exoformer.yaml_lines import load_yaml_with_lines
 
 DEFAULT_REPORTED = REPO_ROOT / "results" / "paper" / "reported.yaml"
 VERSIONS = ("v1", "v2", "v3", "v4", "unknown")
+SECTIONS = ("paper", "sources", "tables")
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -50,13 +51,6 @@ def load_reported(registry: Registry, path: str | os.PathLike | None = None) -> 
     return dict(_load_reported(registry, str(path), _stamp(path)))
 
 
-def reported_document(registry: Registry, path: str | os.PathLike | None = None) -> Any:
-    """reported.yaml as parsed (with line numbers; read-only), once per registry and file version: the sections
-    that load_reported does not turn into cells (`differences`, `column_maxima`) are read from it."""
-    path = reported_path(path)
-    return _document(registry, str(path), _stamp(path))
-
-
 def _stamp(path: Path) -> int | None:
     try:
         return path.stat().st_mtime_ns
@@ -77,9 +71,9 @@ def _load_reported(registry: Registry, path_text: str, stamp: int | None) -> dic
     if not isinstance(data, dict):
         raise UserError("must be a mapping with paper:, sources:, tables:", where=f"{file}:1", fix="see its header")
     for key in data:
-        if key not in ("paper", "sources", "tables", "column_maxima", "differences"):
+        if key not in SECTIONS:
             raise UserError(f"unknown section {key!r}", where=f"{file}:{data.line_of(key)}",
-                            fix=did_you_mean(str(key), ("paper", "sources", "tables", "column_maxima", "differences")))
+                            fix=did_you_mean(str(key), SECTIONS))
     sources = data.get("sources") or {}
     tables = data.get("tables")
     if not isinstance(tables, dict) or not isinstance(sources, dict):
@@ -108,45 +102,6 @@ def _load_reported(registry: Registry, path_text: str, stamp: int | None) -> dic
                     raise UserError(f"{col!r} is not a column of table {tid!r}", where=cw,
                                     fix=did_you_mean(str(col), table.columns))
                 cells[(tid, rid, col)] = _cell(cell, cw, sources)
-    for tid, table in registry.tables.items():
-        for row in table.rows:
-            for col in table.columns:
-                if (tid, row.id, col) not in cells:
-                    raise UserError(f"cell {table.reported}/{row.id}/{col} is missing", where=file,
-                                    fix="add it, as {value: null, reason: ...} when the paper does not give it")
-    maxima = data.get("column_maxima") or {}
-    if not isinstance(maxima, dict):
-        raise UserError("column_maxima must map table -> {column: cell}",
-                        where=f"{file}:{data.line_of('column_maxima')}", fix="indent tables under it")
-    for tid, cols in maxima.items():
-        mw = f"{file}:{maxima.line_of(tid)}"
-        if not isinstance(cols, dict):
-            raise UserError(f"column_maxima of {tid!r} must map column -> cell", where=mw,
-                            fix="indent columns under it")
-        if tid not in registry.tables:
-            raise UserError(f"column_maxima names unknown table {tid!r}", where=mw, fix=did_you_mean(str(tid),
-                                                                                                     registry.tables))
-        for col, cell in cols.items():
-            if col not in registry.tables[tid].columns:
-                raise UserError(f"column_maxima: {col!r} is not a column of {tid!r}",
-                                where=f"{file}:{cols.line_of(col)}",
-                                fix=did_you_mean(str(col), registry.tables[tid].columns))
-            _cell(cell, f"{file}:{cols.line_of(col)}", sources)
-    diffs = data.get("differences") or []
-    if not isinstance(diffs, list):
-        raise UserError("differences must be a list", where=f"{file}:{data.line_of('differences')}",
-                        fix="write - {minuend: T/R/C, subtrahend: T/R/C, value: X, source: TAG, version: vN}")
-    for i, diff in enumerate(diffs):
-        dw = f"{file}:{diffs.line_of(i)}"
-        if not isinstance(diff, dict):
-            raise UserError(f"a difference must be a mapping, got {diff!r}", where=dw,
-                            fix="write {minuend: T/R/C, subtrahend: T/R/C, value: X, source: TAG, version: vN}")
-        for end in ("minuend", "subtrahend"):
-            key = tuple(str(diff.get(end, "")).split("/"))
-            if key not in cells:
-                raise UserError(f"difference {end} {diff.get(end)!r} names no table cell", where=dw,
-                                fix="write table/row/column of a declared cell")
-        _cell({k: v for k, v in diff.items() if k not in ("minuend", "subtrahend")}, dw, sources)
     return cells
 
 

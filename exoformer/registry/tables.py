@@ -12,6 +12,7 @@ from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.task_facts import PAPER_TASKS, TASK_FACTS
+from exoformer.registry.claims_schema import Derived, parse_derived
 from exoformer.registry.sweeps import check_name
 
 TASKS = PAPER_TASKS
@@ -29,6 +30,8 @@ class Metric:
     id: str
     description: str
     better: str  # "lower" | "higher"
+    derived: Derived | None = None
+    """How it is computed across runs (exoformer/report/derived.py); None for a metric a run writes."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -38,6 +41,10 @@ class TableRow:
     specs: tuple[str, ...]
     """First: the run the paper reports (seed 42); then seed replicates for the spread."""
     source: str
+    figure_label: str = ""
+    """The row's model's label in every figure (yaml `figure: {label, colour}`; exoformer/report/style.py)."""
+    colour: str = ""
+    """The row's model's colour in every figure; empty: not declared."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -66,6 +73,9 @@ class Figure:
     specs: tuple[str, ...]
     series: tuple[str, ...]
     """Logged metric (metrics.jsonl key, e.g. val_loss) or analysis output (e.g. analysis.first_token_attention)."""
+    against: tuple[str, ...] = ()
+    """Rows of its table whose final validation loss the data-efficiency ratios under a `curves` figure are
+    measured against (the paper: 1.84x vs the base model, ~1.5x vs gated attention)."""
     source: str = ""
 
 
@@ -101,7 +111,7 @@ def parse_metrics(section: Any, file: str) -> dict[str, Metric]:
         check_name(str(mid), where=where, what="metric id")
         if not isinstance(body, dict):
             raise UserError(f"metric {mid!r} must be a mapping", where=where, fix="write description: and better:")
-        _check_keys(body, ("description", "better"), file, f"metric {mid!r}")
+        _check_keys(body, ("description", "better", "derived"), file, f"metric {mid!r}")
         better = body.get("better")
         if better not in ("lower", "higher"):
             raise UserError(f"metric {mid!r}: better must be 'lower' or 'higher', got {better!r}",
@@ -110,7 +120,9 @@ def parse_metrics(section: Any, file: str) -> dict[str, Metric]:
         if not isinstance(description, str):
             raise UserError(f"metric {mid!r}: description must be a sentence, got a {type(description).__name__}",
                             where=_where(file, body, "description"), fix='write description: "what it measures"')
-        out[mid] = Metric(id=mid, description=description, better=better)
+        derived = None if "derived" not in body else parse_derived(body["derived"], file, _where(file, body, "derived"),
+                                                                   f"metric {mid!r} derived")
+        out[mid] = Metric(id=mid, description=description, better=better, derived=derived)
     return out
 
 
@@ -143,7 +155,7 @@ def parse_table(tid: str, body: Any, file: str, where: str) -> Table:
         rw = f"{file}:{rows_raw.item_lines[i]}" if hasattr(rows_raw, "item_lines") else where
         if not isinstance(row, dict):
             raise UserError(f"{what}: row {i + 1} must be a mapping", where=rw, fix="write - {id, label, specs}")
-        _check_keys(row, ("id", "label", "specs"), file, f"{what} row {i + 1}")
+        _check_keys(row, ("id", "label", "specs", "figure"), file, f"{what} row {i + 1}")
         rid = check_name(row.get("id"), where=rw, what="row id")
         if rid in seen:
             raise UserError(f"{what}: duplicate row id {rid!r}", where=rw, fix="give each row its own id")
@@ -153,7 +165,13 @@ def parse_table(tid: str, body: Any, file: str, where: str) -> Table:
         if not all(isinstance(s, str) for s in specs):
             raise UserError(f"{what} row {rid!r}: specs must be names", where=_where(file, row, "specs"),
                             fix="write spec names as strings")
-        rows.append(TableRow(id=rid, label=label, specs=tuple(specs), source=rw))
+        look = row.get("figure", {}) or {}
+        if not isinstance(look, dict) or set(look) - {"label", "colour"} or not all(isinstance(v, str) for v in
+                                                                                  look.values()):
+            raise UserError(f"{what} row {rid!r}: figure must be {{label: TEXT, colour: '#RRGGBB'}}",
+                            where=_where(file, row, "figure"), fix='write figure: {label: "Base", colour: "#666666"}')
+        rows.append(TableRow(id=rid, label=label, specs=tuple(specs), source=rw, figure_label=look.get("label", ""),
+                             colour=look.get("colour", "")))
     for c in columns:
         if not isinstance(c, str):
             raise UserError(f"{what}: column {c!r} is not a metric id", where=_where(file, body, "columns"),
@@ -179,7 +197,7 @@ def parse_figure(fid: str, body: Any, file: str, where: str) -> Figure:
     check_name(fid, where=where, what="figure id")
     if not isinstance(body, dict):
         raise UserError(f"{what} must be a mapping", where=where, fix="write title:, kind:, specs:, series:")
-    _check_keys(body, ("title", "kind", "specs", "series"), file, what)
+    _check_keys(body, ("title", "kind", "specs", "series", "against"), file, what)
     title = _need(body, "title", str, file, what, "add a one-line title")
     kind = _need(body, "kind", str, file, what, f"use one of {list(FIGURE_KINDS)}")
     if kind not in FIGURE_KINDS:
@@ -187,7 +205,12 @@ def parse_figure(fid: str, body: Any, file: str, where: str) -> Figure:
                         fix=did_you_mean(kind, FIGURE_KINDS))
     specs = _need(body, "specs", list, file, what, "list spec names or a table id (table:ID)")
     series = _need(body, "series", list, file, what, "list logged metrics or analysis outputs")
-    for item in [*specs, *series]:
+    against = body.get("against", [])
+    if not isinstance(against, list):
+        raise UserError(f"{what}: against must be a list of row ids", where=_where(file, body, "against"),
+                        fix="write against: [base]")
+    for item in [*specs, *series, *against]:
         if not isinstance(item, str):
             raise UserError(f"{what}: {item!r} is not a name", where=where, fix="write names as strings")
-    return Figure(id=fid, title=title, kind=kind, specs=tuple(specs), series=tuple(series), source=where)
+    return Figure(id=fid, title=title, kind=kind, specs=tuple(specs), series=tuple(series), against=tuple(against),
+                  source=where)

@@ -68,4 +68,5 @@ def validate(reg, *, reported=None) -> dict:
         load_profile(name)
     return {"files": len(reg.files), "specs": len(reg.specs), "groups": len(reg.groups), "tables": len(reg.tables),
             "figures": len(reg.figures), "known": sum(v is not None for v in cells.values()),
-            "unknown": sum(v is None for v in cells.values()), "profiles": len(profiles)}
+            "unknown": sum(len(t.rows) * len(t.columns) for t in reg.tables.values())
+            - sum(v is not None for v in cells.values()), "profiles": len(profiles)}

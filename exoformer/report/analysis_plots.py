@@ -1,7 +1,8 @@
 """Figures of the analysis stage: per-layer probe lines, layer-similarity heatmaps, spike-score table.
 
 Every plot function has the signature `fn(figure, runs, out_dir) -> list[Path]`: `figure` is the declaration
-from experiments/figures.yaml (a mapping, or the harness' Figure object, with id, title, series), `runs` a
+from experiments/figures.yaml (a mapping, or the harness' Figure object, with id, title, series, and the
+colour of each spec's model under `colours`), `runs` a
 list of (spec name, label, run_dir or None) and `out_dir` where the files go. Runs sharing a label are seed
 replicates of one model: one line per label (the mean over seeds, a min-max band when there are several).
 A run without analysis output is named "not run"; a probe the model cannot have (gates of an ungated model,
@@ -36,6 +37,8 @@ RunRef = tuple[str, str, "str | os.PathLike | None"]
 """(spec name, label, run directory or None when the run does not exist)."""
 
 NOT_ENOUGH_STEPS = "not enough steps"
+SPIKE_COLUMN = "grad_spike_score"
+"""The metric of a spike-score table whose reported values the spike table shows beside ours."""
 ABLATION_TITLES = {"none": "as trained", "anchor": "anchor term removed", "self": "own term removed"}
 
 
@@ -144,7 +147,7 @@ class Line:
 
     label: str
     model: str
-    """A spec name of the model (its colour: exoformer/report/style.py)."""
+    """A spec name of the model (its colour: the declaration's `colours`, else exoformer/report/style.py's)."""
     x: list[float]
     mean: list[float]
     low: list[float]
@@ -216,7 +219,7 @@ def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLi
     footer: list[str] = []
     for ax, data in zip(axes.flat, panels):
         for line in data.lines:
-            colour = style.colour_of(line.model)
+            colour = _field(figure, "colours", {}).get(line.model) or style.fallback_colour(line.model)
             suffix = f" (mean of {line.seeds} seeds, band: min-max)" if line.seeds > 1 else ""
             (handle,) = ax.plot(line.x, line.mean, marker="o", markersize=3, color=colour)
             legend.setdefault(line.label + suffix, handle)
@@ -382,21 +385,17 @@ class SpikeRow:
     paper: float | None
 
 
-def reported_spike_rows() -> list[SpikeRow]:
-    """The rows of table spike-scores with the paper's gradient-norm spike scores (None: not reported).
-
-    From experiments/tables.yaml and results/paper/reported.yaml (0.0458, 0.0108, 0.0085, 0.0081, 0.0054 for
-    ResFormer, gated ResFormer, gated attention, E-NuResFormer, E-ExoFormer; [N-v4F], unit not stated).
-    """
+def reported_spike_rows(table_id: str, registry: Any = None) -> list[SpikeRow]:
+    """The rows of a declared spike-score table with the paper's gradient-norm spike scores (None: not reported),
+    from experiments/tables.yaml and results/paper/reported.yaml (`registry`: the default one when None)."""
     from exoformer.registry.registry import Registry
     from exoformer.registry.reported import load_reported
 
-    registry = Registry()
+    registry = registry or Registry()
     cells = load_reported(registry)
-    table = registry.tables["spike-scores"]
     out = []
-    for row in table.rows:
-        cell = cells.get((table.id, row.id, "grad_spike_score"))
+    for row in registry.tables[table_id].rows:
+        cell = cells.get((table_id, row.id, SPIKE_COLUMN))
         out.append(SpikeRow(label=row.label, specs=row.specs, paper=None if cell is None else cell.value))
     return out
 
@@ -441,10 +440,13 @@ def _score(series: Mapping[str, Any]) -> str:
 
 def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLike, *,
                       reported: Sequence[SpikeRow] | None = None) -> list[Path]:
-    """The spike-score table as PNG, PDF and Markdown, our scores beside the paper's (appendix F)."""
+    """The spike-score table as PNG, PDF and Markdown, our scores beside the paper's (appendix F): `reported`, else
+    the rows of the table the figure draws (`specs: [table:ID]`)."""
     _analysis_series(figure, allowed=("spike_scores",), extra=("grad_norm", "loss"))
     _require_some(figure, any(read_analysis(d, "spikes") for _, _, d in runs), "spikes")
-    reported = reported_spike_rows() if reported is None else reported
+    if reported is None:
+        tables = [str(s)[6:] for s in _field(figure, "specs", ()) if str(s).startswith("table:")]
+        reported = reported_spike_rows(tables[0]) if tables else []
     rows = spike_rows(runs, reported)
     header = ["model", "spec", "ours grad (%)", "ours loss (%)", "paper grad", "steps"]
     note = ("Spike score: % of values > 7 std from the rolling mean of the previous 1000 steps (OLMo 2); "

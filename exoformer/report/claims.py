@@ -1,9 +1,9 @@
 """The paper's mechanistic claims (experiments/claims.yaml) beside our measurements (docs/paper.md 4.4).
 
-Each declared claim reads per-run metrics from the long table (collect's frame; the analyse stage's rows,
-task "analysis", and the cross-run rows of report/derived.py, task "derived") for the specs of table rows: a
-value is the mean over the row's seeds whose run has it, each spec's run being the one run_index.pick_run picks
-(as tables and figures do); a row without such a run reads "not run". The paper's numbers are reported cells
+Each declared claim reads per-run metrics (the analyse stage's rows, task "analysis", or a metric derived
+across runs by report/derived.py) for the specs of table rows: a value is the mean over the row's seeds whose
+run has it, each spec's run being the selection's pick (report/selection.py, as tables and figures read);
+a row without such a run reads "not run". The paper's numbers are reported cells
 of results/paper/reported.yaml (or literals). A measurement from runs that differ from the paper's recipe
 (report/recipe.py) is marked † with a note saying what differs. Torch-free.
 """
@@ -15,16 +15,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from exoformer.registry.claims_schema import DeclaredClaim, PaperNumber, Read, check_claims
+from exoformer.registry.claims_schema import TABLE_CLAIMS, DeclaredClaim, PaperNumber, Read, check_claims
 from exoformer.registry.registry import Registry
 from exoformer.registry.reported import load_reported
-from exoformer.runs.run_index import CHECKPOINT
 from exoformer.report import NOT_REPORTED, NOT_RUN
-from exoformer.report.derived import DERIVED_TASK, add_derived_rows
-from exoformer.report.recipe import run_differences, shorten
-from exoformer.report.tables import MARK, pick_runs
-
-ANALYSIS_TASK = "analysis"
+from exoformer.report.derived import run_metric, seed_value
+from exoformer.report.selection import Selection
+from exoformer.report.tables import MARK, why_not_comparable
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -55,55 +52,62 @@ class Measured:
         return f"{row_label}: {', '.join(self.specs)}"
 
 
-def measure(registry: Registry, frame: pd.DataFrame, read: Read, *, preset: str | None,
-            overrides: list[str] | tuple[str, ...] = ()) -> Measured:
-    """The mean of `read.metric` over the seeds of its table row whose picked run has it."""
+def measure(selection: Selection, read: Read) -> Measured:
+    """The mean of `read.metric` over the seeds of its table row whose picked run has it (a derived metric:
+    computed across runs by report/derived.py, the same value the claims table shows)."""
+    registry = selection.registry
     row = next(r for r in registry.tables[read.table].rows if r.id == read.row)
+    metric = registry.metrics.get(read.metric)
     found: list[tuple[str, float]] = []
-    differs: list[str] = []
-    if "source" in frame.columns:
-        frame = frame[frame["source"] != CHECKPOINT]
-    for name in row.specs:
-        spec = registry.resolve(name, preset=preset, overrides=overrides)
-        of_preset = frame[frame["preset"] == spec.preset]
-        rows = pick_runs(of_preset, name, spec.hash12, notes=[], registry=registry, exact=bool(overrides))
-        hit = rows[rows["task"].isin((ANALYSIS_TASK, DERIVED_TASK)) & (rows["metric"] == read.metric)]["value"].dropna()
-        if not hit.empty:
-            found.append((name, float(hit.iloc[-1])))
-            differs += run_differences(registry, name, rows["run_dir"].iloc[0])
+    differs: list[list[str]] = []
+    for k, picked in enumerate(selection.row_runs(row.specs)):
+        if picked is None:
+            continue
+        if metric is not None and metric.derived is not None:
+            value = seed_value(selection, metric, row.specs, k)
+        else:
+            value = run_metric(picked.rows, read.metric)
+        if value is not None:
+            found.append((row.specs[k], value))
+            differs.append(picked.differs)
     if not found:
         return Measured(value=None, specs=())
-    why = shorten(list(dict.fromkeys(differs)))
-    names = {n for n, _ in found}
-    if len(found) < len(row.specs) and (why or row.specs[0] not in names):
-        seeds = f"{len(found)} of {len(row.specs)} seeds"
-        if row.specs[0] not in names:
-            seeds += f", without the paper's run {row.specs[0]}"
-        why = f"{why}, {seeds}" if why else seeds
+    why = why_not_comparable(differs, [n for n, _ in found], row.specs)
     return Measured(value=statistics.fmean(v for _, v in found), specs=tuple(n for n, _ in found), why=why)
 
 
-def build_claims(registry: Registry, frame: pd.DataFrame, *, preset: str | None = None,
-                 reported_path: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> list[Claim]:
-    """One Claim per declared claim, in declaration order, from `frame` (collect's long table)."""
+def build_claims(registry: Registry, frame: pd.DataFrame | None = None, *, preset: str | None = None,
+                 reported_path: str | None = None, overrides: list[str] | tuple[str, ...] = (),
+                 selection: Selection | None = None) -> list[Claim]:
+    """One Claim per declared claim, in declaration order, from the runs `selection` picks (else those of
+    `frame`, collect's long table)."""
     check_claims(registry)
-    cells = load_reported(registry, reported_path)
-    frame = add_derived_rows(registry, frame, preset=preset, overrides=overrides)
+    if selection is None:
+        selection = Selection.of_frame(registry, frame, preset=preset, overrides=overrides)
+    out = []
+    for declared in registry.claims.values():
+        if declared.compare in TABLE_CLAIMS:  # shown by diff and the verdicts
+            continue
+        measured = [measure(selection, read) for read in declared.reads]
+        why = "; ".join(dict.fromkeys(f"{r.label}: {m.why}" for m, r in zip(measured, declared.reads) if m.why))
+        paper = paper_values(registry, declared, reported_path)
+        out.append(Claim(claim=declared.claim, paper=_paper_text(declared, paper),
+                         ours=_ours_text(declared, [m.value for m in measured]),
+                         runs="; ".join(m.describe(r.label) for m, r in zip(measured, declared.reads)), why=why))
+    return out
 
-    def paper(number: PaperNumber) -> float | None:
+
+def paper_values(registry: Registry, claim: DeclaredClaim, reported_path: str | None = None) -> list[float | None]:
+    """The paper's numbers of a claim: its reported cells (None: not reported) or literals."""
+    cells = load_reported(registry, reported_path)
+
+    def one(number: PaperNumber) -> float | None:
         if number.table is None:
             return number.value
         cell = cells.get((number.table, number.row, number.column))
         return None if cell is None else cell.value
 
-    out = []
-    for declared in registry.claims.values():
-        measured = [measure(registry, frame, read, preset=preset, overrides=overrides) for read in declared.reads]
-        why = "; ".join(dict.fromkeys(f"{r.label}: {m.why}" for m, r in zip(measured, declared.reads) if m.why))
-        out.append(Claim(claim=declared.claim, paper=_paper_text(declared, [paper(n) for n in declared.paper]),
-                         ours=_ours_text(declared, [m.value for m in measured]),
-                         runs="; ".join(m.describe(r.label) for m, r in zip(measured, declared.reads)), why=why))
-    return out
+    return [one(n) for n in claim.paper]
 
 
 def _paper_text(claim: DeclaredClaim, values: list[float | None]) -> str:
@@ -112,7 +116,7 @@ def _paper_text(claim: DeclaredClaim, values: list[float | None]) -> str:
     def one(value: float | None) -> str:
         if value is None:
             return NOT_REPORTED
-        if claim.compare == "ratio":
+        if claim.compare == "ratio" or claim.format == "ratio":
             return f"{about}{value:g}x"
         return f"{about}{value:.0%}" if claim.format == "percent" else f"{about}{value:g}"
 
@@ -129,17 +133,20 @@ def _ours_text(claim: DeclaredClaim, values: list[float | None]) -> str:
     def one(value: float | None) -> str:
         if value is None:
             return NOT_RUN
+        if claim.format == "ratio":
+            return f"{value:.2f}x"
         return f"{value:.1%}" if claim.format == "percent" else f"{value:.4g}"
 
     return " vs ".join(one(v) for v in values)
 
 
-def render_markdown(claims: list[Claim], *, preset: str | None) -> str:
+def render_markdown(claims: list[Claim], *, preset: str | None, notes: list[str] = ()) -> str:
     which = preset or "each spec's own"
     lines = [f"# Mechanistic claims (preset: {which})", "",
              "| claim | paper | ours | runs |", "|---|---|---|---|"]
     lines += [f"| {c.claim} | {c.paper} | {c.ours}{MARK if c.why else ''} | {c.runs} |" for c in claims]
     lines += [f"{MARK} {c.claim}: not comparable: {c.why}" for c in claims if c.why]
+    lines += [f"note: {note}" for note in notes]
     lines += ["", "PCA counts depend on d_model: compare them across models of one shape, not with the paper's "
               "numbers at another scale. Paper sources: results/paper/reported.yaml."]
     return "\n".join(lines) + "\n"

@@ -25,18 +25,19 @@ from typing import Any
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.task_facts import TASK_FACTS, mean_chance
 from exoformer.registry.registry import Registry
-from exoformer.runs.run_index import CHECKPOINT, OURS, find_runs, pick_run, runs_by_spec
-from exoformer.registry.tables import Figure
-from exoformer.report import NOT_RUN, analysis_plots, style
+from exoformer.registry.claims_schema import DeclaredClaim, Derived
+from exoformer.registry.tables import Figure, Metric, TableRow
+from exoformer.runs.run_index import CHECKPOINT
+from exoformer.report import NOT_REPORTED, NOT_RUN, analysis_plots, style
 from exoformer.report.canvas import add_below, notes, pyplot, save
-from exoformer.report.recipe import run_differences
-from exoformer.report.tables import AVERAGE
+from exoformer.report.claims import paper_values
+from exoformer.report.derived import row_value
+from exoformer.report.recipe import shorten
+from exoformer.report.selection import Selection
+from exoformer.report.tables import AVERAGE, build_table
 from exoformer.rundir import RunDir
 
 DEFAULT_OUT = "figures"
-REFERENCE_ROWS = ("base", "gated")
-"""Rows whose final validation loss the data-efficiency ratios are measured against (paper: 1.84x vs the
-base model, ~1.5x vs gated attention; v1/v2 abstracts)."""
 PATH_NAMES = {"q": "Query", "k": "Key", "v": "Value", "g": "Gate"}
 
 RunRef = tuple[str, str, Path]
@@ -45,54 +46,60 @@ FOOTNOTE_WIDTH = 130
 FOOTNOTE_LINES = 4
 
 
-def comparability_footnote(registry: Registry, refs: list[RunRef]) -> str:
-    """"not comparable with the paper: <what differs>" for the runs that differ from the paper's recipe."""
+def comparability_footnote(selection: Selection, refs: list[RunRef]) -> str:
+    """"not comparable with the paper: <what differs>" for the runs that differ from the paper's recipe, and the
+    stale-run notes of the runs drawn."""
     whys: dict[str, list[str]] = {}
-    for name, label, run_dir in refs:
-        items = run_differences(registry, name, run_dir)
+    stale = []
+    for name, label, _ in refs:
+        picked = selection.pick(name, results=False)
+        items = picked.differs if picked is not None else []
+        if picked is not None and picked.note:
+            stale.append(picked.note)
         if items:
-            whys.setdefault(", ".join(items[:4]) + (f", +{len(items) - 4} more" if len(items) > 4 else ""),
-                            []).append(label)
-    if not whys:
-        return ""
+            whys.setdefault(shorten(items), []).append(label)
+    parts = []
     if len(whys) == 1 and sum(map(len, whys.values())) == len(refs):
         parts = [f"all runs: {next(iter(whys))}"]
-    else:
+    elif whys:
         parts = [f"{', '.join(labels)}: {why}" for why, labels in whys.items()]
-    lines = textwrap.wrap("not comparable with the paper: " + "; ".join(parts), width=FOOTNOTE_WIDTH)
+    text = ("not comparable with the paper: " + "; ".join(parts) if parts else "")
+    text = "; ".join(t for t in (text, *stale) if t)
+    if not text:
+        return ""
+    lines = textwrap.wrap(text, width=FOOTNOTE_WIDTH)
     return "\n".join(lines[:FOOTNOTE_LINES] + (["..."] if len(lines) > FOOTNOTE_LINES else []))
 
 
 # ------------------------------------------------------------------------------------------ run selection
 
 def figure_runs(registry: Registry, figure: Figure, runs_root: str | os.PathLike, *,
-                preset: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> list[RunRef]:
+                preset: str | None = None, overrides: list[str] | tuple[str, ...] = (),
+                selection: Selection | None = None) -> list[RunRef]:
     """(spec, label, run_dir) of the figure's specs that have a run directory, in declaration order.
 
     Every spec is labelled with its model's label (exoformer/report/style.py; a model it does not list keeps
     its `table:ID` row label), the same for all seeds of a model, so the analysis plots draw a model's seeds
-    as one line. Its run is run_index.pick_run's among our runs of that spec and preset (with `overrides`,
-    exactly the run of that variant's hash).
+    as one line. Its run is the selection's pick among our runs of that spec and preset, results or not (with
+    `overrides`, exactly the run of that variant's hash).
     """
+    selection = selection or Selection.of_root(registry, runs_root, preset=preset, overrides=overrides, check=False)
     labels = {}
     for item in figure.specs:
         if item.startswith("table:") and item[6:] in registry.tables:
             for row in registry.tables[item[6:]].rows:
                 for name in row.specs:
-                    labels.setdefault(name, style.label_of(row.id, row.label))
-    by_spec = runs_by_spec([r for r in find_runs(runs_root, preset=preset, specs=registry.figure_specs(figure))
-                            if r.source == OURS])
+                    labels.setdefault(name, style.label_of(registry, row.id, row.label))
     out = []
     for name in registry.figure_specs(figure):
-        spec = registry.resolve(name, preset=preset, overrides=overrides)
-        chosen = pick_run(by_spec.get((name, spec.preset), []), current_hash12=spec.hash12, exact=bool(overrides))
-        if chosen is not None:
-            out.append((name, labels.get(name) or style.label_of(name), chosen.path))
+        picked = selection.pick(name, results=False)
+        if picked is not None:
+            out.append((name, labels.get(name) or style.label_of(registry, name), picked.path))
     return out
 
 
 def _model_labels(registry: Registry, table_id: str) -> list[str]:
-    return list(dict.fromkeys(style.label_of(row.id, row.label) for row in registry.tables[table_id].rows))
+    return list(dict.fromkeys(style.label_of(registry, row.id, row.label) for row in registry.tables[table_id].rows))
 
 
 def shown_note(registry: Registry, figure: Figure, refs: list[RunRef]) -> str:
@@ -108,9 +115,9 @@ def shown_note(registry: Registry, figure: Figure, refs: list[RunRef]) -> str:
     else:
         parent = next((tid for tid, table in registry.tables.items()
                        if set(names) <= {n for row in table.rows for n in row.specs}), None)
-        labels = {n: style.label_of(row.id, row.label) for row in registry.tables[parent].rows for n in row.specs} \
-            if parent else {}
-        declared = list(dict.fromkeys(labels.get(n) or style.label_of(n) for n in names))
+        labels = {n: style.label_of(registry, row.id, row.label) for row in registry.tables[parent].rows
+                  for n in row.specs} if parent else {}
+        declared = list(dict.fromkeys(labels.get(n) or style.label_of(registry, n) for n in names))
     universe = _model_labels(registry, parent) if parent else declared
     drawn = list(dict.fromkeys(label for _, label, _ in refs))
     left_out = [m for m in universe if m not in declared]
@@ -141,68 +148,54 @@ def first_per_row(registry: Registry, figure: Figure, refs: list[RunRef]) -> lis
 
 # ------------------------------------------------------------------------------------------ curves
 
-def tokens_to_reach(tokens: list[float], losses: list[float], target: float) -> float | None:
-    """Tokens at which the curve first reaches `target` (linear interpolation between logged points)."""
-    for i, (t, loss) in enumerate(zip(tokens, losses)):
-        if loss <= target:
-            if i == 0:
-                return t
-            t0, l0 = tokens[i - 1], losses[i - 1]
-            return t0 + (t - t0) * (l0 - target) / (l0 - loss)
-    return None
+def _rows(registry: Registry, figure: Figure) -> dict[str, TableRow]:
+    """The rows of the figure's tables, by id."""
+    return {row.id: row for item in figure.specs if item.startswith("table:") and item[6:] in registry.tables
+            for row in registry.tables[item[6:]].rows}
 
 
-def efficiency_ratios(curves: dict[str, tuple[list[float], list[float]]],
-                      references: tuple[str, ...] = REFERENCE_ROWS) -> dict[str, dict[str, float | None]]:
-    """reference -> model -> (reference's tokens / model's tokens to reach the reference's final val loss)."""
+def efficiency_ratios(selection: Selection, figure: Figure) -> dict[str, dict[str, float | None]]:
+    """reference row -> row -> data efficiency against it (report/derived.py: the mean over seed pairs), for the
+    figure's `against` rows."""
+    rows = _rows(selection.registry, figure)
     out: dict[str, dict[str, float | None]] = {}
-    for ref in references:
-        if ref not in curves or not curves[ref][0]:
-            continue
-        ref_tokens, ref_losses = curves[ref]
-        target = ref_losses[-1]
-        reach_ref = tokens_to_reach(ref_tokens, ref_losses, target)
-        out[ref] = {}
-        for name, (tokens, losses) in curves.items():
-            reach = tokens_to_reach(tokens, losses, target)
-            out[ref][name] = None if reach in (None, 0) or reach_ref is None else reach_ref / reach
+    for ref in figure.against:
+        if ref in rows:
+            how = Derived(estimator="tokens_to_loss", table="", row=ref)
+            out[ref] = {rid: row_value(selection, how, row.specs, rows[ref].specs) for rid, row in rows.items()}
     return out
 
 
-CLAIMS_TABLE = "claims"
-"""The reported.yaml table whose `tokens_to_<reference>_loss_ratio` cells hold the paper's data-efficiency claims."""
-
-
-def paper_efficiency_claims(registry: Registry) -> list[tuple[str, str, float, bool]]:
-    """(reference row, claimed row, paper's ratio, approximate?) for each data-efficiency claim of the paper."""
-    from exoformer.registry.reported import load_reported
-
-    out = []
-    for (table, row, column), cell in load_reported(registry).items():
-        for ref in REFERENCE_ROWS:
-            if cell is not None and table == CLAIMS_TABLE and column == f"tokens_to_{ref}_loss_ratio":
-                out.append((ref, row, float(cell.value), "approx" in (getattr(cell, "note", "") or "")))
-    return out
-
-
-def figure_claims(registry: Registry, figure: Figure) -> list[tuple[str, str, float, bool]]:
-    """The claims about this figure's runs: the claimed row's specs are among the figure's (Table 1's 450M
-    runs carry the paper's 1.84x / ~1.5x; the 1B curves, other specs, carry none)."""
+def efficiency_claims(registry: Registry, figure: Figure) -> list[tuple[DeclaredClaim, Metric, TableRow]]:
+    """The paper's data-efficiency claims about this figure's runs (experiments/claims.yaml: a claim that reads a
+    `tokens_to_loss` metric of a row whose specs the figure draws; Table 1's 450M runs carry the paper's 1.84x /
+    ~1.5x, the 1B curves none), with the metric and the row."""
     drawn = set(registry.figure_specs(figure))
-    rows = {row.id: set(row.specs) for row in registry.tables[CLAIMS_TABLE].rows} if CLAIMS_TABLE in registry.tables \
-        else {}
-    return [c for c in paper_efficiency_claims(registry) if rows.get(c[1], set()) & drawn]
+    out = []
+    for claim in registry.claims.values():
+        for read in claim.reads:
+            metric = registry.metrics.get(read.metric)
+            if metric is None or metric.derived is None or metric.derived.estimator != "tokens_to_loss":
+                continue
+            row = next(r for r in registry.tables[read.table].rows if r.id == read.row)
+            if set(row.specs) & drawn:
+                out.append((claim, metric, row))
+    return out
 
 
-def efficiency_title_lines(claims: list[tuple[str, str, float, bool]], ratios: dict[str, dict[str, float | None]],
-                           label: Callable[[str], str]) -> list[str]:
-    """One line per claim: the paper's ratio and ours side by side (ours: "not run" without both curves)."""
+def efficiency_title_lines(selection: Selection, figure: Figure, label: Callable[[str], str]) -> list[str]:
+    """One line per claim: the paper's ratio and ours (the claims table's value) side by side."""
+    registry = selection.registry
     lines = []
-    for ref, row, paper, approximate in claims:
-        ours = ratios.get(ref, {}).get(row)
+    for claim, metric, row in efficiency_claims(registry, figure):
+        ref = metric.derived
+        reference = next(r for r in registry.tables[ref.table].rows if r.id == ref.row)
+        ours = row_value(selection, ref, row.specs, reference.specs)
+        paper = paper_values(registry, claim)[0]
         ours_text = NOT_RUN if ours is None else f"{ours:.2f}x"
-        lines.append(f"{label(row)} reaches {label(ref)}'s final loss with fewer tokens: "
-                     f"paper {'~' if approximate else ''}{paper:g}x, ours {ours_text}")
+        paper_text = NOT_REPORTED if paper is None else f"{'~' if claim.approximate else ''}{paper:g}x"
+        lines.append(f"{label(row.id)} reaches {label(ref.row)}'s final loss with fewer tokens: "
+                     f"paper {paper_text}, ours {ours_text}")
     return lines
 
 
@@ -211,20 +204,21 @@ def _legend_outside(ax: Any, **kwargs: Any) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False, **kwargs)
 
 
-def plot_curves(registry: Registry, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike) -> list[Path]:
+def plot_curves(selection: Selection, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike) -> list[Path]:
+    registry = selection.registry
     plt = pyplot()
     rows = first_per_row(registry, figure, refs)
     curves = {rid: RunDir(ref[2]).val_curve() for rid, ref in rows}
     labels = {rid: ref[1] for rid, ref in rows}
-    ratios = efficiency_ratios(curves)
+    ratios = {ref: {rid: r for rid, r in by_row.items() if rid in labels}
+              for ref, by_row in efficiency_ratios(selection, figure).items() if ref in labels and curves[ref][0]}
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for rid, (tokens, losses) in curves.items():
         if tokens:
-            ax.plot(tokens, losses, label=labels[rid], linewidth=1.4, color=style.colour_of(rid))
+            ax.plot(tokens, losses, label=labels[rid], linewidth=1.4, color=style.colour_of(registry, rid))
     ax.set_xlabel("training tokens")
     ax.set_ylabel("validation loss")
-    claims = efficiency_title_lines(figure_claims(registry, figure), ratios,
-                                    lambda rid: labels.get(rid) or style.label_of(rid))
+    claims = efficiency_title_lines(selection, figure, lambda rid: labels.get(rid) or style.label_of(registry, rid))
     ax.set_title("\n".join([figure.title, *claims]), fontsize=9, loc="left")
     ax.grid(alpha=0.3)
     if any(tokens for tokens, _ in curves.values()):
@@ -247,19 +241,16 @@ def plot_curves(registry: Registry, figure: Figure, refs: list[RunRef], out_dir:
 
 # ------------------------------------------------------------------------------------------ bars
 
-def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike, *,
-                       runs_root: str | os.PathLike, preset: str | None,
-                       overrides: list[str] | tuple[str, ...] = ()) -> list[Path]:
+def plot_accuracy_bars(selection: Selection, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike
+                       ) -> list[Path]:
     """Grouped bars: one group per task (and avg6), one bar per table row; error bars = seed std, else stderr."""
-    from exoformer.report.collect import collect
-    from exoformer.report.tables import build_table
-
+    registry = selection.registry
     table_ids = [s[6:] for s in figure.specs if s.startswith("table:")]
     if not table_ids:
         raise UserError(f"figure {figure.id!r}: an accuracy bar chart needs a table (specs: [table:ID])",
                         where=figure.source, fix="write specs: [table:table1]")
-    frame = collect(runs_root, preset=preset, registry=registry, overrides=overrides)
-    built = build_table(registry, table_ids[0], frame, preset=preset, runs_root=runs_root, overrides=overrides)
+    built = build_table(registry, table_ids[0], preset=selection.preset, runs_root=selection.runs_root or "",
+                        overrides=selection.overrides, selection=selection)
     columns = [s.split(".", 1)[1] for s in figure.series if s.startswith("eval.")]
     plt = pyplot()
     from matplotlib import patheffects
@@ -279,7 +270,7 @@ def plot_accuracy_bars(registry: Registry, figure: Figure, refs: list[RunRef], o
             errs.append(cell.seed_sd if cell.seed_sd is not None else (cell.stderr or 0.0))
             reported.append(None if cell.reported is None else cell.reported.value)
         if xs:
-            look = style.style_of(row.id, row.label)
+            look = style.style_of(registry, row.id, row.label)
             ax.bar(xs, ys, width=width, yerr=errs, capsize=2, label=look.label, color=look.colour)
             marks = [(x, r) for x, r in zip(xs, reported) if r is not None]
             if marks:
@@ -435,8 +426,8 @@ def plot_lambda_run(name: str, label: str, record: dict[str, Any], out_dir: str 
     return save(fig, out_dir, stem)
 
 
-def plot_lambda_heatmaps(registry: Registry, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike, *,
-                         runs_root: str | os.PathLike, preset: str | None) -> list[Path]:
+def plot_lambda_heatmaps(selection: Selection, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike
+                         ) -> list[Path]:
     """One 2 x 2 figure per run whose analysis wrote its coefficients (runs still without them are left out)."""
     found = []
     for name, label, run_dir in refs:
@@ -457,22 +448,26 @@ def plot_lambda_heatmaps(registry: Registry, figure: Figure, refs: list[RunRef],
 # ------------------------------------------------------------------------------------------ dispatch
 
 Plotter = Callable[..., list[Path]]
-"""fn(registry, figure, refs, out_dir, *, runs_root, preset) -> written paths."""
+"""fn(selection, figure, refs, out_dir) -> written paths."""
 
 
 def _analysis_plot(fn: Callable[..., list[Path]]) -> Plotter:
     """An analysis_plots function (declaration dict, runs, out_dir) as a Plotter."""
 
-    def plot(registry: Registry, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike, *,
-             runs_root: str | os.PathLike, preset: str | None) -> list[Path]:
+    def plot(selection: Selection, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike) -> list[Path]:
         declaration = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(figure).items()}
+        declaration["colours"] = {name: style.colour_of(selection.registry, name) for name, _, _ in refs}
+        if fn is analysis_plots.plot_spike_scores:  # the paper's values from this registry's table
+            tables = [s[6:] for s in figure.specs if s.startswith("table:")]
+            reported = analysis_plots.reported_spike_rows(tables[0], selection.registry) if tables else []
+            return list(fn(declaration, refs, Path(out_dir), reported=reported))
         return list(fn(declaration, refs, Path(out_dir)))
 
     return plot
 
 
 PLOTTERS: dict[str, Plotter] = {
-    "curves": lambda registry, figure, refs, out_dir, **_: plot_curves(registry, figure, refs, out_dir),
+    "curves": plot_curves,
     "bars": plot_accuracy_bars,
     "heatmap": plot_lambda_heatmaps,
     **{kind: _analysis_plot(fn) for kind, fn in analysis_plots.KIND_PLOTS.items()},
@@ -481,8 +476,10 @@ PLOTTERS: dict[str, Plotter] = {
 
 
 def draw(registry: Registry, figure_id: str, *, runs_root: str | os.PathLike, out_dir: str | os.PathLike = DEFAULT_OUT,
-         preset: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> list[Path]:
-    """Draw one declared figure by its kind; returns the written paths."""
+         preset: str | None = None, overrides: list[str] | tuple[str, ...] = (),
+         selection: Selection | None = None) -> list[Path]:
+    """Draw one declared figure by its kind from the runs `selection` picks (default: those of `runs_root` under
+    `preset` and `overrides`); returns the written paths."""
     if figure_id not in registry.figures:
         raise UserError(f"unknown figure {figure_id!r}", where="FIGURE", fix=did_you_mean(figure_id, registry.figures))
     figure = registry.figures[figure_id]
@@ -490,13 +487,13 @@ def draw(registry: Registry, figure_id: str, *, runs_root: str | os.PathLike, ou
     if plot is None:
         raise UserError(f"figure kind {figure.kind} not available", where=figure.source,
                         fix=f"kinds drawn: {', '.join(PLOTTERS)}")
-    refs = figure_runs(registry, figure, runs_root, preset=preset, overrides=overrides)
+    selection = selection or Selection.of_root(registry, runs_root, preset=preset, overrides=overrides, check=False)
+    refs = figure_runs(registry, figure, runs_root, selection=selection)
     if not refs:
         of_preset = f" (preset {preset})" if preset else ""
         raise UserError(f"no runs for figure {figure_id!r} under {runs_root}{of_preset}",
                         where="FIGURE", fix=f"run them first: reproduce.py run {figure_id}"
                         + (f" --preset {preset}" if preset else ""))
-    extra = {"overrides": overrides} if overrides and plot is plot_accuracy_bars else {}
     shown = "" if figure.kind == "heatmap" else shown_note(registry, figure, refs)  # heatmaps: one run per file
-    with notes(shown=shown, footnote=comparability_footnote(registry, refs)):
-        return plot(registry, figure, refs, out_dir, runs_root=runs_root, preset=preset, **extra)
+    with notes(shown=shown, footnote=comparability_footnote(selection, refs)):
+        return plot(selection, figure, refs, out_dir)

@@ -1,6 +1,6 @@
 """`report [TARGET...] --out DIR`: one static HTML page of tables, figures and run status, for a browser.
 
-Built only from what the other report verbs read: collect's long table (tables.build_table, each cell
+Built only from what the other report verbs read: report.compose's tables (tables.build_table, each cell
 rendered by `cell_html` and coloured by diff's per-cell verdict), figures.draw (PNG shown, PDF linked,
 written into DIR/figures/) and each run's status record. DIR is self-contained: it holds index.html, the
 figures, each table as CSV (DIR/tables/ID.csv, the numbers the page shows) and, per run, copies of its
@@ -24,14 +24,14 @@ from exoformer.errors import UserError, did_you_mean
 from exoformer.registry.registry import Registry
 from exoformer.runs.run_index import CHECKPOINT, RunInfo, find_runs, one_view
 from exoformer.report import NOT_REPORTED, NOT_RUN
-from exoformer.report.collect import choose_preset, collect
 from exoformer.report.diff import OUTSIDE, WITHIN, CellDiff, TableDiff, diff_table
 from exoformer.report.outputs import check_apart, read_run_file
+from exoformer.report.selection import Selection
 from exoformer.report.tables import (
     PERCENT_COLUMNS,
     BuiltTable,
     Cell,
-    build_table,
+    check_out_dir,
     comparability_notes,
     convention_line,
     fmt_reported,
@@ -97,17 +97,6 @@ class DrawnFigure:
 
 
 # ------------------------------------------------------------------------------------------ checks
-
-def check_out_dir(out_dir: str | os.PathLike) -> Path:
-    """The output directory, created; a path that is a file (or under one) is a one-line UserError."""
-    out = Path(out_dir)
-    for path in (out, *out.parents):
-        if path.exists() and not path.is_dir():
-            raise UserError(f"the output path {path} is a file, not a directory", where="--out",
-                            fix="name a directory for the report (it is created), or move the file away")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
 
 def table_figure_ids(registry: Registry, table_id: str) -> list[str]:
     """The figures drawn from a table's runs (declared with `table:<id>` among their specs)."""
@@ -264,24 +253,22 @@ LEGEND = ('<p class="legend note">colours (diff verdict per cell): <span class="
 
 # ------------------------------------------------------------------------------------------ figures
 
-def draw_figures(registry: Registry, figure_ids: list[str], *, runs_root: Path, out_dir: Path,
-                 preset: str | None, overrides: list[str] | tuple[str, ...] = (),
-                 gpu: bool | None = None) -> tuple[list[DrawnFigure], set[Path]]:
-    """Each figure drawn into out_dir/figures from the runs of the preset collect.choose_preset reads for it;
-    one that cannot be drawn yet keeps its one-line reason (a "run ..." fix says what runs on this machine).
-    Also returns the run directories the figures read."""
+def draw_figures(registry: Registry, figures: dict[str, Selection], *, out_dir: Path, gpu: bool | None = None
+                 ) -> tuple[list[DrawnFigure], set[Path]]:
+    """Each figure drawn into out_dir/figures from the runs its selection (report.compose) reads; one that cannot
+    be drawn yet keeps its one-line reason (a "run ..." fix says what runs on this machine). Also returns the run
+    directories the figures read."""
     from exoformer.report.figures import draw, figure_runs
 
     drawn, used = [], set()
-    for fid in figure_ids:
+    for fid, selection in figures.items():
         figure = registry.figures[fid]
         item = DrawnFigure(figure_id=fid, title=figure.title)
-        read, _ = choose_preset(registry, runs_root, registry.figure_specs(figure), preset, what=f"figure {fid}")
+        root = selection.runs_root
         try:
-            used |= {Path(ref[2]) for ref in figure_runs(registry, figure, runs_root, preset=read,
-                                                          overrides=overrides)}
-            item.files = draw(registry, fid, runs_root=runs_root, out_dir=out_dir / "figures", preset=read,
-                              overrides=overrides)
+            used |= {Path(ref[2]) for ref in figure_runs(registry, figure, root, selection=selection)}
+            item.files = draw(registry, fid, runs_root=root, out_dir=out_dir / "figures", preset=selection.preset,
+                              overrides=selection.overrides, selection=selection)
         except UserError as err:
             fix = run_hint(fid, gpu=gpu) if "reproduce.py run" in (err.fix or "") else err.fix
             item.error = f"{err.problem} ({'fix: ' + fix if fix else ''})" if fix else err.problem
@@ -363,7 +350,7 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
                  overrides: list[str] | tuple[str, ...] = (), gpu: bool | None = None) -> Path:
     """Write DIR/index.html (and its figures, CSVs and run files) for TARGETs; returns the index path.
 
-    Each table and figure reads the preset collect.choose_preset chooses for it (README "Which runs the
+    Each table and figure reads the preset selection.choose_preset chooses for it (README "Which runs the
     reading verbs read"). Tables with results come first; a table without any is one line saying what to run
     on this machine (`gpu`: None = look). The runs listed are those the tables and figures read.
     """
@@ -376,11 +363,13 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
                   out_dir: str | os.PathLike, preset: str | None, overrides: list[str] | tuple[str, ...],
                   gpu: bool | None) -> Path:
     from exoformer.io import atomic_write_text
-    from exoformer.report.verdicts import all_verdicts, paper_differences, verdicts_html
+    from exoformer.report.compose import compose
+    from exoformer.report.verdicts import paper_differences, verdicts_html
 
     root = Path(runs_root)
     check_apart(out_dir, runs_roots=[root], registries=[registry.directory])
     out = check_out_dir(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     runs = find_runs(root) if root.is_dir() else []
     if preset is not None and not any(r.preset == preset for r in runs) and runs:
         raise UserError(f"no runs of preset {preset} under {root}", where="--preset",
@@ -392,39 +381,30 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
     chosen = select(registry, targets, runs)
     gpu = has_gpu() if gpu is None else gpu
     sections, empty, read_dirs, presets_read = [], [], set(), set()
-    for tid in chosen.tables:
-        specs = registry.tables[tid].spec_names()
-        read, note = choose_preset(registry, root, specs, preset, what=f"table {tid}")
-        frame = collect(root, preset=read, specs=specs, registry=registry, overrides=overrides)
-        built = None if frame.empty else build_table(registry, tid, frame, preset=read, runs_root=root,
-                                                     overrides=overrides)
-        if built is None or not any(c.value is not None for c in [*built.cells.values(),
-                                                                  *built.checkpoint_cells.values()]):
+    claimed = [tid for tid in chosen.tables if any(d.table == tid for d in paper_differences(registry))]
+    report = compose(registry, root, tables=chosen.tables, figures=chosen.figures, claims=bool(claimed), preset=preset,
+                     overrides=overrides)
+    for tid, table in report.tables.items():
+        built = table.built
+        picked = [p for p in table.selection.picked() if not p.rows.empty]
+        if not any(c.value is not None for c in [*built.cells.values(), *built.checkpoint_cells.values()]):
             title = registry.tables[tid].title
             empty.append(f"<li><b>{html.escape(tid)}</b>: {html.escape(title)}: {NOT_RUN}; "
                          f"<code>{html.escape(run_hint(tid, gpu=gpu, registry=registry, runs_root=root))}</code>"
                          "</li>")
             continue
-        read_dirs |= {Path(d) for d in frame["run_dir"].unique()}
+        read_dirs |= {p.path for p in picked}
         presets_read.add(built.preset)
         csv_path = atomic_write_text(out / "tables" / f"{tid}.csv", to_frame(built).to_csv(index=False))
         section = table_html(diff_table(built), csv_path.relative_to(out).as_posix())
-        if note:
-            section = section.replace("</h3>", f'</h3>\n<p class="note">{html.escape(note)}</p>', 1)
+        if table.note:
+            section = section.replace("</h3>", f'</h3>\n<p class="note">{html.escape(table.note)}</p>', 1)
         sections.append(section)
-    drawn, used = draw_figures(registry, chosen.figures, runs_root=root, out_dir=out, preset=preset,
-                               overrides=overrides, gpu=gpu)
+    drawn, used = draw_figures(registry, report.figures, out_dir=out, gpu=gpu)
     read_dirs |= used
     shown_runs = [r for r in runs if r.path in read_dirs]
     others = sum(1 for r in runs if r.path not in read_dirs)
-    claimed = list(dict.fromkeys(name for d in paper_differences(registry) if d.table in chosen.tables
-                                 for name in registry.tables[d.table].spec_names()))
-    verdicts = ""
-    if claimed:  # the same verdicts as the `claims` verb, on the preset the tables read
-        read, _ = choose_preset(registry, root, claimed, preset, what="claims")
-        vframe = collect(root, preset=read, specs=claimed, registry=registry, overrides=overrides)
-        verdicts = verdicts_html(all_verdicts(registry, vframe, preset=read, runs_root=str(root),
-                                              overrides=overrides))
+    verdicts = verdicts_html(report.verdicts) if claimed else ""  # the same verdicts as the `claims` verb
     nav = "".join(f'<a href="#{anchor}">{name}</a>' for anchor, name in
                   (("tables", "Tables"), ("figures", "Figures"), ("runs", "Runs")))
     shown_preset = html.escape(preset) if preset else "each spec&#39;s own, else the one that has runs"

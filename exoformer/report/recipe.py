@@ -121,28 +121,31 @@ def _reference_hash(registry: Registry, name: str) -> str | None:
     return registry.resolve(name).hash12 if name in registry.specs else None
 
 
-def run_differences(registry: Registry, spec_name: str, run: RunLike, *, checkpoint: bool = False) -> list[str]:
+def run_differences(registry: Registry, spec_name: str, run: RunLike, *, checkpoint: bool = False,
+                    reference_hash12: str | None = None) -> list[str]:
     """What in this run (filed under `spec_name`) differs from its spec's reference recipe (own preset, no
     --set), as its identity records it; a run whose recorded reference is no longer the registry's says so
     too. The identity knows whose weights the run evaluated, so `checkpoint` is implied."""
     del spec_name, checkpoint
     identity = identity_of(registry, run)
     items = list(identity.differs)
-    now = _reference_hash(registry, identity.spec)
+    now = reference_hash12 or _reference_hash(registry, identity.spec)
     if identity.recorded and identity.reference_hash12 and now and identity.reference_hash12 != now:
         items.append(f"the paper's recipe of {identity.spec} changed since the run (reference "
                      f"{identity.reference_hash12}, now {now})")
     return items
 
 
-def is_deliberate_variant(registry: Registry, spec_name: str, run: RunLike, hash12: str) -> bool:
+def is_deliberate_variant(registry: Registry, spec_name: str, run: RunLike, hash12: str, *,
+                          preset_hash12: str | None = None) -> bool:
     """True when the run is its spec under its preset as the registry defines it today, with the `--set`
     overrides it was made with: a variant someone asked for. A run whose recorded definition is no longer the
     registry's was made before the spec's definition changed (stale)."""
     identity = identity_of(registry, run)
     if identity.preset_hash12 is None or identity.preset not in registry.presets or spec_name not in registry.specs:
         return False
-    return _preset_hash(registry, spec_name, identity.preset) == identity.preset_hash12 and identity.hash12 == hash12
+    now = preset_hash12 or _preset_hash(registry, spec_name, identity.preset)
+    return now == identity.preset_hash12 and identity.hash12 == hash12
 
 
 @lru_cache(maxsize=4096)

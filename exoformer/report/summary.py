@@ -11,9 +11,9 @@ from pathlib import Path
 
 from exoformer.registry.registry import Registry
 from exoformer.runs.run_index import one_view
-from exoformer.report.collect import collect
+from exoformer.report.compose import compose
 from exoformer.report.figures import DEFAULT_OUT, draw
-from exoformer.report.tables import build_table, render
+from exoformer.report.tables import render
 
 SUMMARY_FIGURE_KINDS = ("curves", "bars")
 
@@ -31,10 +31,10 @@ def report_table(registry: Registry, table_id: str, *, runs_root: str | os.PathL
     """(markdown table, written figure paths) for `table_id` from the runs under `runs_root` (with
     `overrides`: the variant runs made with that --set)."""
     with one_view():
-        frame = collect(runs_root, preset=preset, registry=registry, overrides=overrides)
-        built = build_table(registry, table_id, frame, preset=preset, runs_root=runs_root, overrides=overrides)
+        report = compose(registry, runs_root, tables=[table_id], figures=table_figures(registry, table_id),
+                         preset=preset, overrides=overrides)
         written: list[Path] = []
-        for fid in table_figures(registry, table_id):
-            written += draw(registry, fid, runs_root=runs_root, out_dir=figures_dir, preset=preset,
-                            overrides=overrides)
-    return render(built, "md"), written
+        for fid, selection in report.figures.items():
+            written += draw(registry, fid, runs_root=runs_root, out_dir=figures_dir, preset=selection.preset,
+                            overrides=overrides, selection=selection)
+    return render(report.tables[table_id].built, "md"), written

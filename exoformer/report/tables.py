@@ -29,10 +29,12 @@ from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.task_facts import TASK_FACTS
 from exoformer.registry.registry import Registry
 from exoformer.registry.reported import Reported, load_reported
-from exoformer.runs.run_index import CHECKPOINT, OURS, pick_run
+from exoformer.runs.run_index import CHECKPOINT, OURS
 from exoformer.registry.tables import TASKS, Table, TableRow
 from exoformer.report import NO_VALUE, NOT_REPORTED, NOT_RUN
-from exoformer.report.recipe import is_deliberate_variant, run_differences, shorten
+from exoformer.report.derived import derived_metrics, notes_for, with_derived
+from exoformer.report.recipe import shorten
+from exoformer.report.selection import Selection
 
 AVERAGE = "avg6"
 PERPLEXITY = "val_ppl"
@@ -84,6 +86,8 @@ class BuiltTable:
     notes: list[str] = field(default_factory=list)
     checkpoint_cells: dict[tuple[str, str], Cell] = field(default_factory=dict)
     """(row id, column) -> the Cell of a checkpoint evaluated as that row (every row has one, maybe empty)."""
+    selection: Selection | None = None
+    """The runs the cells were read from (verdicts read the same ones)."""
 
     @property
     def has_checkpoint(self) -> bool:
@@ -105,56 +109,38 @@ def check_columns(registry: Registry, table: Table) -> None:
                             fix=did_you_mean(column, registry.metrics))
 
 
-@dataclass(kw_only=True, slots=True, frozen=True)
-class _FrameRun:
-    """One run directory that has rows in the long table (a candidate for run_index.pick_run)."""
-
-    hash12: str
-    path: Path
+Values = dict[str, dict[str, tuple[float | None, float | None]]]
+"""task -> metric -> (value, stderr) of one run (the first row of each; NaN kept, None for no number)."""
 
 
-def pick_runs(frame: pd.DataFrame, spec: str, current_hash: str | None, notes: list[str], *,
-              registry: Registry | None = None, exact: bool = False) -> pd.DataFrame:
-    """The rows of one spec from one run directory: the one run_index.pick_run picks among those with rows.
-
-    `exact` (a reading verb given --set): only the run of `current_hash`. A run of another hash is noted
-    "stale" unless its recorded --set overrides explain its hash (a deliberate variant; needs `registry`).
-    """
-    rows = frame[frame["spec"] == spec]
-    if rows.empty:
-        return rows
-    candidates = [_FrameRun(hash12=h, path=Path(d))
-                  for h, d in dict.fromkeys(zip(rows["hash12"], rows["run_dir"]))]
-    chosen = pick_run(candidates, current_hash12=current_hash, exact=exact)
-    if chosen is None:
-        return rows.iloc[0:0]
-    if current_hash is not None and chosen.hash12 != current_hash:
-        if registry is None or not is_deliberate_variant(registry, spec, chosen.path, chosen.hash12):
-            notes.append(f"{spec}: results from run {chosen.hash12}, not the current spec hash {current_hash} "
-                         "(stale run: the spec's definition changed since)")
-    return rows[rows["run_dir"] == str(chosen.path)]
+def run_values(rows: pd.DataFrame) -> Values:
+    """One run's rows of the long table as a lookup (a cell reads a few numbers of a run many times)."""
+    out: Values = {}
+    for task, metric, value, stderr in zip(rows["task"], rows["metric"], rows["value"], rows["stderr"]):
+        out.setdefault(task, {}).setdefault(metric, (None if value is None else float(value), _number(stderr)))
+    return out
 
 
-def _value(rows: pd.DataFrame, task: str, metric: str, spec: str, table: Table) -> tuple[float, float | None] | None:
+def _number(value: object) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def _value(rows: Values, task: str, metric: str, spec: str, table: Table) -> tuple[float, float | None] | None:
     """(value, stderr) of task/metric in one run's rows; None when the task was not evaluated."""
-    of_task = rows[rows["task"] == task]
-    if of_task.empty:
+    of_task = rows.get(task)
+    if not of_task:
         return None
-    hit = of_task[of_task["metric"] == metric]
-    if hit.empty:
+    if metric not in of_task:
         raise UserError(f"metric {metric!r} does not exist for task {task!r} in the results of {spec} "
-                        f"(it has {', '.join(sorted(set(of_task['metric'])))})", where=table.source,
-                        fix=f"set convention: {{{task}: {sorted(set(of_task['metric']))[0]}}} for table {table.id}")
-    value, stderr = hit["value"].iloc[0], hit["stderr"].iloc[0]
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    se = None if stderr is None or (isinstance(stderr, float) and math.isnan(stderr)) else float(stderr)
-    return float(value), se
+                        f"(it has {', '.join(sorted(of_task))})", where=table.source,
+                        fix=f"set convention: {{{task}: {sorted(of_task)[0]}}} for table {table.id}")
+    value, stderr = of_task[metric]
+    return None if _number(value) is None else (value, stderr)
 
 
-def _per_seed(rows: pd.DataFrame, column: str, metric_for: dict[str, str], spec: str,
+def _per_seed(rows: Values, column: str, metric_for: dict[str, str], spec: str,
               table: Table) -> tuple[float, float | None] | None:
-    """(value, stderr) of one column for one run, in display units (% for accuracies)."""
+    """(value, stderr) of one column for one run (run_values), in display units (% for accuracies)."""
     if column == PERPLEXITY:
         return _value(rows, "validation", "ppl", spec, table)
     if column == CE_PERPLEXITY:
@@ -169,11 +155,8 @@ def _per_seed(rows: pd.DataFrame, column: str, metric_for: dict[str, str], spec:
         ses = [p[1] for p in parts]
         se = None if any(s is None for s in ses) else 100 * math.sqrt(sum(s * s for s in ses)) / len(TASKS)
         return 100 * statistics.fmean(p[0] for p in parts), se
-    hit = rows[rows["metric"] == column]
-    if hit.empty or hit["value"].iloc[0] is None:
-        return None
-    stderr = hit["stderr"].iloc[0]
-    return float(hit["value"].iloc[0]), None if stderr is None or math.isnan(stderr) else float(stderr)
+    hit = next((of_task[column] for of_task in rows.values() if column in of_task), (None, None))
+    return None if hit[0] is None else hit
 
 
 def _combine(per_seed: list[tuple[int, tuple[float, float | None]]]) -> dict:
@@ -192,71 +175,58 @@ class _SpecRun:
 
     seed: int
     name: str
-    rows: pd.DataFrame
+    rows: Values
     differs: list[str]
 
 
-def _of_source(frame: pd.DataFrame, source: str) -> pd.DataFrame:
-    if frame.empty or "source" not in frame.columns:
-        return frame.iloc[0:0] if source == CHECKPOINT else frame
-    return frame[frame["source"] == source]
-
-
-def build_table(registry: Registry, table_id: str, frame: pd.DataFrame, *, preset: str | None = None,
+def build_table(registry: Registry, table_id: str, frame: pd.DataFrame | None = None, *, preset: str | None = None,
                 runs_root: str | os.PathLike = "", reported_file: str | os.PathLike | None = None,
-                overrides: list[str] | tuple[str, ...] = ()) -> BuiltTable:
-    """The declared table `table_id` filled from `frame` (collect's long table) and reported.yaml.
+                overrides: list[str] | tuple[str, ...] = (), selection: Selection | None = None) -> BuiltTable:
+    """The declared table `table_id` filled from the runs `selection` picks (else those of `frame`, collect's
+    long table) and reported.yaml.
 
-    `preset` None: each spec's own preset. Only rows of that preset are used. `overrides` (--set): read
-    the variant of each spec with exactly that hash.
+    `preset` None: each spec's own preset. `overrides` (--set): read the variant of each spec with exactly
+    that hash. Derived columns (a metric's `derived:`) are computed across runs (report/derived.py).
     """
     if table_id not in registry.tables:
         raise UserError(f"unknown table {table_id!r}", where="TABLE", fix=did_you_mean(table_id, registry.tables))
     table = registry.tables[table_id]
     check_columns(registry, table)
     reported = load_reported(registry, reported_file)
-    notes: list[str] = []
-    if table_id == "claims":  # cells computed across runs (report/derived.py)
-        from exoformer.report.derived import METHOD_NOTE, add_derived_rows
-
-        frame = add_derived_rows(registry, frame, preset=preset, overrides=overrides)
-        notes.append(METHOD_NOTE)
+    if selection is None:
+        selection = Selection.of_frame(registry, frame if frame is not None else pd.DataFrame(), preset=preset,
+                                       overrides=overrides)
+    derived = derived_metrics(registry, table.columns)
+    notes: list[str] = notes_for(derived)
+    damaged: list[str] = []
     cells: dict[tuple[str, str], Cell] = {}
     checkpoint_cells: dict[tuple[str, str], Cell] = {}
     presets_used: set[str] = set()
-    ours_frame, checkpoint_frame = _of_source(frame, OURS), _of_source(frame, CHECKPOINT)
     for row in table.rows:
         runs = []
-        for spec_name in row.specs:
-            spec = registry.resolve(spec_name, preset=preset, overrides=overrides)
+        for k, spec_name in enumerate(row.specs):
+            spec = selection.spec(spec_name)
             presets_used.add(spec.preset)
-            of_preset = ours_frame[ours_frame["preset"] == spec.preset] if not ours_frame.empty else ours_frame
-            rows = pick_runs(of_preset, spec_name, spec.hash12, notes, registry=registry, exact=bool(overrides))
-            if not rows.empty:
-                runs.append(_SpecRun(seed=spec.seed, name=spec_name, rows=rows,
-                                     differs=run_differences(registry, spec_name, rows["run_dir"].iloc[0])))
-        checkpoint_runs = _checkpoint_runs(registry, checkpoint_frame, row)
+            picked = selection.pick(spec_name)
+            if picked is None:
+                continue
+            if picked.note:
+                (damaged if picked.run.damage else notes).append(picked.note)
+            if not picked.rows.empty:
+                rows = with_derived(selection, picked, derived, row.specs, k) if derived else picked.rows
+                runs.append(_SpecRun(seed=spec.seed, name=spec_name, rows=run_values(rows), differs=picked.differs))
+        checkpoint = selection.pick(row.specs[0], source=CHECKPOINT)
+        checkpoint_runs = [] if checkpoint is None or checkpoint.rows.empty else [
+            _SpecRun(seed=checkpoint.run.seed, name=row.specs[0], rows=run_values(checkpoint.rows),
+                     differs=checkpoint.differs)]
         for column in table.columns:
             rep = reported.get((table.id, row.id, column))
             cells[(row.id, column)] = _fill(table, row, column, runs, rep, OURS)
             checkpoint_cells[(row.id, column)] = _fill(table, row, column, checkpoint_runs, rep, CHECKPOINT)
-    in_table = {name for row in table.rows for name in row.specs}
-    notes.extend(f"DAMAGED {d['spec']} ({d['hash12']}): {d['why']}" for d in frame.attrs.get("damaged", [])
-                 if d["spec"] in in_table)
-    shown = preset or (", ".join(sorted(presets_used)) if presets_used else "none")
-    return BuiltTable(table=table, preset=shown, runs_root=str(runs_root), cells=cells, notes=notes,
-                      checkpoint_cells=checkpoint_cells)
-
-
-def _checkpoint_runs(registry: Registry, frame: pd.DataFrame, row: TableRow) -> list[_SpecRun]:
-    """The newest checkpoint run evaluated as `row` (collect files it under the row's first spec)."""
-    name = row.specs[0]
-    rows = pick_runs(frame, name, None, [])
-    if rows.empty:
-        return []
-    seed = rows["seed"].iloc[0]
-    return [_SpecRun(seed=int(seed) if seed is not None else 0, name=name, rows=rows,
-                     differs=run_differences(registry, name, rows["run_dir"].iloc[0], checkpoint=True))]
+    shown = preset or selection.preset or (", ".join(sorted(presets_used)) if presets_used else "none")
+    return BuiltTable(table=table, preset=shown, runs_root=str(runs_root), cells=cells,
+                      notes=list(dict.fromkeys([*notes, *damaged])), checkpoint_cells=checkpoint_cells,
+                      selection=selection)
 
 
 def _fill(table: Table, row: TableRow, column: str, runs: list[_SpecRun], reported: Reported | None,
@@ -276,17 +246,23 @@ def _fill(table: Table, row: TableRow, column: str, runs: list[_SpecRun], report
     if swapped is not None:
         other = [got for run, _ in used if (got := _other(run.rows, column, swapped, run.name, table))]
         cell.other = statistics.fmean(v for v, _ in other) if len(other) == len(used) else None
-    differs = list(dict.fromkeys(item for run, _ in used for item in run.differs))
-    why = shorten(differs)
-    if len(used) < cell.declared_seeds:
-        without_paper_seed = row.specs[0] not in {run.name for run, _ in used}
-        if differs or without_paper_seed:
-            seeds = f"{len(used)} of {cell.declared_seeds} seeds"
-            if without_paper_seed:
-                seeds += f", without the paper's run {row.specs[0]}"
-            why = f"{why}, {seeds}" if why else seeds
+    why = why_not_comparable([run.differs for run, _ in used], [run.name for run, _ in used],
+                             row.specs[:cell.declared_seeds])
     cell.comparable, cell.why = not why, why
     return cell
+
+
+def why_not_comparable(differs: list[list[str]], used: list[str], declared: tuple[str, ...]) -> str:
+    """What differs from the paper's recipe in the runs `used` of a row declaring `declared` (its first spec is the
+    paper's run); fewer seeds than declared count when something differs or the paper's run is missing."""
+    items = list(dict.fromkeys(item for run in differs for item in run))
+    why = shorten(items)
+    if len(used) < len(declared) and (items or declared[0] not in used):
+        seeds = f"{len(used)} of {len(declared)} seeds"
+        if declared[0] not in used:
+            seeds += f", without the paper's run {declared[0]}"
+        why = f"{why}, {seeds}" if why else seeds
+    return why
 
 
 def _swapped(table: Table, column: str) -> dict[str, str] | None:
@@ -304,7 +280,7 @@ def swapped_convention(convention: dict[str, str]) -> dict[str, str]:
     return {task: OTHER_METRIC[m] if TASK_FACTS[task].normalised else m for task, m in convention.items()}
 
 
-def _other(rows: pd.DataFrame, column: str, swapped: dict[str, str], spec: str, table: Table):
+def _other(rows: Values, column: str, swapped: dict[str, str], spec: str, table: Table):
     try:
         return _per_seed(rows, column, swapped, spec, table)
     except UserError:  # the other metric may not exist (a task with acc only)

@@ -1,7 +1,7 @@
 """Does our difference between two rows replicate the paper's? A 95% interval and a verdict per claim.
 
-The paper's claims that are differences between two rows are the `differences` of results/paper/reported.yaml
-(minuend row - subtrahend row in one column, e.g. Dynamic E-ExoFormer - Gated Attention = +1.47 avg6). For
+The paper's claims that are differences between two rows are the `difference` claims of experiments/claims.yaml
+(first row - second row in one column, e.g. Dynamic E-ExoFormer - Gated Attention = +1.47 avg6). For
 each, from our runs (source "ours"; seed k of one row paired with seed k of the other, s42 with s42, ...):
 - our difference: the mean over the paired seeds of (minuend's cell - subtrahend's cell), in the table's
   display units (% for accuracies) and metric convention;
@@ -36,9 +36,9 @@ import pandas as pd
 from exoformer.errors import UserError
 from exoformer.eval.suites import SMOKE_PREFIX
 from exoformer.registry.registry import Registry
-from exoformer.registry.reported import load_reported, reported_document
 from exoformer.registry.tables import TASKS
-from exoformer.report.tables import AVERAGE, MARK, BuiltTable, _per_seed, build_table, pick_runs
+from exoformer.report.selection import Selection
+from exoformer.report.tables import AVERAGE, MARK, BuiltTable, _per_seed, build_table, run_values
 
 REPLICATES, CONTRADICTS, INCONCLUSIVE = "replicates", "contradicts", "inconclusive"
 DEFAULT_BOOTSTRAP = 1000
@@ -92,41 +92,29 @@ class Verdict:
         return self.low <= self.claim.value <= self.high
 
 
-def paper_differences(registry: Registry, reported_file: str | None = None) -> list[PaperDifference]:
-    """reported.yaml's `differences` (validated by exoformer.registry.reported.load_reported)."""
-    load_reported(registry, reported_file)
-    data = reported_document(registry, reported_file)
+def paper_differences(registry: Registry) -> list[PaperDifference]:
+    """The paper's row differences: the `difference` claims of experiments/claims.yaml."""
     out = []
-    for item in data.get("differences") or []:
-        table, minuend, column = str(item["minuend"]).split("/")
-        _, subtrahend, _ = str(item["subtrahend"]).split("/")
-        out.append(PaperDifference(table=table, minuend=minuend, subtrahend=subtrahend, column=column,
-                                   value=float(item["value"]), source=str(item.get("source", "")),
-                                   note=str(item.get("note", ""))))
+    for claim in registry.claims.values():
+        if claim.compare == "difference":
+            minuend, subtrahend = claim.reads
+            paper = claim.paper[0]
+            out.append(PaperDifference(table=minuend.table, minuend=minuend.row, subtrahend=subtrahend.row,
+                                       column=minuend.metric, value=float(paper.value), source=paper.source,
+                                       note=paper.note))
     return out
 
 
-def column_maxima(registry: Registry, reported_file: str | None = None) -> dict[str, dict[str, float]]:
-    """reported.yaml's `column_maxima`: table -> column -> the paper's best value of the column (min for ppl)."""
-    data = reported_document(registry, reported_file)
-    return {str(t): {str(c): float(cell["value"]) for c, cell in cols.items() if cell.get("value") is not None}
-            for t, cols in (data.get("column_maxima") or {}).items()}
+def column_maxima(registry: Registry) -> dict[str, dict[str, float]]:
+    """table -> column -> the paper's best value of the column (min for ppl): the `column_max` claims."""
+    out: dict[str, dict[str, float]] = {}
+    for claim in registry.claims.values():
+        if claim.compare == "column_max":
+            out.setdefault(claim.reads[0].table, {})[claim.reads[0].metric] = float(claim.paper[0].value)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ computing
-
-def _runs(registry: Registry, frame: pd.DataFrame, row_specs: list[str], preset: str | None,
-          overrides: list[str] | tuple[str, ...]) -> list[pd.DataFrame | None]:
-    """The picked run rows (ours) of each seed position of a row; None where it has no run."""
-    ours = frame[frame["source"] == "ours"] if "source" in frame.columns else frame
-    out = []
-    for name in row_specs:
-        spec = registry.resolve(name, preset=preset, overrides=overrides)
-        rows = pick_runs(ours[ours["preset"] == spec.preset], name, spec.hash12, [], registry=registry,
-                         exact=bool(overrides))
-        out.append(None if rows.empty else rows)
-    return out
-
 
 def _per_sample(run_dir: str, column: str, convention: dict[str, str]) -> dict[str, dict[int, float]] | None:
     """task -> {doc id: 0/1 score} of the tasks a column averages; None without per-sample results."""
@@ -193,20 +181,20 @@ def verdict_for(registry: Registry, frame: pd.DataFrame, built: BuiltTable, clai
     table = built.table
     rows = {r.id: r for r in table.rows}
     a, b = rows[claim.minuend], rows[claim.subtrahend]
-    runs_a = _runs(registry, frame, a.specs, preset, overrides)
-    runs_b = _runs(registry, frame, b.specs, preset, overrides)
+    selection = built.selection or Selection.of_frame(registry, frame, preset=preset, overrides=overrides)
+    runs_a, runs_b = selection.row_runs(a.specs), selection.row_runs(b.specs)
     out = Verdict(claim=claim)
     paired = [(k, ra, rb) for k, (ra, rb) in enumerate(zip(runs_a, runs_b)) if ra is not None and rb is not None]
     diffs, sample_pairs = [], []
     for k, ra, rb in paired:
-        va = _per_seed(ra, claim.column, table.convention, a.specs[k], table)
-        vb = _per_seed(rb, claim.column, table.convention, b.specs[k], table)
+        va = _per_seed(run_values(ra.rows), claim.column, table.convention, a.specs[k], table)
+        vb = _per_seed(run_values(rb.rows), claim.column, table.convention, b.specs[k], table)
         if va is None or vb is None:
             continue
         diffs.append(va[0] - vb[0])
         if claim.column in (*TASKS, AVERAGE):
-            sa = _per_sample(ra["run_dir"].iloc[0], claim.column, table.convention)
-            sb = _per_sample(rb["run_dir"].iloc[0], claim.column, table.convention)
+            sa = _per_sample(str(ra.path), claim.column, table.convention)
+            sb = _per_sample(str(rb.path), claim.column, table.convention)
             sample_pairs.append(None if sa is None or sb is None else (sa, sb))
     if not diffs:
         return out
@@ -231,22 +219,24 @@ def verdict_for(registry: Registry, frame: pd.DataFrame, built: BuiltTable, clai
 
 
 def table_verdicts(registry: Registry, frame: pd.DataFrame, built: BuiltTable, *, preset: str | None,
-                   overrides: list[str] | tuple[str, ...] = (), n_boot: int = DEFAULT_BOOTSTRAP,
-                   reported_file: str | None = None) -> list[Verdict]:
+                   overrides: list[str] | tuple[str, ...] = (), n_boot: int = DEFAULT_BOOTSTRAP) -> list[Verdict]:
     """The Verdicts of the paper's differences within `built`'s table."""
     return [verdict_for(registry, frame, built, claim, preset=preset, overrides=overrides, n_boot=n_boot)
-            for claim in paper_differences(registry, reported_file) if claim.table == built.table.id]
+            for claim in paper_differences(registry) if claim.table == built.table.id]
 
 
-def all_verdicts(registry: Registry, frame: pd.DataFrame, *, preset: str | None, runs_root: str = "",
+def all_verdicts(registry: Registry, frame: pd.DataFrame | None, *, preset: str | None, runs_root: str = "",
                  overrides: list[str] | tuple[str, ...] = (), n_boot: int = DEFAULT_BOOTSTRAP,
-                 reported_file: str | None = None) -> list[Verdict]:
-    """The Verdicts of every paper difference, table by table (the `claims` verb and the HTML report)."""
+                 selection: Selection | None = None) -> list[Verdict]:
+    """The Verdicts of every paper difference, table by table (the `claims` verb and the HTML report), from the
+    runs `selection` picks (else those of `frame`)."""
+    if selection is None:
+        selection = Selection.of_frame(registry, frame, preset=preset, overrides=overrides)
     out = []
-    for table_id in dict.fromkeys(c.table for c in paper_differences(registry, reported_file)):
-        built = build_table(registry, table_id, frame, preset=preset, runs_root=runs_root, overrides=overrides)
-        out += table_verdicts(registry, frame, built, preset=preset, overrides=overrides, n_boot=n_boot,
-                              reported_file=reported_file)
+    for table_id in dict.fromkeys(c.table for c in paper_differences(registry)):
+        built = build_table(registry, table_id, preset=preset, runs_root=runs_root, overrides=overrides,
+                            selection=selection)
+        out += table_verdicts(registry, frame, built, preset=preset, overrides=overrides, n_boot=n_boot)
     return out
 
 

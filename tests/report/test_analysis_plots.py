@@ -132,7 +132,7 @@ def test_spike_table_sits_beside_the_papers_values(tmp_path):
         ("gated-s42", "not run", "0.0085"),
         ("base-s42", "not enough steps", "not reported"),
         ("extra-s42", "0.0000 (0 spikes)", "not reported")]
-    fig = {"id": "spike-scores", "title": "Spikes", "kind": "table", "specs": [],
+    fig = {"id": "spike-scores", "title": "Spikes", "kind": "table", "specs": ["table:spike-scores"],
            "series": ["analysis.spike_scores", "grad_norm", "loss"]}
     written = ap.KIND_PLOTS[fig["kind"]](fig, runs, tmp_path / "out")
     assert [p.name for p in written] == ["spike-scores.png", "spike-scores.pdf", "spike-scores.md"]
@@ -142,7 +142,7 @@ def test_spike_table_sits_beside_the_papers_values(tmp_path):
 
 
 def test_reported_spike_rows_come_from_reported_yaml():
-    rows = {row.label: row.paper for row in ap.reported_spike_rows()}
+    rows = {row.label: row.paper for row in ap.reported_spike_rows("spike-scores")}
     assert [rows[k] for k in ("ResFormer (unnormalised)", "Gating + ResFormer", "Gated Attention", "E-NuResFormer",
                               "E-ExoFormer")] == [0.0458, 0.0108, 0.0085, 0.0081, 0.0054]
     assert rows["Base Transformer"] is None

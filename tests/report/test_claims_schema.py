@@ -37,11 +37,13 @@ def line_of(directory: Path, text: str) -> int:
 def test_the_declared_claims_are_the_papers_six():
     registry = Registry()
     check_claims(registry)
-    assert list(registry.claims) == ["attention-sink", "over-smoothing", "pca-final-anchor-removed",
-                                     "pca-mean-self-removed", "data-efficiency-vs-base", "data-efficiency-vs-gated"]
-    sink = registry.claims["attention-sink"]
-    assert sink.compare == "ratio" and [(r.table, r.row) for r in sink.reads] == [("table1", "gated"),
-                                                                                  ("claims", "exoformer")]
+    mechanistic = [cid for cid, c in registry.claims.items() if c.compare not in ("difference", "column_max")]
+    assert mechanistic == ["attention-sink", "over-smoothing", "pca-final-anchor-removed",
+                           "pca-mean-self-removed", "data-efficiency-vs-base", "data-efficiency-vs-gated"]
+    sink = registry.claims["attention-sink"]  # the claims table's derived ratio (against table1's gated row)
+    assert sink.compare == "value" and [(r.table, r.row, r.metric) for r in sink.reads] == [
+        ("claims", "exoformer", "attention_sink_ratio_vs_gated")]
+    assert registry.metrics["attention_sink_ratio_vs_gated"].derived.row == "gated"
 
 
 def test_an_unknown_key_is_a_one_line_error_with_file_and_line(tmp_path):
@@ -54,12 +56,15 @@ def test_an_unknown_key_is_a_one_line_error_with_file_and_line(tmp_path):
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ("    compare: ratio\n", "    compare: quotient\n", "compare must be one of value, ratio, versus"),
-    ("    compare: ratio\n", "    compare: value\n", "compare value takes 1 reads, got 2"),
-    ("    format: percent\n", "    format: percentage\n", "format must be number or percent"),
+    ("    compare: versus\n", "    compare: quotient\n", "compare must be one of value, ratio, versus"),
+    ("    compare: versus\n", "    compare: value\n", "compare value takes 1 reads, got 2"),
+    ("    format: percent\n", "    format: percentage\n", "format must be one of number, percent, ratio"),
     ("    approximate: true\n", "    approximate: yes please\n", "approximate must be true or false"),
     (SINK, "    paper: [{table: claims, row: exoformer, col: attention_sink_ratio_vs_gated}]\n", "unknown key 'col'"),
     (SINK, "    paper: [{value: about two}]\n", "value must be a number"),
+    ("    compare: difference\n", "    compare: differense\n", "did you mean 'difference'"),
+    ("reads: [{table: table1, metric: piqa}]", "reads: [{table: table1, row: base, metric: piqa}]",
+     "unknown key 'row'"),
 ])
 def test_malformed_claims_are_one_line_errors(tmp_path, old, new, message):
     with pytest.raises(UserError, match=message) as err:
@@ -68,10 +73,15 @@ def test_malformed_claims_are_one_line_errors(tmp_path, old, new, message):
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ("row: gated, metric", "row: gatd, metric", "table 'table1' has no row 'gatd'"),
+    ("row: nuresformer, metric", "row: nuresformr, metric", "table 'appendix-c' has no row 'nuresformr'"),
     ("metric: token_similarity_max, label", "metric: token_similarity_maxx, label", "unknown metric"),
     ("column: attention_sink_ratio_vs_gated", "column: attention_sink", "has no column 'attention_sink'"),
-    ("{table: table1, row: gated", "{table: table7, row: gated", "unknown table 'table7'"),
+    ("{table: appendix-c, row: nuresformer, metric", "{table: table7, row: nuresformer, metric",
+     "unknown table 'table7'"),
+    ("row: gated, metric: avg6}", "row: gatd, metric: avg6}", "table 'table1' has no row 'gatd'"),
+    ("{table: table1, metric: piqa}", "{table: table1, metric: pqa}", "unknown metric 'pqa'"),
+    ("{table: table1, metric: piqa}", "{table: table1, metric: token_similarity_max}",
+     "table 'table1' has no column 'token_similarity_max'"),
 ])
 def test_claims_naming_what_does_not_exist_fail_validate_and_the_verb(tmp_path, capsys, old, new, message):
     directory = registry_with(tmp_path, old, new)
@@ -82,9 +92,9 @@ def test_claims_naming_what_does_not_exist_fail_validate_and_the_verb(tmp_path, 
 
 
 def test_validate_checks_the_claims(tmp_path, capsys):
-    directory = registry_with(tmp_path, "row: gated, metric", "row: gatd, metric")
+    directory = registry_with(tmp_path, "row: nuresformer, metric", "row: nuresformr, metric")
     assert main(["validate", "--registry", str(directory)]) == 2
-    assert "claim 'attention-sink': table 'table1' has no row 'gatd'" in capsys.readouterr().err
+    assert "claim 'pca-final-anchor-removed': table 'appendix-c' has no row 'nuresformr'" in capsys.readouterr().err
 
 
 def test_a_literal_paper_value_and_a_renamed_claim(tmp_path):

@@ -14,15 +14,18 @@ from synthetic import make_run, registry, uniform  # noqa: E402
 from test_html_report import smoke_runs  # noqa: E402
 
 from exoformer.report import analysis_plots, figures, style  # noqa: E402
+from exoformer.report.selection import Selection  # noqa: E402
 
 
 def test_one_label_and_colour_per_model_whatever_the_seed():
-    assert style.style_of("e-exoformer-s42") == style.style_of("e-exoformer-s1337") == style.style_of("e-exoformer")
-    assert style.label_of("gated-s42") == "Gated Attention"
-    colours = [m.colour for m in style.MODELS.values()]
-    assert len(set(colours)) == len(colours)
-    assert style.colour_of("some-new-model-s42") == style.colour_of("some-new-model-s7")  # stable, by name
-    assert style.label_of("some-new-model", "Its row label") == "Its row label"
+    reg = registry()
+    assert style.style_of(reg, "e-exoformer-s42") == style.style_of(reg, "e-exoformer-s1337") == \
+        style.style_of(reg, "e-exoformer")
+    assert style.label_of(reg, "gated-s42") == "Gated Attention"
+    colours = [m.colour for m in style.models(reg).values()]
+    assert len(colours) == 11 and len(set(colours)) == len(colours)
+    assert style.colour_of(reg, "some-new-model-s42") == style.colour_of(reg, "some-new-model-s7")  # by name
+    assert style.label_of(reg, "some-new-model", "Its row label") == "Its row label"
 
 
 @pytest.mark.parametrize("limits", [(0.6, 1.9), (1.2, 3.0), (0.1, 0.4), (-2.0, 0.5), None])
@@ -46,18 +49,24 @@ def test_figures_label_specs_by_model_not_by_spec_id(tmp_path):
     assert sink["base-s42"] == sink["base-s1337"] == "Base Transformer"  # seeds of one model: one line
 
 
-def test_the_papers_efficiency_claims_and_ours_share_the_title():
-    claims = figures.paper_efficiency_claims(registry())
-    assert sorted(claims) == [("base", "dynamic-e-exoformer", 1.84, False), ("gated", "dynamic-e-exoformer", 1.5, True)]
-    ratios = {"base": {"dynamic-e-exoformer": 1.25}, "gated": {}}
-    lines = figures.efficiency_title_lines(sorted(claims), ratios, style.label_of)
+def test_the_papers_efficiency_claims_and_ours_share_the_title(tmp_path):
+    reg = registry()
+    figure = reg.figures["val-loss-table1"]
+    claimed = [(claim.id, metric.id, row.id) for claim, metric, row in figures.efficiency_claims(reg, figure)]
+    assert claimed == [("data-efficiency-vs-base", "tokens_to_base_loss_ratio", "dynamic-e-exoformer"),
+                       ("data-efficiency-vs-gated", "tokens_to_gated_loss_ratio", "dynamic-e-exoformer")]
+    assert figures.efficiency_claims(reg, reg.figures["val-loss-1b"]) == []  # claimed of the 450M runs
+    # base reaches its final 3.0 at 2,000 tokens, dynamic at 950 (linear between logged points): 2.11x; no gated run
+    make_run(tmp_path, "base-s42", accuracies=uniform(0.5),
+             curve=[(100 * i, 3.0 + 0.05 * (20 - i)) for i in range(1, 21)])
+    make_run(tmp_path, "dynamic-e-exoformer-s42", accuracies=uniform(0.5),
+             curve=[(100 * i, 2.58 + 0.04 * (20 - i)) for i in range(1, 21)])
+    lines = figures.efficiency_title_lines(Selection.of_root(reg, tmp_path), figure, lambda n: style.label_of(reg, n))
     assert lines == ["Dynamic E-ExoFormer reaches Base Transformer's final loss with fewer tokens: paper 1.84x, "
-                     "ours 1.25x",
+                     "ours 2.11x",
                      "Dynamic E-ExoFormer reaches Gated Attention's final loss with fewer tokens: paper ~1.5x, "
                      "ours not run"]
-    assert "1.84" not in registry().figures["val-loss-table1"].title  # the claim is data, not title text
-    assert sorted(figures.figure_claims(registry(), registry().figures["val-loss-table1"])) == sorted(claims)
-    assert figures.figure_claims(registry(), registry().figures["val-loss-1b"]) == []  # claimed of the 450M runs
+    assert "1.84" not in figure.title  # the claim is data, not title text
 
 
 def _captured(monkeypatch, module, name):
@@ -98,5 +107,5 @@ def test_legends_sit_outside_the_data(tmp_path, monkeypatch):
     from matplotlib.colors import to_hex
 
     colours = [to_hex(h.get_color()) for h in fig.legends[0].legend_handles]
-    assert colours[0] == style.colour_of("base").lower()
-    assert colours[-1] == style.colour_of("dynamic-e-exoformer").lower()
+    assert colours[0] == style.colour_of(reg, "base").lower() == "#666666"
+    assert colours[-1] == style.colour_of(reg, "dynamic-e-exoformer").lower()

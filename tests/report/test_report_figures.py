@@ -19,7 +19,7 @@ from exoformer.errors import UserError  # noqa: E402
 from exoformer.registry.figure_kinds import KINDS, check_figure_kinds  # noqa: E402
 from exoformer.registry.registry import REPO_ROOT, Registry  # noqa: E402
 from exoformer.registry.tables import FIGURE_KINDS  # noqa: E402
-from exoformer.report import figures  # noqa: E402
+from exoformer.report import derived, figures  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 
 ROWS = ("base", "gated", "resformer", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer")
@@ -31,8 +31,8 @@ def _curve(scale: float) -> list[tuple[int, float]]:
 
 
 def test_tokens_to_reach_interpolates():
-    assert figures.tokens_to_reach([0, 10, 20], [5.0, 4.0, 3.0], 3.5) == pytest.approx(15.0)
-    assert figures.tokens_to_reach([0, 10], [5.0, 4.0], 3.0) is None
+    assert derived.tokens_to_reach([0, 10, 20], [5.0, 4.0, 3.0], 3.5) == pytest.approx(15.0)
+    assert derived.tokens_to_reach([0, 10], [5.0, 4.0], 3.0) is None
 
 
 def test_efficiency_ratio_recovers_a_known_speed_up():
@@ -40,9 +40,8 @@ def test_efficiency_ratio_recovers_a_known_speed_up():
         pts = _curve(scale)
         return [p[0] for p in pts], [p[1] for p in pts]
 
-    ratios = figures.efficiency_ratios({"base": curve(1.0), "fast": curve(1.84)})
-    assert ratios["base"]["base"] == pytest.approx(1.0)
-    assert ratios["base"]["fast"] == pytest.approx(1.84, rel=0.03)  # linear interpolation between log points
+    assert derived.data_efficiency(curve(1.0), curve(1.0)) == pytest.approx(1.0)
+    assert derived.data_efficiency(curve(1.84), curve(1.0)) == pytest.approx(1.84, rel=0.03)  # linear interpolation
 
 
 def test_curves_and_bars_written_as_png_and_pdf(tmp_path, capsys):

@@ -133,3 +133,11 @@ def test_table_and_diff_never_import_torch(tmp_path):
             "assert rc == [0, 0], rc; assert 'torch' not in sys.modules, 'torch imported'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_table_without_reported_numbers_reads_not_reported(tmp_path):
+    reg = _registry_copy(tmp_path, "tables:\n", "tables:\n  ours-only:\n    title: ours\n    columns: [val_ppl]\n"
+                                                 "    rows:\n      - {id: base, label: Base, specs: [base-s42]}\n")
+    make_run(tmp_path / "runs", "base-s42", ppl=15.0)
+    built = build_table(reg, "ours-only", collect(tmp_path / "runs"), runs_root=tmp_path)
+    assert "| Base | 15.00 / not reported |" in render(built, "md")

@@ -149,26 +149,29 @@ def test_the_html_report_shows_the_claims_verdicts(tmp_path, capsys):
     assert "replicates (paper outside)" in line and "<td>replicates (paper outside)</td>" in section
 
 
-CLAIMED = "table1/dynamic-e-exoformer/avg6, subtrahend: table1/gated/avg6"
+CLAIMED = "{table: table1, row: dynamic-e-exoformer, metric: avg6}, {table: table1, row: gated, metric: avg6}"
 
 
-@pytest.mark.parametrize("edit, named", [
-    (CLAIMED, CLAIMED.replace("dynamic-e-exoformer", "nonexistent-row")),
-    (CLAIMED, CLAIMED.replace("dynamic-e-exoformer/avg6", "dynamic-e-exoformer/avg7")),
+@pytest.mark.parametrize("named, message", [
+    (CLAIMED.replace("dynamic-e-exoformer", "nonexistent-row"), "table 'table1' has no row 'nonexistent-row'"),
+    (CLAIMED.replace("dynamic-e-exoformer, metric: avg6", "dynamic-e-exoformer, metric: avg7"),
+     "reads unknown metric 'avg7'"),
 ])
-def test_a_claimed_difference_naming_no_row_or_metric_is_one_line(tmp_path, capsys, monkeypatch, edit, named):
-    from exoformer.registry.reported import DEFAULT_REPORTED
+def test_a_claimed_difference_naming_no_row_or_metric_is_one_line(tmp_path, capsys, named, message):
+    import shutil
 
-    text = DEFAULT_REPORTED.read_text()
-    assert edit in text
-    bad = tmp_path / "reported.yaml"
-    bad.write_text(text.replace(edit, named, 1))
-    monkeypatch.setenv("EXOFORMER_REPORTED", str(bad))
+    from exoformer.registry.registry import REPO_ROOT
+
+    directory = tmp_path / "experiments"
+    shutil.copytree(REPO_ROOT / "experiments", directory)
+    text = (directory / "claims.yaml").read_text()
+    assert CLAIMED in text
+    (directory / "claims.yaml").write_text(text.replace(CLAIMED, named, 1))
     seeded_rows(tmp_path / "runs", "gated", [0.5], [14.5])
-    assert main(["claims", "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert main(["claims", "--registry", str(directory), "--runs-dir", str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "difference minuend" in err and "names no table cell" in err
-    assert "reported.yaml:" in err and "fix: write table/row/column of a declared cell" in err
+    assert len(err.splitlines()) == 1 and "claim 'avg6-dynamic-e-exoformer-vs-gated'" in err and message in err
+    assert "claims.yaml:" in err
 
 
 def test_claims_reads_every_row_a_paper_difference_names(tmp_path, capsys):
