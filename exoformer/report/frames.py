@@ -11,8 +11,8 @@ import pandas as pd
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.registry.registry import Registry
-from exoformer.report.collect import choose_preset, collect
-from exoformer.report.tables import build_table, to_frame, to_wide
+from exoformer.report.compose import compose
+from exoformer.report.tables import to_frame, to_wide
 from exoformer.runs import rundirs as runs
 from exoformer.runs.run_index import one_view
 
@@ -28,11 +28,9 @@ def table_frame(table_id: str, *, registry: Registry | None = None, runs_root: s
         raise UserError(f"unknown table {table_id!r}", where="table_id", fix=did_you_mean(table_id, registry.tables))
     root = runs.runs_root(None if runs_root is None else str(runs_root))
     runs.check_runs_root(root, where="runs_root" if runs_root is not None else "runs root")
-    specs = registry.tables[table_id].spec_names()
     with one_view():
-        chosen, note = choose_preset(registry, root, specs, preset, what=f"table {table_id}")
-        frame = collect(root, preset=chosen, specs=specs, registry=registry, overrides=list(overrides))
-        built = build_table(registry, table_id, frame, preset=chosen, runs_root=root, overrides=list(overrides))
-    out = to_frame(built) if long else to_wide(built)
-    out.attrs = {"table": table_id, "preset": chosen, "notes": [*([note] if note else []), *built.notes]}
+        read = compose(registry, root, tables=[table_id], preset=preset, overrides=list(overrides)).tables[table_id]
+    out = to_frame(read.built) if long else to_wide(read.built)
+    out.attrs = {"table": table_id, "preset": read.selection.preset,
+                 "notes": [*([read.note] if read.note else []), *read.built.notes]}
     return out
