@@ -156,7 +156,7 @@ def launch_and_report(reg, planned: list[PlannedRun], args: LaunchOptions, *,
     """Launch a plan on the backend the options name, print decisions, progress and the summary; the exit code
     (130 after Ctrl-C, 1 when a spec ended neither done nor queued) and the plan as decided under the lock.
     Shared by `run` and `evaluate`."""
-    from exoformer.environ import temporary_env
+    from exoformer.environ import quiet_progress_env, temporary_env
     from exoformer.runs.backends import make_backend
     from exoformer.runs.launch import Interrupted, launch, unfinished, wait_for_slurm
     from exoformer.train.tensorboard import ENV as TENSORBOARD_ENV
@@ -170,15 +170,20 @@ def launch_and_report(reg, planned: list[PlannedRun], args: LaunchOptions, *,
                            concurrency=args.jobs, timeout_min=args.timeout_min, threads=args.threads,
                            profile_overrides=profile_sets)
     started = time.time()
+    live = _LiveLine(backend.parallel_jobs if not args.json else 0)
     try:
-        with temporary_env({TENSORBOARD_ENV: "1"} if args.tensorboard else {}):
+        # job processes (local, Slurm) and an inline job importing lm-eval inherit the quiet switches
+        with temporary_env({**quiet_progress_env(), **({TENSORBOARD_ENV: "1"} if args.tensorboard else {})}):
             final = launch(planned, backend, command=["reproduce.py", *sys.argv[1:]],
-                           on_done=None if args.json else _announce,
-                           on_decided=None if args.json else _print_decisions)
+                           on_done=None if args.json else live.announce,
+                           on_decided=None if args.json else live.decided)
     except Interrupted as stop:
+        live.stop()
         print(f"interrupted; run the same command to resume ({len(stop.names)} run(s) marked INTERRUPTED)",
               file=sys.stderr)
         return 130, []
+    finally:
+        live.stop()
     if not backend.waits and args.wait:
         wait_for_slurm(final)
     code = _summary(final, time.time() - started, backend, args, target=target)
@@ -196,18 +201,46 @@ def _print_decisions(planned: list[PlannedRun], backend: str) -> None:
     print(f"{n} to run on {backend}, {len(planned) - n} skipped", flush=True)
 
 
-def _announce(item) -> None:
-    """One line as each local/inline run ends, so a long table shows progress."""
+class _LiveLine:
+    """The decisions, one line as each local/inline run ends, and (jobs side by side on a terminal) the whole
+    run's progress line below them (exoformer/runs/progress_line.py)."""
+
+    def __init__(self, parallel_jobs: int) -> None:
+        self.parallel_jobs = parallel_jobs
+        self.progress = None
+
+    def decided(self, planned: list[PlannedRun], backend: str) -> None:
+        _print_decisions(planned, backend)
+        if self.parallel_jobs:
+            from exoformer.runs.progress_line import RunProgress
+
+            jobs = [(p.spec.name, p.run_dir, p.spec.train.steps) for p in planned if p.launches]
+            self.progress = RunProgress(jobs, concurrency=self.parallel_jobs).start()
+
+    def announce(self, item) -> None:
+        text = _announce(item)
+        if self.progress is None:
+            print(text, flush=True)
+        else:
+            self.progress.job_done(item.run_dir)
+            self.progress.say(text)
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _announce(item) -> str:
+    """The line for a local/inline run that ended, so a long table shows progress."""
     from exoformer.runs.status import SlurmView, reconcile
 
     status = reconcile(item.run_dir, item.claim, SlurmView())  # a job killed outright is INTERRUPTED here
     if status is None:  # the job ended and its run has no STATUS: the directory went away under it
-        print(f"{item.spec.name}: stopped: the run directory was removed or replaced while its job ran; "
-              "run the same command again to start it over", flush=True)
-        return
+        return (f"{item.spec.name}: stopped: the run directory was removed or replaced while its job ran; "
+                "run the same command again to start it over")
     state = status.state
     detail = status.reason if status.state in (runs.FAILED, runs.INTERRUPTED) else ""
-    print(f"{item.spec.name}: {state}" + (f" ({detail}; log {status.log})" if detail else ""), flush=True)
+    return f"{item.spec.name}: {state}" + (f" ({detail}; log {status.log})" if detail else "")
 
 
 def _summary(final: list[PlannedRun], seconds: float, backend, args: LaunchOptions, *, target: str) -> int:

@@ -14,6 +14,7 @@ image with data-loaded once the browser has decoded it, which the browser test r
 from __future__ import annotations
 
 import html
+import logging
 import math
 import os
 from dataclasses import dataclass, field
@@ -358,6 +359,10 @@ def run_rows_html(runs: list[RunInfo], out_dir: Path) -> str:
 
 # ------------------------------------------------------------------------------------------ page
 
+PHASES = logging.getLogger("exoformer.report.phases")
+"""One INFO line as each phase of the report starts (the `report` verb shows them on a terminal)."""
+
+
 def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.PathLike,
                  out_dir: str | os.PathLike, preset: str | None = None,
                  overrides: list[str] | tuple[str, ...] = (), gpu: bool | None = None) -> Path:
@@ -381,6 +386,7 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
     root = Path(runs_root)
     check_apart(out_dir, runs_roots=[root], registries=[registry.directory])
     out = check_out_dir(out_dir)
+    PHASES.info("reading the runs")
     runs = find_runs(root) if root.is_dir() else []
     if preset is not None and not any(r.preset == preset for r in runs) and runs:
         raise UserError(f"no runs of preset {preset} under {root}", where="--preset",
@@ -392,7 +398,8 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
     chosen = select(registry, targets, runs)
     gpu = has_gpu() if gpu is None else gpu
     sections, empty, read_dirs, presets_read = [], [], set(), set()
-    for tid in chosen.tables:
+    for number, tid in enumerate(chosen.tables, start=1):
+        PHASES.info(f"table {tid} ({number}/{len(chosen.tables)})")
         specs = registry.tables[tid].spec_names()
         read, note = choose_preset(registry, root, specs, preset, what=f"table {tid}")
         frame = collect(root, preset=read, specs=specs, registry=registry, overrides=overrides)
@@ -412,6 +419,7 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
         if note:
             section = section.replace("</h3>", f'</h3>\n<p class="note">{html.escape(note)}</p>', 1)
         sections.append(section)
+    PHASES.info(f"figures ({len(chosen.figures)})")
     drawn, used = draw_figures(registry, chosen.figures, runs_root=root, out_dir=out, preset=preset,
                                overrides=overrides, gpu=gpu)
     read_dirs |= used
@@ -421,6 +429,7 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
                                  for name in registry.tables[d.table].spec_names()))
     verdicts = ""
     if claimed:  # the same verdicts as the `claims` verb, on the preset the tables read
+        PHASES.info("verdicts")
         read, _ = choose_preset(registry, root, claimed, preset, what="claims")
         vframe = collect(root, preset=read, specs=claimed, registry=registry, overrides=overrides)
         verdicts = verdicts_html(all_verdicts(registry, vframe, preset=read, runs_root=str(root),
