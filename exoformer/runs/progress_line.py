@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from exoformer.rundir import RUNNING, RunDir, parse_time
+from exoformer.rundir import PENDING, RUNNING, RunDir, parse_time
 from exoformer.train.progress import duration
 
 POST_TRAIN_SHARE = 0.5
@@ -66,7 +66,7 @@ def render(*, done: int, running: list[JobView], queued: int, finished: list[flo
     text += f", {queued} queued"
     per_job = sum(finished) / len(finished) if finished else next(
         (expected_duration(j, []) for j in running if expected_duration(j, []) is not None), None)
-    if per_job is not None and all(eta is not None for eta in left):
+    if (running or queued) and per_job is not None and all(eta is not None for eta in left):
         work = sum(left) + queued * per_job  # type: ignore[arg-type]
         text += f"; ETA {duration(work / max(1, min(concurrency, len(running) + queued)))}"
     return text
@@ -124,21 +124,24 @@ class RunProgress:
 
     def line(self) -> str:
         now = self.clock()
-        running, queued = [], 0
+        running, queued, ended = [], 0, 0
         for run_dir, (name, steps) in self.jobs.items():
             if run_dir in self.done:
                 continue
             rd = RunDir(run_dir)
             status = rd.read_status()
-            if status is None or status.state != RUNNING:
+            if status is None or status.state == PENDING:
                 queued += 1
+                continue
+            if status.state != RUNNING:  # ended; the launcher has not seen its job exit yet
+                ended += 1
                 continue
             started = parse_time(status.started)
             last = rd.last_train_line() if status.stage in (None, "train") else None
             running.append(JobView(name=name, stage=status.stage, step=int((last or {}).get("step") or 0),
                                    total_steps=steps, elapsed_s=max(0.0, now - started.timestamp()) if started else 0.0))
         with self._lock:
-            done, finished = len(self.done), list(self.finished_s)
+            done, finished = len(self.done) + ended, list(self.finished_s)
         return render(done=done, running=running, queued=queued, finished=finished, concurrency=self.concurrency)
 
     def _loop(self) -> None:

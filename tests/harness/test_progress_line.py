@@ -66,9 +66,14 @@ def test_the_line_is_read_from_the_run_directories(tmp_path):
     line = progress.line()
     assert line.startswith("run: 0/3 done, 1 running (a train 50/150 ETA ") and ", 2 queued; ETA " in line
     _status(a, "SUCCEEDED", stage="analyse", started=T0, updated=T0 + dt.timedelta(seconds=300))
+    assert progress.line().startswith("run: 1/3 done, 0 running, 2 queued")  # ended before the launcher saw it
     progress.job_done(a)
     assert progress.finished_s == [300.0]
     assert progress.line() == "run: 1/3 done, 0 running, 2 queued; ETA 10:00"
+    for run in (b, c):
+        _status(run, "FAILED", started=T0, updated=T0)
+        progress.job_done(run)
+    assert progress.line() == "run: 3/3 done, 0 running, 0 queued"  # nothing left: no ETA
 
 
 def test_drawn_in_place_on_a_terminal_and_never_elsewhere(tmp_path, capsys):
