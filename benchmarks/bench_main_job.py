@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                              "tasks": task_scores(root, name)})
         finish = finish_cpu_s(root, Path(tmp) / "figures")
     if args.backend == "local":  # no stage split from a job process: the total per job is the number
-        result = {"cost_model_s": model, "load_average": load, "cores": os.cpu_count(), "threads": args.threads, "backend": "local",
+        result = {"load_average": load, "cores": os.cpu_count(), "threads": args.threads, "backend": "local",
                   "per_spec": [{"spec": r["spec"], "total_cpu_s": r["total_cpu_s"], "wall_s": r["wall_s"],
                                 "tasks": r["tasks"]} for r in per_spec]}
         print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores; local backend, "
@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     model = cost_model(args.specs)
     mean = {k: sum(r[k] for r in per_spec) / len(per_spec) for k in keys}
     total = sum(mean.values())
-    result = {"cost_model_s": model, "load_average": load, "cores": os.cpu_count(), "threads": args.threads, "per_spec": per_spec,
+    result = {"cost_model_s": model, "load_average": load, "cores": os.cpu_count(), "threads": args.threads,
+              "per_spec": per_spec,
               "mean_per_model_cpu_s": mean, "ratios": {k: v / total for k, v in mean.items()},
               "eval_over_train": mean["evaluate_s"] / mean["train_s"] if mean["train_s"] else None,
               "finish_cpu_s": finish,
@@ -179,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in per_spec:
         print(f"  {r['spec']}: " + ", ".join(f"{t} {v['value']:.2f} (chance {v['chance']:.2f}, se {v['stderr']:.2f})"
                                             for t, v in r["tasks"].items()))
-    print(f"main job ({args.models} models and the table, extrapolated): {result['main_job_cpu_min_extrapolated']:.1f} CPU-minutes")
+    print(f"main job ({args.models} models and the table, extrapolated): "
+          f"{result['main_job_cpu_min_extrapolated']:.1f} CPU-minutes")
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
     return 0

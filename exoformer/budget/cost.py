@@ -252,7 +252,8 @@ def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True) -> di
     points = (t.steps // t.val_every + (1 if t.steps % t.val_every else 0)) if t.val_every else 0
     in_run_val = points * t.val_batches * t.micro_batch_seqs * t.seq_len * forward
     requests, per_request = eval_requests(spec)
-    eval_forward = requests * min(per_request, spec.model.seq_len) * forward_flops_per_token(spec.model, spec.model.seq_len)
+    eval_forward = (requests * min(per_request, spec.model.seq_len)
+                    * forward_flops_per_token(spec.model, spec.model.seq_len))
     stages = {"startup": CPU_STARTUP_S,
               "train": (training_flops(spec) + in_run_val) / rate if train else 0.0,
               "validate": t.final_val_tokens * forward / (rate * CPU_FORWARD_SPEEDUP),

@@ -138,8 +138,9 @@ class RunProgress:
                 continue
             started = parse_time(status.started)
             last = rd.last_train_line() if status.stage in (None, "train") else None
+            elapsed = max(0.0, now - started.timestamp()) if started else 0.0
             running.append(JobView(name=name, stage=status.stage, step=int((last or {}).get("step") or 0),
-                                   total_steps=steps, elapsed_s=max(0.0, now - started.timestamp()) if started else 0.0))
+                                   total_steps=steps, elapsed_s=elapsed))
         with self._lock:
             done, finished = len(self.done) + ended, list(self.finished_s)
         return render(done=done, running=running, queued=queued, finished=finished, concurrency=self.concurrency)

@@ -36,7 +36,7 @@ def test_cpu_cost_model_is_within_30_percent_of_the_measured_stages(measured):
         model = cpu_stage_seconds(reg.resolve(row["spec"], preset="smoke"), cpu)
         for stage, estimate in model.items():
             seen = row[f"{stage}_s"]
-            assert abs(estimate - seen) <= TOLERANCE * seen, f"{row['spec']} {stage}: model {estimate:.1f} s, ran {seen:.1f} s"
+            assert abs(estimate - seen) <= TOLERANCE * seen, f"{row['spec']} {stage}: {estimate:.1f} vs {seen:.1f} s"
         total = sum(row[f"{stage}_s"] for stage in model)
         assert abs(sum(model.values()) - total) <= TOLERANCE * total
 
