@@ -213,7 +213,7 @@ CPU_EVAL_SETUP_S = 2.5
 """Per evaluation: lm-eval's and datasets' imports, the task configs, the tokenizer and the task files."""
 CPU_EVAL_S_PER_REQUEST = 0.00175
 """Per loglikelihood request: lm-eval renders its few-shot prompt from Jinja templates, and it is tokenized."""
-CPU_ANALYSE_S = 0.2
+CPU_ANALYSE_S = 0.3
 """The probes and spike scores of the analyse stage (a few sequences: fixed work at the smoke scale)."""
 SMOKE_TOKENS_PER_REQUEST = 104
 """Mean tokens per 5-shot smoke request (context + continuation; exoformer/eval/request_stats.py on the smoke
