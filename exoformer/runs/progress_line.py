@@ -24,7 +24,7 @@ from exoformer.rundir import PENDING, RUNNING, RunDir, parse_time
 from exoformer.train.progress import duration
 
 POST_TRAIN_SHARE = 0.25
-"""Validate + evaluate + analyse over train, per job: 0.23 measured at the smoke preset (benchmarks/bench_main_job.py)."""
+"""Validate + evaluate + analyse over train, per job: 0.23 at the smoke preset (benchmarks/bench_main_job.py)."""
 MAX_SHOWN = 3
 """Running jobs named on the line; the rest are counted."""
 
