@@ -200,8 +200,10 @@ def estimate(spec: Spec, profile: Profile, *, memory: SpecMemory | None = None) 
 # ---------------------------------------------------------------------------------------------- CPU time
 # A job's CPU seconds on a CPU profile, stage by stage, calibrated against benchmarks/bench_main_job.py (one torch
 # thread per job, as the local backend runs it; results/bench_main_job.json holds the measurement a test checks
-# these against): FLOPs at the profile's `cpu.gflops` for training, forward-only passes (validation, scoring)
-# CPU_FORWARD_SPEEDUP times faster per FLOP, plus the fixed and per-request work that is not arithmetic.
+# these against): FLOPs at the profile's `cpu.gflops` for training, forward-only passes faster per FLOP (fp32
+# validation CPU_FORWARD_SPEEDUP, bf16 scoring CPU_BF16_SCORING_SPEEDUP), plus the fixed and per-request work that
+# is not arithmetic. CPU time itself rises with the machine's load (the benchmark records it): ~15% between load
+# 11 and 19 on 2 cores.
 
 CPU_STARTUP_S = 4.0
 """Per job: the interpreter, imports, the registry and the plan, before the first stage."""
