@@ -1,11 +1,21 @@
 """Environment variables set for the length of a block and restored afterwards (evaluation's offline flags,
-the thread count that local jobs inherit)."""
+the thread count and quiet progress bars that local jobs inherit)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
+
+QUIET_PROGRESS_ENV = {"TQDM_DISABLE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+"""tqdm's and datasets' own switches for their progress bars, both read when the library is imported, so they are
+set in the environment a job process starts with: a run's log keeps our progress lines
+(exoformer/train/progress.py), not lm-eval's and datasets' bars."""
+
+
+def quiet_progress_env() -> dict[str, str]:
+    """QUIET_PROGRESS_ENV, where the user has not set one of its variables already (theirs wins)."""
+    return {key: os.environ.get(key, value) for key, value in QUIET_PROGRESS_ENV.items()}
 
 
 @contextlib.contextmanager

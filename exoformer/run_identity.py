@@ -46,6 +46,10 @@ CHECKPOINT_FIELDS = ("eval.", "train.final_val_tokens", "eval_precision")
 SCORING_FIELDS = ("suite", "num_fewshot", "limit", "batch_size")
 """The eval section's fields recorded under `scoring` (with the validation tokens and the precision)."""
 REFERENCE_WORD = "paper"
+RECIPE_NEUTRAL = ("train.micro_batch_seqs", "model.attention", "train.compile")
+"""Settings that leave the paper's recipe unchanged, so they never make a run not comparable: the micro-batch
+(the global batch is `train.batch_tokens`; gradient accumulation makes up the rest), the attention kernel (the
+same softmax attention by another implementation) and compiling the model (the same graph, fused)."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -143,11 +147,12 @@ def _norm(value: Any) -> Any:
 def differences(run_spec: dict[str, Any], reference: dict[str, Any], *, checkpoint: bool = False,
                 word: str = REFERENCE_WORD) -> list[str]:
     """Human items for each field where a run's spec mapping differs from `reference` (a spec mapping too),
-    most telling first. Fields absent from either side are not compared (a spec file of an older layout).
+    most telling first. Fields absent from either side are not compared (a spec file of an older layout), nor are
+    the RECIPE_NEUTRAL settings.
     Items read "eval.limit=20" (reference null) or "train.steps=30 (paper 38147)", `word` naming the reference.
     """
     ours, ref = flat_fields(run_spec), flat_fields(reference)
-    keys = [k for k in ours if k in ref and _norm(ours[k]) != _norm(ref[k])]
+    keys = [k for k in ours if k in ref and k not in RECIPE_NEUTRAL and _norm(ours[k]) != _norm(ref[k])]
     if checkpoint:
         keys = [k for k in keys if k == "preset" or k.startswith(CHECKPOINT_FIELDS)]
     keys.sort(key=lambda k: (FIRST.index(k) if k in FIRST else len(FIRST), k))

@@ -46,3 +46,21 @@ def test_identity_files_read_with_defaults_and_refuse_damage(tmp_path):
     run.identity_file.write_text(json.dumps({**identity.to_dict(), "seed": "42"}))
     with pytest.raises(UserError, match="'seed'"):
         run.identity()
+
+
+@pytest.mark.parametrize("override", ["train.micro_batch_seqs=2", "model.attention=sdpa", "train.compile=false"])
+def test_a_setting_that_keeps_the_papers_recipe_keeps_the_run_comparable(tmp_path, override):
+    """Micro-batch (the global batch stays train.batch_tokens), attention kernel and compile change how the
+    paper's recipe is computed, not the recipe: a new run directory, but never a not-comparable cell."""
+    reg = Registry()
+    [planned] = plan(reg, "base-s42", overrides=[override], runs_root=tmp_path)
+    assert planned.spec.hash12 != reg.resolve("base-s42").hash12  # the setting took effect
+    assert planned.identity.differs == () and planned.identity.comparable
+    [smoke] = plan(reg, "base-s42", preset="smoke", overrides=[override, "train.compile=true"], runs_root=tmp_path)
+    assert smoke.identity.differs == ("preset smoke (paper 450m)",)  # nothing beyond the preset itself
+
+
+def test_a_setting_that_changes_the_recipe_still_marks_the_run(tmp_path):
+    """The control: the global batch (train.batch_tokens) is the paper's recipe, so changing it is named."""
+    [planned] = plan(Registry(), "base-s42", overrides=["train.batch_tokens=131072"], runs_root=tmp_path)
+    assert planned.identity.differs == ("train.batch_tokens=131072 (paper 262144)",)

@@ -6,7 +6,8 @@ FLOPs = 6 * N * tokens + attention, with
   with a 50k vocabulary). Mixing coefficients, anchor projection and dynamic MLPs are in N.
 - attention = 12 * n_layer * d_model * seq_len FLOPs per token (QK^T and AV: 2 * 2 * L * T * d forward,
   x3 for forward + backward), halved because causal attention needs only the lower triangle.
-Evaluation, validation and analysis are not counted (they are a few % of training at 10B tokens).
+Evaluation, validation and analysis are not counted in GPU-hours (they are a few % of training at 10B tokens);
+CPU-minutes count every stage of the job, calibrated against a measurement (section "CPU time" below).
 GPU-hours = FLOPs / (peak_bf16_tflops * 1e12 * mfu * 3600), summed over GPUs (not wall-clock).
 
 MFU: the profile's assumed value (40%), unless `benchmarks/gpu_check.py` has written a measurement
@@ -191,9 +192,78 @@ def estimate(spec: Spec, profile: Profile, *, memory: SpecMemory | None = None) 
         return Cost(flops=flops, gpu_hours=flops / rate / 3600.0, cpu_minutes=None, mfu=mfu, mfu_source=source,
                     memory_gb=mem_gb, memory_source=mem_source)
     if profile.cpu is not None:
-        return Cost(flops=flops, gpu_hours=None, cpu_minutes=flops / (profile.cpu.gflops * 1e9) / 60.0,
+        return Cost(flops=flops, gpu_hours=None, cpu_minutes=sum(cpu_stage_seconds(spec, profile).values()) / 60.0,
                     memory_gb=mem_gb, memory_source=mem_source)
     return Cost(flops=flops, gpu_hours=None, cpu_minutes=None, memory_gb=mem_gb, memory_source=mem_source)
+
+
+# ---------------------------------------------------------------------------------------------- CPU time
+# A job's CPU seconds on a CPU profile, stage by stage, calibrated against benchmarks/bench_main_job.py (one torch
+# thread per job, as the local backend runs it; results/bench_main_job.json holds the measurement a test checks
+# these against): FLOPs at the profile's `cpu.gflops` for training, forward-only passes faster per FLOP (fp32
+# validation CPU_FORWARD_SPEEDUP, bf16 scoring CPU_BF16_SCORING_SPEEDUP), plus the fixed and per-request work that
+# is not arithmetic. CPU time itself rises with the machine's load (the benchmark records it): ~15% between load
+# 11 and 19 on 2 cores.
+
+CPU_STARTUP_S = 4.0
+"""Per job: the interpreter, imports, the registry and the plan, before the first stage."""
+CPU_FORWARD_SPEEDUP = 1.5
+"""fp32 forward-only passes (validation) per FLOP against a training step (no backward, no optimiser)."""
+CPU_BF16_SCORING_SPEEDUP = 3.3
+"""Scoring at eval.precision bf16 (the default) per FLOP against a training step: bf16 matmuls and short requests."""
+CPU_EVAL_SETUP_S = 2.5
+"""Per evaluation: lm-eval's and datasets' imports, the task configs, the tokenizer and the task files."""
+CPU_EVAL_S_PER_REQUEST = 0.00175
+"""Per loglikelihood request: lm-eval renders its few-shot prompt from Jinja templates, and it is tokenized."""
+CPU_ANALYSE_S = 0.3
+"""The probes and spike scores of the analyse stage (a few sequences: fixed work at the smoke scale)."""
+SMOKE_TOKENS_PER_REQUEST = 104
+"""Mean tokens per 5-shot smoke request (context + continuation; exoformer/eval/request_stats.py on the smoke
+suite with the smoke tokenizer: 277,171 tokens in 2,664 requests)."""
+
+
+def forward_flops_per_token(model: ModelConfig, seq_len: int) -> float:
+    """Forward FLOPs per token: a third of the training FLOPs (2N plus the forward half of attention)."""
+    return flops_per_token(model, seq_len) / 3.0
+
+
+def eval_requests(spec: Spec) -> tuple[int, float]:
+    """(loglikelihood requests, tokens per request) of the spec's evaluation suite, with its `eval.limit`."""
+    limit = spec.eval.limit
+    if spec.eval.suite == "smoke":
+        from exoformer.data.smoke.tasks import N_CHOICES, SPLITS
+
+        requests = sum(n_choices * (list(SPLITS[task].values())[-1] if limit is None
+                                    else min(limit, list(SPLITS[task].values())[-1]))
+                       for task, n_choices in N_CHOICES.items())
+        return requests, float(min(SMOKE_TOKENS_PER_REQUEST, spec.model.seq_len))
+    from exoformer.eval.task_facts import TASK_FACTS
+
+    counts = [(f.choices * (f.documents if limit is None else min(f.documents, limit)), f.tokens_per_request)
+              for f in TASK_FACTS.values()]
+    requests = sum(n for n, _ in counts)
+    return requests, sum(n * t for n, t in counts) / max(1, requests)
+
+
+def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True) -> dict[str, float]:
+    """CPU seconds of each stage of one job at one torch thread (section comment above); `train=False` for a
+    checkpoint run, which imports weights instead of training."""
+    assert profile.cpu is not None
+    rate = profile.cpu.gflops * 1e9
+    t, forward = spec.train, forward_flops_per_token(spec.model, spec.train.seq_len)
+    points = (t.steps // t.val_every + (1 if t.steps % t.val_every else 0)) if t.val_every else 0
+    in_run_val = points * t.val_batches * t.micro_batch_seqs * t.seq_len * forward
+    requests, per_request = eval_requests(spec)
+    eval_forward = (requests * min(per_request, spec.model.seq_len)
+                    * forward_flops_per_token(spec.model, spec.model.seq_len))
+    stages = {"startup": CPU_STARTUP_S,
+              "train": (training_flops(spec) + in_run_val) / rate if train else 0.0,
+              "validate": t.final_val_tokens * forward / (rate * CPU_FORWARD_SPEEDUP),
+              "evaluate": CPU_EVAL_SETUP_S + requests * CPU_EVAL_S_PER_REQUEST
+              + eval_forward / (rate * (CPU_BF16_SCORING_SPEEDUP if spec.eval.precision == "bf16"
+                                        else CPU_FORWARD_SPEEDUP)),
+              "analyse": CPU_ANALYSE_S if spec.analysis.enabled else 0.0}
+    return stages
 
 
 # ---------------------------------------------------------------------------------------------- memory

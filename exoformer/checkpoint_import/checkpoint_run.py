@@ -24,7 +24,6 @@ from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.precision import check_scoring_precision
-from exoformer.eval.task_facts import TASK_FACTS
 from exoformer.budget.cost import Cost
 from exoformer.runs.plan import PlannedRun, plan_specs, split_overrides
 from exoformer.registry.profiles import Profile
@@ -193,15 +192,12 @@ def _check_vocab(data: str, vocab_size: int, *, where: str) -> None:
 # --------------------------------------------------------------------------------------------- planning
 
 def eval_cost(spec: Spec, profile: Profile) -> Cost:
-    """Forward FLOPs (2 N per token) of the evaluation, the validation and the analysis of one run."""
-    from exoformer.budget.cost import compute_params
+    """Forward FLOPs (2 N per token) of the evaluation, the validation and the analysis of one run; on a CPU profile
+    the CPU time of those stages as exoformer/budget/cost.py cpu_stage_seconds prices them (calibrated)."""
+    from exoformer.budget.cost import compute_params, cpu_stage_seconds, eval_requests
 
-    limit = spec.eval.limit
-    if spec.eval.suite == "paper":
-        tokens = sum(f.tokens_per_request * f.choices * (f.documents if limit is None else min(f.documents, limit))
-                     for f in TASK_FACTS.values())
-    else:
-        tokens = 0
+    requests, per_request = eval_requests(spec)
+    tokens = requests * per_request
     tokens += spec.train.final_val_tokens + spec.analysis.n_sequences * (spec.analysis.seq_len or spec.model.seq_len)
     n = compute_params(spec)
     attention = 4.0 * spec.model.n_layer * spec.model.d_model * spec.model.seq_len / 2.0
@@ -210,7 +206,8 @@ def eval_cost(spec: Spec, profile: Profile) -> Cost:
         return Cost(flops=flops, gpu_hours=flops / (profile.gpu.peak_bf16_tflops * 1e12 * profile.gpu.mfu) / 3600,
                     cpu_minutes=None)
     if profile.cpu is not None:
-        return Cost(flops=flops, gpu_hours=None, cpu_minutes=flops / (profile.cpu.gflops * 1e9) / 60.0)
+        return Cost(flops=flops, gpu_hours=None,
+                    cpu_minutes=sum(cpu_stage_seconds(spec, profile, train=False).values()) / 60.0)
     return Cost(flops=flops, gpu_hours=None, cpu_minutes=None)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from exoformer.cli import options
@@ -145,10 +146,41 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
 def report_verb(args: argparse.Namespace) -> int:
     from exoformer.report.html import build_report
 
-    index = build_report(options.registry(args), list(args.targets), runs_root=options.existing_runs_root(args),
-                         out_dir=args.out, preset=args.preset, overrides=args.overrides)
+    with phase_lines():
+        index = build_report(options.registry(args), list(args.targets), runs_root=options.existing_runs_root(args),
+                             out_dir=args.out, preset=args.preset, overrides=args.overrides)
     print(f"wrote {index}")
     return 0
+
+
+@contextlib.contextmanager
+def phase_lines(stream=None):
+    """On a terminal, one short stderr line per phase of the report (`report: figures (12)`, with the seconds
+    since the start); nothing in a pipe or a log."""
+    import logging
+    import time
+
+    from exoformer.report.html import PHASES
+
+    stream = stream or sys.stderr
+    if not stream.isatty():
+        yield
+        return
+    started = time.perf_counter()
+
+    class _Line(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            stream.write(f"report: {record.getMessage()} ({time.perf_counter() - started:.0f} s)\n")
+            stream.flush()
+
+    handler, level = _Line(), PHASES.level
+    PHASES.addHandler(handler)
+    PHASES.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        PHASES.removeHandler(handler)
+        PHASES.setLevel(level)
 
 
 def _one_view(verb):

@@ -116,11 +116,15 @@ def run_verb(args: argparse.Namespace) -> int:
         print_plan(_plan(args), args.target, as_json=args.json)
         return 0
     reg = options.registry(args)
-    result = run_target(args.target, preset=args.preset, overrides=args.overrides, backend=args.backend,
-                        profile=args.profile, jobs=args.jobs, threads=args.threads, timeout_min=args.timeout_min,
-                        wait=args.wait, tensorboard=args.tensorboard, all_seeds=args.all_seeds, force=args.force,
-                        retry_failed=args.retry_failed, registry=reg, runs_root=options.writable_runs_root(args),
-                        command=_command(), **_progress(args.json))
+    live = _LiveLine(enabled=not args.json)
+    try:
+        result = run_target(args.target, preset=args.preset, overrides=args.overrides, backend=args.backend,
+                            profile=args.profile, jobs=args.jobs, threads=args.threads, timeout_min=args.timeout_min,
+                            wait=args.wait, tensorboard=args.tensorboard, all_seeds=args.all_seeds, force=args.force,
+                            retry_failed=args.retry_failed, registry=reg, runs_root=options.writable_runs_root(args),
+                            command=_command(), **live.callbacks())
+    finally:
+        live.stop()
     print_result(result, as_json=args.json)
     if result.interrupted is None and result.waited and args.target in reg.tables \
             and len({p.root for p in result.planned}) == 1 and not args.json:
@@ -139,7 +143,11 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
 def launch_and_report(reg, planned: list[PlannedRun], launch: LaunchOptions, *, target: str,
                       as_json: bool = False) -> int:
     """`evaluate`'s launch of a plan made beforehand, shown as `run` shows one; its exit code."""
-    result = run_planned(reg, planned, launch, target=target, command=_command(), **_progress(as_json))
+    live = _LiveLine(enabled=not as_json)
+    try:
+        result = run_planned(reg, planned, launch, target=target, command=_command(), **live.callbacks())
+    finally:
+        live.stop()
     print_result(result, as_json=as_json)
     return result.exit_code
 
@@ -147,11 +155,6 @@ def launch_and_report(reg, planned: list[PlannedRun], launch: LaunchOptions, *, 
 def _command() -> list[str]:
     """This command line as run directories record it."""
     return ["reproduce.py", *sys.argv[1:]]
-
-
-def _progress(as_json: bool) -> dict:
-    """The launch callbacks that print the decisions and each local run's end (none under --json)."""
-    return {} if as_json else {"on_decided": _print_decisions, "on_done": _announce}
 
 
 def print_result(result: RunResult, *, as_json: bool) -> None:
@@ -174,26 +177,58 @@ def print_result(result: RunResult, *, as_json: bool) -> None:
         print("not done: " + "; ".join(f"{name} ({why})" for name, why in result.unfinished))
 
 
-def _print_decisions(planned: list[PlannedRun], backend: str) -> None:
+def _print_decisions(planned: list[PlannedRun], backend_name: str) -> None:
     w = max(4, *(len(p.spec.name) for p in planned)) if planned else 4
     for p in planned:
         print(f"{p.spec.name:<{w}}  {p.spec.hash12}  {p.describe()}")
     n = sum(p.launches for p in planned)
-    print(f"{n} to run on {backend}, {len(planned) - n} skipped", flush=True)
+    print(f"{n} to run on {backend_name}, {len(planned) - n} skipped", flush=True)
 
 
-def _announce(item) -> None:
-    """One line as each local/inline run ends, so a long table shows progress."""
+class _LiveLine:
+    """The decisions, one line as each local/inline run ends, and (jobs side by side on a terminal) the whole
+    run's progress line below them (exoformer/runs/progress_line.py)."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self.progress = None
+
+    def callbacks(self) -> dict:
+        """The launch callbacks of exoformer.runs.orchestrate (none under --json)."""
+        return {"on_decided": self.decided, "on_done": self.announce} if self.enabled else {}
+
+    def decided(self, planned: list[PlannedRun], backend) -> None:
+        _print_decisions(planned, backend.name)
+        if backend.parallel_jobs:
+            from exoformer.runs.progress_line import RunProgress
+
+            jobs = [(p.spec.name, p.run_dir, p.spec.train.steps) for p in planned if p.launches]
+            self.progress = RunProgress(jobs, concurrency=backend.parallel_jobs).start()
+
+    def announce(self, item) -> None:
+        text = _announce(item)
+        if self.progress is None:
+            print(text, flush=True)
+        else:
+            self.progress.job_done(item.run_dir)
+            self.progress.say(text)
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _announce(item) -> str:
+    """The line for a local/inline run that ended, so a long table shows progress."""
     from exoformer.runs.status import SlurmView, reconcile
 
     status = reconcile(item.run_dir, item.claim, SlurmView())  # a job killed outright is INTERRUPTED here
     if status is None:  # the job ended and its run has no STATUS: the directory went away under it
-        print(f"{item.spec.name}: stopped: the run directory was removed or replaced while its job ran; "
-              "run the same command again to start it over", flush=True)
-        return
+        return (f"{item.spec.name}: stopped: the run directory was removed or replaced while its job ran; "
+                "run the same command again to start it over")
     state = status.state
     detail = status.reason if status.state in (runs.FAILED, runs.INTERRUPTED) else ""
-    print(f"{item.spec.name}: {state}" + (f" ({detail}; log {status.log})" if detail else ""), flush=True)
+    return f"{item.spec.name}: {state}" + (f" ({detail}; log {status.log})" if detail else "")
 
 
 def _print_table(reg, table_id: str, root, preset: str | None, overrides: list[str]) -> None:

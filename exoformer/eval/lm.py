@@ -23,6 +23,7 @@ start with EOT, and an empty context is replaced by EOT).
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
@@ -46,6 +47,13 @@ class Tokenizer(Protocol):
     def encode(self, text: str) -> list[int]: ...
 
     def decode(self, ids: Sequence[int]) -> str: ...
+
+
+def bars_off(disable_tqdm: bool = False) -> bool:
+    """True when progress bars are off: asked by the caller, or tqdm's own switch TQDM_DISABLE is set (run jobs start
+    with it, exoformer/environ.py). tqdm lets an explicit `disable=` win over that switch, and lm-eval's
+    loglikelihood passes one, so the adapter applies the switch to its own bars and to lm-eval's."""
+    return disable_tqdm or os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class ExoLM(TemplateLM):
@@ -137,10 +145,14 @@ class ExoLM(TemplateLM):
 
     # ---- scoring -----------------------------------------------------------------------------------
 
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """lm-eval's own (tokenize, then _loglikelihood_tokens), with its bar under tqdm's switch (bars_off)."""
+        return super().loglikelihood(requests, disable_tqdm=bars_off(disable_tqdm))
+
     def _loglikelihood_tokens(self, requests: list[TokenRequest], disable_tqdm: bool = False,
                               **kwargs) -> list[tuple[float, bool]]:
         """(sum of continuation log-probs, continuation is the greedy output) for each request, in order."""
-        with self._inference(), tqdm(total=len(requests), desc="loglikelihood", disable=disable_tqdm) as bar:
+        with self._inference(), tqdm(total=len(requests), desc="loglikelihood", disable=bars_off(disable_tqdm)) as bar:
             def scored(indices: list[int], results: list[tuple[float, bool]]) -> None:
                 for i, result in zip(indices, results, strict=True):
                     key = requests[i][0]
@@ -181,7 +193,7 @@ class ExoLM(TemplateLM):
         """Greedy decoding; stops at EOT, at `max_gen_toks`, or at the first `until` string (cut off)."""
         outputs: list[str] = []
         with self._inference():
-            for req in tqdm(requests, desc="generate_until", disable=disable_tqdm):
+            for req in tqdm(requests, desc="generate_until", disable=bars_off(disable_tqdm)):
                 context, gen_kwargs = req.args
                 outputs.append(self._generate_one(context, dict(gen_kwargs or {})))
                 self.cache_hook.add_partial("generate_until", req.args, outputs[-1])

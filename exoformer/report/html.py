@@ -14,6 +14,7 @@ image with data-loaded once the browser has decoded it, which the browser test r
 from __future__ import annotations
 
 import html
+import logging
 import math
 import os
 from dataclasses import dataclass, field
@@ -345,6 +346,10 @@ def run_rows_html(runs: list[RunInfo], out_dir: Path) -> str:
 
 # ------------------------------------------------------------------------------------------ page
 
+PHASES = logging.getLogger("exoformer.report.phases")
+"""One INFO line as each phase of the report starts (the `report` verb shows them on a terminal)."""
+
+
 def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.PathLike,
                  out_dir: str | os.PathLike, preset: str | None = None,
                  overrides: list[str] | tuple[str, ...] = (), gpu: bool | None = None) -> Path:
@@ -370,6 +375,7 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
     check_apart(out_dir, runs_roots=[root], registries=[registry.directory])
     out = check_out_dir(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    PHASES.info("reading the runs")
     runs = find_runs(root) if root.is_dir() else []
     if preset is not None and not any(r.preset == preset for r in runs) and runs:
         raise UserError(f"no runs of preset {preset} under {root}", where="--preset",
@@ -382,6 +388,7 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
     gpu = has_gpu() if gpu is None else gpu
     sections, empty, read_dirs, presets_read = [], [], set(), set()
     claimed = [tid for tid in chosen.tables if any(d.table == tid for d in paper_differences(registry))]
+    PHASES.info(f"tables ({len(chosen.tables)}), figures ({len(chosen.figures)})" + (", verdicts" if claimed else ""))
     report = compose(registry, root, tables=chosen.tables, figures=chosen.figures, claims=bool(claimed), preset=preset,
                      overrides=overrides)
     for tid, table in report.tables.items():
@@ -400,6 +407,7 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
         if table.note:
             section = section.replace("</h3>", f'</h3>\n<p class="note">{html.escape(table.note)}</p>', 1)
         sections.append(section)
+    PHASES.info(f"drawing the figures ({len(chosen.figures)})")
     drawn, used = draw_figures(registry, report.figures, out_dir=out, gpu=gpu)
     read_dirs |= used
     shown_runs = [r for r in runs if r.path in read_dirs]

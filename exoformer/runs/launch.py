@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from exoformer.errors import UserError
 from exoformer.runs import locking, rundirs as runs
@@ -34,7 +35,7 @@ class Interrupted(Exception):
 
 
 def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = None,
-           on_decided: Callable[[list[PlannedRun], str], None] | None = None,
+           on_decided: Callable[[list[PlannedRun], Any], None] | None = None,
            on_done: Callable[[object], None] | None = None) -> list[PlannedRun]:
     """Start the jobs of a plan on `backend` (from exoformer.runs.backends.make_backend); returns the plan as
     decided under the lock (`on_decided` sees it before any local job starts; `on_done` each local item as it
@@ -94,7 +95,7 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
                         where=str(err.filename or roots[0]),
                         fix="free space on that disk (or make it writable) and run the same command again") from None
     if on_decided:
-        on_decided(final, backend.name)
+        on_decided(final, backend)
     if not backend.submits_under_lock:
         for root, group in items.items():
             try:

@@ -94,7 +94,7 @@ def run_target(target: str, *, preset: str | None = None, overrides: Sequence[st
                all_seeds: bool = False, force: bool = False, retry_failed: bool = False,
                registry: Registry | None = None, runs_root: str | os.PathLike | None = None,
                command: Sequence[str] | None = None,
-               on_decided: Callable[[list[PlannedRun], str], None] | None = None,
+               on_decided: Callable[[list[PlannedRun], Any], None] | None = None,
                on_done: Callable[[object], None] | None = None) -> RunResult:
     """`reproduce.py run TARGET` from Python, with the same arguments (README "Verbs"): plan the target (a spec
     name, glob, table id or figure id) under `preset` and the --set `overrides`, skip what is done, launch the rest
@@ -122,20 +122,21 @@ def _equivalent_command(target: str, *, preset: str | None, overrides: Sequence[
 
 def run_planned(registry: Registry, planned: list[PlannedRun], options: LaunchOptions, *, target: str,
                 command: Sequence[str] | None = None,
-                on_decided: Callable[[list[PlannedRun], str], None] | None = None,
+                on_decided: Callable[[list[PlannedRun], Any], None] | None = None,
                 on_done: Callable[[object], None] | None = None) -> RunResult:
     """Launch a plan (exoformer.runs.plan.plan, or exoformer.checkpoint_import's for `evaluate`) with `options`
     and return how it ended (module docstring). `command` is what the run directories record as their command
-    line (default: this process's). `on_decided(plan, backend name)` sees the plan as decided under the lock
+    line (default: this process's). `on_decided(plan, backend)` sees the plan as decided under the lock
     before any local job starts; `on_done(item)` each local or inline job as it ends."""
-    from exoformer.environ import temporary_env
+    from exoformer.environ import quiet_progress_env, temporary_env
     from exoformer.runs.launch import Interrupted, launch, unfinished, wait_for_slurm
     from exoformer.train.tensorboard import ENV as TENSORBOARD_ENV
 
     backend = _backend(registry, planned, options)
     started = time.time()
     try:
-        with temporary_env({TENSORBOARD_ENV: "1"} if options.tensorboard else {}):
+        # job processes (local, Slurm) and an inline job importing lm-eval inherit the quiet switches
+        with temporary_env({**quiet_progress_env(), **({TENSORBOARD_ENV: "1"} if options.tensorboard else {})}):
             final = launch(planned, backend, command=list(command) if command is not None else None,
                            on_done=on_done, on_decided=on_decided)
     except Interrupted as stop:

@@ -28,7 +28,7 @@ def test_a_run_then_the_same_call_skips_it(tmp_path, stages):
     assert result.exit_code == 0 and result.launched == 1 and result.waited and result.interrupted is None
     assert [(r["spec"], r["state"], r["action"]) for r in result.rows] == [("base-s42", runs.SUCCEEDED, "run")]
     assert result.failed == [] and result.unfinished == []
-    assert len(decided) == 1 and decided[0][1] == "inline" and [i.spec.name for i in done] == ["base-s42"]
+    assert len(decided) == 1 and decided[0][1].name == "inline" and [i.spec.name for i in done] == ["base-s42"]
     run_dir = result.run_dir("base-s42")
     assert run_dir.parent.parent == tmp_path and runs.read_status(run_dir).state == runs.SUCCEEDED
     recorded = json.loads((run_dir / "provenance.json").read_text())["command"]

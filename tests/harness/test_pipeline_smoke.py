@@ -59,6 +59,8 @@ def test_local_smoke_run_then_skip_then_status(tmp_path):
     prov = json.loads((run_dir / "provenance.json").read_text())
     assert prov["job"]["data_checksums"] and prov["job"]["torch"]
     assert json.loads((run_dir / "stages" / "train.json").read_text())["result"]["step"] == 4
+    [log] = (run_dir / "logs").glob("attempt-*.log")
+    assert "evaluate: done" in log.read_text() and "it/s]" not in log.read_text()  # no lm-eval / datasets bars
     started = time.monotonic()
     second = cli("run", "base-s42", *args, "--backend", "local", runs_dir=tmp_path, check=True)
     assert time.monotonic() - started < 15

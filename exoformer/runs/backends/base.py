@@ -46,6 +46,10 @@ class Backend(Protocol):
     """Jobs are submitted while the runs root's launch lock is held (submission is quick and records job ids)."""
     on_this_machine: bool
     """Jobs run on the launcher's machine (its devices are the ones to check)."""
+    parallel_jobs: int
+    """Jobs that run side by side while `launch` waits, in processes of their own: `run` then draws one progress
+    line for them all (exoformer/runs/progress_line.py); 0 when the terminal belongs to the job (inline) or the
+    launcher does not wait for the jobs (slurm)."""
     profile: object
 
     def check(self, specs: list[Spec]) -> None:

@@ -16,6 +16,7 @@ class InlineBackend:
     waits = True
     submits_under_lock = False
     on_this_machine = True
+    parallel_jobs = 0  # the job's own training line owns the terminal
     profile = None
 
     def check(self, specs: list[Spec]) -> None:

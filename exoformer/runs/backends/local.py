@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from exoformer.environ import temporary_env
+from exoformer.environ import quiet_progress_env, temporary_env
 from exoformer.errors import UserError
 from exoformer.runs import locking
 from exoformer.runs.backends.base import Item, Liveness, launcher_liveness, said_timed_out
@@ -49,6 +49,7 @@ class LocalBackend:
             raise UserError(f"must be a positive number of minutes, got {timeout_min}", where="--timeout-min",
                             fix="e.g. --timeout-min 60")
         self.concurrency = concurrency or default_concurrency()
+        self.parallel_jobs = self.concurrency
         self.timeout_min = float(timeout_min)
         self.signal_delay_s = int(min(signal_delay_s, max(1, self.timeout_min * 60 / 4)))
         self.max_requeues = max_requeues
@@ -90,7 +91,7 @@ class LocalBackend:
         queue, running = list(items), []
         threads = str(self.threads_per_job or os.environ.get("OMP_NUM_THREADS") or 1)
         # inherited by the job processes
-        with temporary_env({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}):
+        with temporary_env({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **quiet_progress_env()}):
             try:
                 while queue or running:
                     while queue and len(running) < self.concurrency:

@@ -60,6 +60,7 @@ class SlurmBackend:
     waits = False
     submits_under_lock = True
     on_this_machine = False
+    parallel_jobs = 0  # `status --watch` follows a cluster's jobs
 
     def __init__(self, profile: Profile) -> None:
         self.profile = profile

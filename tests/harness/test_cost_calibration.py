@@ -1,0 +1,72 @@
+"""The CPU cost model against what runs, and the README's cost figures against what `plan` prints.
+
+results/bench_main_job.json holds stage-time measurements of benchmarks/bench_main_job.py (CPU seconds per stage
+of smoke jobs at one torch thread, as the local backend runs them); each stage the cost model prices must be within
+30% of each, so that `plan`'s CPU-minutes say what a run costs. The README's figures are checked against `plan`, so
+a change of the cost model or the registry that moves them fails here until the README says the new number.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from exoformer.budget.cost import cpu_stage_seconds
+from exoformer.checkpoint_import.checkpoint_run import eval_cost
+from exoformer.registry.profiles import load_profile
+from exoformer.registry.registry import Registry
+from exoformer.runs.plan import plan, totals
+
+REPO = Path(__file__).resolve().parents[2]
+MEASURED = REPO / "results" / "bench_main_job.json"
+TOLERANCE = 0.30
+NOISE_S = 0.5
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict:
+    return json.loads(MEASURED.read_text())
+
+
+def rows(measured: dict) -> list[dict]:
+    """Every measured job of every recorded benchmark run (one torch thread each)."""
+    assert all(run["threads"] == 1 for run in measured["runs"])
+    return [row for run in measured["runs"] for row in run["per_spec"]]
+
+
+def test_cpu_cost_model_is_within_30_percent_of_the_measured_stages(measured):
+    """Per stage and in total; a sub-second stage (analyse) within NOISE_S, the timer's noise at that size."""
+    reg, cpu = Registry(), load_profile("cpu")
+    assert {row["spec"] for row in rows(measured)} >= {"base-s42", "dynamic-e-exoformer-s42"}
+    for row in rows(measured):
+        model = cpu_stage_seconds(reg.resolve(row["spec"], preset="smoke"), cpu)
+        for stage, estimate in model.items():
+            seen = row[f"{stage}_s"]
+            assert abs(estimate - seen) <= max(TOLERANCE * seen, NOISE_S), f"{row['spec']} {stage}: {estimate:.1f} " \
+                f"vs {seen:.1f} s"
+        total = sum(row[f"{stage}_s"] for stage in model)
+        assert abs(sum(model.values()) - total) <= TOLERANCE * total
+
+
+def test_checkpoint_evaluation_cost_is_the_measured_stages_after_training(measured):
+    """A checkpoint run imports instead of training; the rest of the job is the same stages."""
+    reg, cpu = Registry(), load_profile("cpu")
+    for row in rows(measured):
+        spec = reg.resolve(row["spec"], preset="smoke")
+        seen = sum(row[f"{s}_s"] for s in ("startup", "validate", "evaluate", "analyse"))
+        estimate = eval_cost(spec, cpu).cpu_minutes * 60
+        assert abs(estimate - seen) <= TOLERANCE * seen
+
+
+def test_readme_cost_figures_are_what_plan_prints(tmp_path):
+    reg = Registry()
+    readme = (REPO / "README.md").read_text()
+    smoke = totals(plan(reg, "table1", preset="smoke", runs_root=tmp_path))["cpu_minutes"]
+    assert f"({smoke:.1f} CPU-minutes by `plan`," in readme
+    paper = plan(reg, "table1", runs_root=tmp_path)
+    assert f"Training Table 1 costs ~{totals(paper)['gpu_hours']:.0f} GPU-hours" in readme
+    h100 = load_profile("h100")
+    per_row = [eval_cost(p.spec, h100).gpu_hours for p in paper]
+    assert f"**{max(per_row):.2f} GPU-hours per row, {sum(per_row):.1f} for the nine rows" in readme
