@@ -62,8 +62,12 @@ def table_verb(args: argparse.Namespace) -> int:
 
 
 def _bootstrap_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap", default="1000", metavar="N",
-                        help="replicates of the paired bootstrap behind the row-difference intervals (default 1000)")
+    from exoformer.report.replication import DEFAULT_ITEM_RESAMPLES, ITEM_RESAMPLES_RANGE
+
+    low, high = ITEM_RESAMPLES_RANGE
+    parser.add_argument("--bootstrap", default=str(DEFAULT_ITEM_RESAMPLES), metavar="N",
+                        help=f"item resamples behind each claim's item-sampling figure ({low} to {high:,}; default "
+                             f"{DEFAULT_ITEM_RESAMPLES})")
 
 
 def diff_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,8 +87,7 @@ def diff_verb(args: argparse.Namespace) -> int:
     print(render_diff(result), end="")
     better = {m: registry.metrics[m].better for m in built.table.columns if m in registry.metrics}
     extra = [*render_maxima(built, column_maxima(registry).get(args.target, {}), better),
-             *render_verdicts(table_verdicts(registry, None, built, preset=built.selection.preset,
-                                             overrides=args.overrides, n_boot=n_boot))]
+             *render_verdicts(table_verdicts(registry, built, n_boot=n_boot))]
     if extra:
         print("\n" + "\n".join(extra))
     return exit_code(result)

@@ -243,7 +243,7 @@ class Comparison:
 
     def methods(self) -> str:
         """How each interval of the line was computed (for the closing note)."""
-        parts = [f"ours: {self.ci_method}", f"one seed: {self.pi_method}"]
+        parts = [f"ours: {self.ci_method}", f"one seed's prediction interval: {self.pi_method}"]
         if self.equivalence_ci is not None:
             parts.append(f"equivalence: 90% t interval ({self.df:g} df)")
         if self.item_method:
@@ -382,7 +382,7 @@ def _wording(c: Comparison, *, alpha: float, family_size: int) -> str:
         f"Holm-adjusted p {c.p_adjusted:.2g} over {family_size} claims" if family_size > 1 else f"p {c.p:.2g}")
     if head == ONE_SEED:
         items = f", item-sampling 95% {_interval(c.item_ci)}" if c.item_ci is not None else ""
-        return (f"{ONE_SEED}: these checkpoints differ by {_fmt(c.estimate)} on these items{items}; "
+        return (f"{ONE_SEED}: these two trained models differ by {_fmt(c.estimate)} on these items{items}; "
                 "no verdict about the architecture")
     if head == EQUIVALENT:
         return f"{EQUIVALENT}: 90% interval {_interval(c.equivalence_ci)} inside +-{c.margin:g} ({holm})"
@@ -423,7 +423,8 @@ def compare(a: np.ndarray, b: np.ndarray, paper: float, *, kind: str, margin: fl
 
 
 def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind: str | Sequence[str],
-                margins: Sequence[float | None] | None = None, pooled: PooledVariance | None = None,
+                margins: Sequence[float | None] | None = None,
+                pooled: PooledVariance | Sequence[PooledVariance | None] | None = None,
                 alpha: float = ALPHA, item_resamples: int | None = DEFAULT_ITEM_RESAMPLES,
                 item_strata: Sequence[np.ndarray | None] | None = None,
                 resample_seed: int | np.random.Generator = 0) -> list[Comparison]:
@@ -431,7 +432,7 @@ def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind:
 
     `claims`: (a, b, paper) per claim; `kind`: one for all or one per claim; `margins`: the equivalence margin of
     each claim of "no loss" or "matches" (None for a directional claim); `pooled`: the table's pooled seed
-    variance (pooled_seed_variance); `item_resamples`: None skips the item-sampling figure; `item_strata`: per
+    variance (pooled_seed_variance), one for all claims or one per claim (claims of different columns); `item_resamples`: None skips the item-sampling figure; `item_strata`: per
     claim, each item's task (or None), for resampling within tasks; `resample_seed` fixes the draws (the same
     runs give the same figure).
     Claims with one seed are no test and stay out of the family."""
@@ -440,17 +441,19 @@ def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind:
     kinds = [kind] * n if isinstance(kind, str) else list(kind)
     margins = [None] * n if margins is None else list(margins)
     strata = [None] * n if item_strata is None else [None if s is None else np.asarray(s) for s in item_strata]
-    if len(kinds) != n or len(margins) != n or len(strata) != n:
-        raise UserError(f"{n} claims but {len(kinds)} kinds, {len(margins)} margins, {len(strata)} strata",
-                        where="compare_all", fix="one kind (or one for all), one margin and one strata per claim")
+    pooled_each = [pooled] * n if pooled is None or isinstance(pooled, PooledVariance) else list(pooled)
+    if len(kinds) != n or len(margins) != n or len(strata) != n or len(pooled_each) != n:
+        raise UserError(f"{n} claims but {len(kinds)} kinds, {len(margins)} margins, {len(strata)} strata, "
+                        f"{len(pooled_each)} pooled variances", where="compare_all",
+                        fix="one kind (or one for all), one margin, one strata and one pooled variance per claim")
     if item_resamples is not None:
         item_resamples = check_item_resamples(item_resamples)
     measured = []
-    for i, (claim, kind_i, margin_i) in enumerate(zip(claims, kinds, margins, strict=True)):
+    for i, (claim, kind_i, margin_i, pooled_i) in enumerate(zip(claims, kinds, margins, pooled_each, strict=True)):
         if len(claim) != 3:
             raise UserError(f"claim {i} has {len(claim)} parts", where=f"claims[{i}]", fix="pass (a, b, paper)")
         a, b, paper = claim
-        measured.append(_measure(a, b, paper, kind_i, margin_i, pooled=pooled, alpha=alpha, where=f"claims[{i}]"))
+        measured.append(_measure(a, b, paper, kind_i, margin_i, pooled=pooled_i, alpha=alpha, where=f"claims[{i}]"))
     adjusted = holm(np.array([m.primary_p for m in measured]))
     family = max(1, int(np.sum(np.isfinite(adjusted))))
     rng = _rng(resample_seed)
@@ -458,9 +461,9 @@ def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind:
         if labels is not None and labels.shape != (m.d.shape[1],):
             raise UserError(f"item_strata[{i}] has shape {labels.shape}, not one label per item",
                             where=f"item_strata[{i}]", fix="one label (e.g. the task) per column of a and b")
-    return [_finish(m, p_adjusted=float(p_adj), family_size=family, alpha=alpha, pooled=pooled,
+    return [_finish(m, p_adjusted=float(p_adj), family_size=family, alpha=alpha, pooled=pooled_i,
                     item_resamples_=item_resamples, strata=labels, rng=rng)
-            for m, p_adj, labels in zip(measured, adjusted, strata, strict=True)]
+            for m, p_adj, labels, pooled_i in zip(measured, adjusted, strata, pooled_each, strict=True)]
 
 
 def headline(comparisons: Sequence[Comparison]) -> str:

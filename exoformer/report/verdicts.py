@@ -1,60 +1,42 @@
-"""Does our difference between two rows replicate the paper's? A 95% interval and a verdict per claim.
+"""Does our difference between two rows replicate the paper's? One line per claim, from exoformer/report/replication.py.
 
 The paper's claims that are differences between two rows are the `difference` claims of experiments/claims.yaml
-(first row - second row in one column, e.g. Dynamic E-ExoFormer - Gated Attention = +1.47 avg6). For
-each, from our runs (source "ours"; seed k of one row paired with seed k of the other, s42 with s42, ...):
-- our difference: the mean over the paired seeds of (minuend's cell - subtrahend's cell), in the table's
-  display units (% for accuracies) and metric convention;
-- its 95% interval:
-  * accuracy columns (tasks, avg6): a paired bootstrap on lm-eval's per-sample results (kept by the evaluate
-    stage, exoformer.eval.samples): each replicate redraws the documents of every task with replacement, the
-    same documents for both rows (they answered the same questions), and, when there are two or more seed
-    pairs, redraws the seed pairs too; the interval is the 2.5th-97.5th percentile of the replicates;
-  * other columns (val_ppl: one deterministic pass, no items to redraw) and accuracy runs without per-sample
-    results: a t interval over the seed pairs (mean +- t_{0.975, K-1} sd / sqrt(K)); with one seed pair there
-    is no interval;
-- the verdict:
-  * replicates: the interval excludes 0 on the side of the paper's difference (our difference is
-    significantly of the paper's sign);
-  * contradicts: the interval excludes 0 on the other side;
-  * inconclusive: the interval contains 0, or there is no interval (one seed of a metric without items).
-  Whether the paper's value itself lies inside our interval is shown beside the verdict ("paper inside" /
-  "paper outside"): a replication of the sign need not match the size.
+(first row - second row in one column, e.g. Dynamic E-ExoFormer - Gated Attention = +1.47 avg6). For each, from
+our runs (source "ours"; seed k of one row paired with seed k of the other, s42 with s42, ...):
+- per seed and item, both rows' scores: lm-eval's per-document results (exoformer.eval.samples) for an accuracy
+  column (avg6 weighs its six tasks equally, as the table does), the cell itself (one item) for a perplexity;
+- replication.compare_all over the claims of one table: our mean difference with a t interval over the paired
+  seeds (the seed variance pooled over the table's rows that have every seed, when two or more do), the paper's
+  single-seed value against the prediction interval for one seed, Holm across the table's claims, power and the
+  seeds that would give it, and the item-sampling figure beside it. The rules: docs/replication.md.
 A verdict from cells that are not comparable with the paper's recipe (another preset, --set, a limited
 evaluation: report/recipe.py) is marked † with what differs: at smoke scale it judges the harness, not the paper.
-Torch-free (numpy only).
+Torch-free (numpy/scipy only).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from exoformer.errors import UserError
 from exoformer.eval.suites import SMOKE_PREFIX
 from exoformer.registry.registry import Registry
 from exoformer.registry.tables import TASKS
+from exoformer.report import replication as rep
 from exoformer.report.selection import Selection
 from exoformer.report.tables import AVERAGE, MARK, BuiltTable, _per_seed, build_table, run_values
 
-REPLICATES, CONTRADICTS, INCONCLUSIVE = "replicates", "contradicts", "inconclusive"
-DEFAULT_BOOTSTRAP = 1000
-BOOTSTRAP_SEED = 0
-"""The bootstrap's random generator seed: the same runs give the same interval."""
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
-"""Two-sided 95% Student t quantiles by degrees of freedom (more: 1.96 + 2.4/df, within 1% for df > 10)."""
+DEFAULT_BOOTSTRAP = rep.DEFAULT_ITEM_RESAMPLES
+RESAMPLE_SEED = 0
+"""The item resampling's random generator seed: the same runs give the same figure."""
 
 
 def check_bootstrap(value: object, *, where: str = "--bootstrap") -> int:
-    """The bootstrap replicate count: a positive integer (given as int or digits), else a UserError."""
+    """The item-resample count of --bootstrap (docs/input-limits.md), else a UserError."""
     text = str(value).strip()
-    if isinstance(value, bool) or not (isinstance(value, int) or text.isdigit()) or int(text) < 1:
-        raise UserError(f"the bootstrap count must be a positive integer, got {value!r}", where=where,
-                        fix="--bootstrap 1000")
-    return int(text)
+    return rep.check_item_resamples(int(text) if text.isdigit() else value, where=where)
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -71,12 +53,8 @@ class PaperDifference:
 @dataclass(kw_only=True, slots=True)
 class Verdict:
     claim: PaperDifference
-    ours: float | None = None
-    low: float | None = None
-    high: float | None = None
-    seeds: int = 0
-    method: str = "not run"
-    verdict: str = INCONCLUSIVE
+    comparison: rep.Comparison | None = None
+    """None: the two rows have no paired seed with a value."""
     why: str = ""
     """What differs from the paper's recipe when the cells are not comparable."""
 
@@ -86,10 +64,17 @@ class Verdict:
         return f"{c.table}: {c.minuend} - {c.subtrahend}, {c.column}"
 
     @property
-    def paper_inside(self) -> bool | None:
-        if self.low is None or self.high is None:
-            return None
-        return self.low <= self.claim.value <= self.high
+    def ours(self) -> float | None:
+        return None if self.comparison is None else self.comparison.estimate
+
+    @property
+    def seeds(self) -> int:
+        return 0 if self.comparison is None else self.comparison.seeds
+
+    @property
+    def verdict(self) -> str:
+        """The verdict's keyword (replication.VERDICTS), or "not run"."""
+        return "not run" if self.comparison is None else self.comparison.head
 
 
 def paper_differences(registry: Registry) -> list[PaperDifference]:
@@ -116,15 +101,14 @@ def column_maxima(registry: Registry) -> dict[str, dict[str, float]]:
 
 # ------------------------------------------------------------------------------------------------ computing
 
-def _per_sample(run_dir: str, column: str, convention: dict[str, str]) -> dict[str, dict[int, float]] | None:
-    """task -> {doc id: 0/1 score} of the tasks a column averages; None without per-sample results."""
+def _per_sample(run_dir: str, tasks: tuple[str, ...], convention: dict[str, str]) -> rep.ItemScores | None:
+    """task -> {doc id: 0/1 score} of `tasks` in the table's metric convention; None without per-sample results."""
     from exoformer.eval.samples import read_samples
 
     samples = read_samples(run_dir)
     if samples is None:
         return None
     by_task = {name.removeprefix(SMOKE_PREFIX): body for name, body in samples.items()}
-    tasks = TASKS if column == AVERAGE else (column,)
     out = {}
     for task in tasks:
         body = by_task.get(task)
@@ -135,142 +119,149 @@ def _per_sample(run_dir: str, column: str, convention: dict[str, str]) -> dict[s
     return out
 
 
-def _item_bootstrap(pairs: list[tuple[dict, dict]], n_boot: int, rng: np.random.Generator) -> np.ndarray | None:
-    """Replicates of the mean over seed pairs of (minuend - subtrahend) in %, items and seeds redrawn."""
-    per_seed = []
-    for minuend, subtrahend in pairs:
-        tasks = []
-        for task in minuend:
-            docs = sorted(set(minuend[task]) & set(subtrahend.get(task, {})))
-            if not docs:
-                return None
-            delta = np.array([minuend[task][d] - subtrahend[task][d] for d in docs], dtype=float)
-            idx = rng.integers(0, len(docs), size=(n_boot, len(docs)))
-            tasks.append(delta[idx].mean(axis=1))
-        per_seed.append(100.0 * np.mean(tasks, axis=0))  # a task column, or avg6's equal-weight task mean
-    stacked = np.stack(per_seed)  # (K, n_boot)
-    k = stacked.shape[0]
-    if k == 1:
-        return stacked[0]
-    chosen = rng.integers(0, k, size=(n_boot, k))
-    return stacked[chosen, np.arange(n_boot)[:, None]].mean(axis=1)
+@dataclass(kw_only=True, slots=True)
+class _Claimed:
+    """One claim's paired seeds: (a, b) per seed and item for replication.compare_all, and the items' tasks."""
+
+    claim: PaperDifference
+    a: np.ndarray
+    b: np.ndarray
+    strata: np.ndarray | None
+    why: str
 
 
-def _t_interval(values: list[float]) -> tuple[float, float] | None:
-    k = len(values)
-    if k < 2:
-        return None
-    sd = float(np.std(values, ddof=1))
-    t = T975.get(k - 1, 1.96 + 2.4 / (k - 1))
-    mean = float(np.mean(values))
-    return mean - t * sd / math.sqrt(k), mean + t * sd / math.sqrt(k)
-
-
-def judge(low: float | None, high: float | None, paper: float) -> str:
-    """The verdict rule of the module docstring."""
-    if low is None or high is None or low <= 0 <= high or paper == 0:
-        return INCONCLUSIVE
-    ours_positive = low > 0
-    return REPLICATES if ours_positive == (paper > 0) else CONTRADICTS
-
-
-def verdict_for(registry: Registry, frame: pd.DataFrame, built: BuiltTable, claim: PaperDifference, *,
-                preset: str | None, overrides: list[str] | tuple[str, ...] = (),
-                n_boot: int = DEFAULT_BOOTSTRAP) -> Verdict:
-    """The Verdict of one paper difference from `frame` (collect's long table) and the built table's cells."""
+def _row_values(built: BuiltTable, selection: Selection, column: str) -> dict[str, list[float | None]]:
+    """row id -> its per-seed values of `column` (None where a seed has no run or no value)."""
     table = built.table
-    rows = {r.id: r for r in table.rows}
-    a, b = rows[claim.minuend], rows[claim.subtrahend]
-    selection = built.selection or Selection.of_frame(registry, frame, preset=preset, overrides=overrides)
-    runs_a, runs_b = selection.row_runs(a.specs), selection.row_runs(b.specs)
-    out = Verdict(claim=claim)
-    paired = [(k, ra, rb) for k, (ra, rb) in enumerate(zip(runs_a, runs_b)) if ra is not None and rb is not None]
-    diffs, sample_pairs = [], []
-    for k, ra, rb in paired:
-        va = _per_seed(run_values(ra.rows), claim.column, table.convention, a.specs[k], table)
-        vb = _per_seed(run_values(rb.rows), claim.column, table.convention, b.specs[k], table)
-        if va is None or vb is None:
-            continue
-        diffs.append(va[0] - vb[0])
-        if claim.column in (*TASKS, AVERAGE):
-            sa = _per_sample(str(ra.path), claim.column, table.convention)
-            sb = _per_sample(str(rb.path), claim.column, table.convention)
-            sample_pairs.append(None if sa is None or sb is None else (sa, sb))
-    if not diffs:
-        return out
-    out.ours, out.seeds = float(np.mean(diffs)), len(diffs)
-    replicates = None
-    if sample_pairs and all(p is not None for p in sample_pairs):
-        replicates = _item_bootstrap(sample_pairs, n_boot, np.random.default_rng(BOOTSTRAP_SEED))
-    if replicates is not None:
-        out.low, out.high = (float(q) for q in np.percentile(replicates, [2.5, 97.5]))
-        n_items = sum(len(v) for v in sample_pairs[0][0].values())
-        out.method = (f"paired bootstrap, {n_items} items" + (f" x {len(diffs)} seeds" if len(diffs) > 1 else "")
-                      + f", {n_boot} replicates")
-    elif (interval := _t_interval(diffs)) is not None:
-        out.low, out.high = interval
-        out.method = f"t over {len(diffs)} seeds"
-    else:
-        out.method = "one seed, no item noise: no interval"
-    out.verdict = judge(out.low, out.high, claim.value)
-    whys = [c.why for c in (built.cell(a, claim.column), built.cell(b, claim.column)) if c.why]
-    out.why = "; ".join(dict.fromkeys(whys))
+    out = {}
+    for row in table.rows:
+        values = []
+        for k, picked in enumerate(selection.row_runs(row.specs)):
+            got = None if picked is None else _per_seed(run_values(picked.rows), column, table.convention,
+                                                        row.specs[k], table)
+            values.append(None if got is None else float(got[0]))
+        out[row.id] = values
     return out
 
 
-def table_verdicts(registry: Registry, frame: pd.DataFrame, built: BuiltTable, *, preset: str | None,
-                   overrides: list[str] | tuple[str, ...] = (), n_boot: int = DEFAULT_BOOTSTRAP) -> list[Verdict]:
-    """The Verdicts of the paper's differences within `built`'s table."""
-    return [verdict_for(registry, frame, built, claim, preset=preset, overrides=overrides, n_boot=n_boot)
-            for claim in paper_differences(registry) if claim.table == built.table.id]
+def _claimed(built: BuiltTable, selection: Selection, claim: PaperDifference) -> _Claimed | None:
+    """The paired seeds of one claim; None when no seed pair has both values."""
+    table = built.table
+    rows = {r.id: r for r in table.rows}
+    a_row, b_row = rows[claim.minuend], rows[claim.subtrahend]
+    runs_a, runs_b = selection.row_runs(a_row.specs), selection.row_runs(b_row.specs)
+    pairs = []
+    for k, (ra, rb) in enumerate(zip(runs_a, runs_b)):
+        if ra is None or rb is None:
+            continue
+        va = _per_seed(run_values(ra.rows), claim.column, table.convention, a_row.specs[k], table)
+        vb = _per_seed(run_values(rb.rows), claim.column, table.convention, b_row.specs[k], table)
+        if va is not None and vb is not None:
+            pairs.append((ra, rb, va[0], vb[0]))
+    if not pairs:
+        return None
+    whys = [c.why for c in (built.cell(a_row, claim.column), built.cell(b_row, claim.column)) if c.why]
+    why = "; ".join(dict.fromkeys(whys))
+    tasks = TASKS if claim.column == AVERAGE else (claim.column,) if claim.column in TASKS else ()
+    if tasks:
+        a_items = [_per_sample(str(ra.path), tasks, table.convention) for ra, *_ in pairs]
+        b_items = [_per_sample(str(rb.path), tasks, table.convention) for _, rb, *_ in pairs]
+        if all(x is not None for x in [*a_items, *b_items]):
+            a, b, strata = rep.paired_items(a_items, b_items, tasks=list(tasks))
+            return _Claimed(claim=claim, a=a, b=b, strata=strata, why=why)
+    a = np.array([[va] for *_, va, _ in pairs])
+    b = np.array([[vb] for *_, vb in pairs])
+    return _Claimed(claim=claim, a=a, b=b, strata=None, why=why)
+
+
+def _pooled(built: BuiltTable, selection: Selection, claimed: _Claimed) -> rep.PooledVariance | None:
+    """The seed variance of a paired difference in the claim's column, pooled over the table's rows that have its
+    K seeds (replication.pooled_seed_variance); None with one seed or fewer than two such rows."""
+    k = claimed.a.shape[0]
+    if k < 2:
+        return None
+    values = [v[:k] for v in _row_values(built, selection, claimed.claim.column).values()
+              if len(v) >= k and all(x is not None for x in v[:k])]
+    return rep.pooled_seed_variance(np.array(values)) if len(values) >= 2 else None
+
+
+def table_verdicts(registry: Registry, built: BuiltTable, *, n_boot: int = DEFAULT_BOOTSTRAP,
+                   selection: Selection | None = None) -> list[Verdict]:
+    """The Verdicts of the paper's differences within `built`'s table, Holm-adjusted as one family."""
+    selection = selection or built.selection
+    claims = [c for c in paper_differences(registry) if c.table == built.table.id]
+    claimed = [_claimed(built, selection, claim) for claim in claims]
+    have = [c for c in claimed if c is not None]
+    out = [Verdict(claim=claim) for claim in claims]
+    if have:
+        kinds = ["accuracy" if registry.metrics[c.claim.column].better == "higher" else "loss" for c in have]
+        pooled = [_pooled(built, selection, c) for c in have]
+        comparisons = rep.compare_all([(c.a, c.b, c.claim.value) for c in have], kind=kinds, pooled=pooled,
+                                      item_resamples=n_boot, item_strata=[c.strata for c in have],
+                                      resample_seed=RESAMPLE_SEED)
+        position = {id(c): i for i, c in enumerate(claimed)}
+        for c, comparison in zip(have, comparisons, strict=True):
+            out[position[id(c)]] = Verdict(claim=c.claim, comparison=comparison, why=c.why)
+    return out
 
 
 def all_verdicts(registry: Registry, frame: pd.DataFrame | None, *, preset: str | None, runs_root: str = "",
                  overrides: list[str] | tuple[str, ...] = (), n_boot: int = DEFAULT_BOOTSTRAP,
                  selection: Selection | None = None) -> list[Verdict]:
-    """The Verdicts of every paper difference, table by table (the `claims` verb and the HTML report), from the
-    runs `selection` picks (else those of `frame`)."""
+    """The Verdicts of every paper difference, table by table (each table one Holm family; the `claims` verb and
+    the HTML report), from the runs `selection` picks (else those of `frame`)."""
     if selection is None:
         selection = Selection.of_frame(registry, frame, preset=preset, overrides=overrides)
     out = []
     for table_id in dict.fromkeys(c.table for c in paper_differences(registry)):
         built = build_table(registry, table_id, preset=preset, runs_root=runs_root, overrides=overrides,
                             selection=selection)
-        out += table_verdicts(registry, frame, built, preset=preset, overrides=overrides, n_boot=n_boot)
+        out += table_verdicts(registry, built, n_boot=n_boot, selection=selection)
     return out
+
+
+def headline(verdicts: list[Verdict]) -> str:
+    """"k of m claims replicate" over the verdicts with runs (Holm-adjusted within each table)."""
+    compared = [v.comparison for v in verdicts if v.comparison is not None]
+    text = rep.headline(compared) if compared else "no claim has runs"
+    missing = len(verdicts) - len(compared)
+    return text + (f"; {missing} not run" if missing else "")
 
 
 # ------------------------------------------------------------------------------------------------ rendering
 
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.2f}"
-
-
 def verdict_rows(verdicts: list[Verdict]) -> list[dict[str, str]]:
-    """One mapping per verdict with the shown texts (shared by the text and HTML renderings)."""
+    """One mapping per verdict with the shown texts (shared by the text and HTML renderings): the claim, the
+    paper's value and source, the line (ours [interval], one seed's prediction interval, the verdict, the seeds
+    needed), how each interval was computed, and what differs from the paper's recipe."""
     out = []
     for v in verdicts:
-        interval = "" if v.low is None else f" [{v.low:+.2f}, {v.high:+.2f}]"
-        inside = {True: " (paper inside)", False: " (paper outside)", None: ""}[v.paper_inside]
+        c = v.comparison
         out.append({"claim": v.label, "paper": f"{v.claim.value:+.2f} [{v.claim.source}]",
-                    "ours": "not run" if v.ours is None else f"{_num(v.ours)}{interval}",
-                    "method": v.method, "verdict": f"{v.verdict}{inside}" + (f" {MARK}" if v.why else ""),
-                    "why": v.why})
+                    "line": "not run" if c is None else c.line() + (f" {MARK}" if v.why else ""),
+                    "verdict": v.verdict, "method": "" if c is None else c.methods(), "why": v.why})
     return out
 
 
+RULE = ("replicates = same direction, significant after Holm, the paper's value inside one seed's 95% prediction "
+        "interval; direction only = same direction, the paper's value outside it; contradicts = significant the "
+        "other way; not powered = not significant and the paper's effect below the minimum detectable effect; "
+        "inconclusive = not significant though powered; one seed = no verdict about the architecture "
+        "(docs/replication.md)")
+
+
 def render_verdicts(verdicts: list[Verdict]) -> list[str]:
-    """Text lines: one per claim, then the † notes and the rule."""
+    """Text lines: the headline, one line per claim with its methods, then the † notes and the rule."""
     if not verdicts:
         return []
-    lines = ["row differences claimed by the paper (ours: mean over paired seeds [95% interval]):",
-             f"{'claim':<58} {'paper':>14} {'ours':>26}  verdict  (method)"]
     rows = verdict_rows(verdicts)
+    lines = [f"row differences claimed by the paper: {headline(verdicts)}"]
     for r in rows:
-        lines.append(f"{r['claim']:<58} {r['paper']:>14} {r['ours']:>26}  {r['verdict']}  ({r['method']})")
+        lines.append(f"  {r['claim']}: {r['line']}")
+        if r["method"]:
+            lines.append(f"      ({r['method']})")
     lines.extend(f"{MARK} {r['claim']}: not comparable: {r['why']}" for r in rows if r["why"])
-    lines.append("verdict: replicates = the interval excludes 0 on the paper's side; contradicts = on the other "
-                 "side; inconclusive = it contains 0 or there is none (exoformer/report/verdicts.py)")
+    lines.append(f"verdicts: {RULE}")
     return lines
 
 
@@ -294,19 +285,19 @@ def render_maxima(built: BuiltTable, maxima: dict[str, float], better: dict[str,
 
 
 def verdicts_html(verdicts: list[Verdict]) -> str:
-    """The verdict table as an HTML section (the report's "Replication verdicts")."""
+    """The verdicts as an HTML section (the report's "Replication verdicts"), its headline first."""
     import html
 
     if not verdicts:
         return ""
     rows = verdict_rows(verdicts)
-    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours [95% interval]", "verdict", "method"))
+    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours [95% interval], one seed's interval: verdict",
+                                             "method"))
     body = "".join(f'<tr class="verdict-{html.escape(r["verdict"].split()[0])}"><td class="label">'
-                   f'{html.escape(r["claim"])}</td><td>{html.escape(r["paper"])}</td><td>{html.escape(r["ours"])}'
-                   f'</td><td>{html.escape(r["verdict"])}</td><td>{html.escape(r["method"])}</td></tr>'
-                   for r in rows)
+                   f'{html.escape(r["claim"])}</td><td>{html.escape(r["paper"])}</td><td>{html.escape(r["line"])}'
+                   f'</td><td>{html.escape(r["method"])}</td></tr>' for r in rows)
     notes = "".join(f'<p class="note">{MARK} {html.escape(r["claim"])}: not comparable: {html.escape(r["why"])}</p>'
                     for r in rows if r["why"])
-    return (f'<section id="verdicts"><h2>Replication verdicts</h2><table class="verdicts"><tr>{head}</tr>{body}'
-            f'</table>{notes}<p class="note">replicates = our 95% interval excludes 0 on the paper\'s side; '
-            "contradicts = on the other side; inconclusive = it contains 0 or there is none.</p></section>")
+    return (f'<section id="verdicts"><h2>Replication verdicts</h2><p class="headline">'
+            f'{html.escape(headline(verdicts))}</p><table class="verdicts"><tr>{head}</tr>{body}</table>{notes}'
+            f'<p class="note">{html.escape(RULE)}</p></section>')

@@ -254,7 +254,7 @@ def test_one_seed_is_always_one_seed() -> None:
         a, b = _pair(rng, 1, effect)
         for kwargs in ({}, {"pooled": pooled}, {"margin": 1.0}):
             c = compare(a, b, 0.3, kind="accuracy", **kwargs)
-            assert c.head == ONE_SEED and c.verdict.startswith("one seed: these checkpoints")
+            assert c.head == ONE_SEED and c.verdict.startswith("one seed: these two trained models")
             assert "no verdict about the architecture" in c.verdict and c.p is None
             assert c.item_ci is not None and c.item_ci[0] < c.estimate < c.item_ci[1]
     many = compare_all([_pair(rng, 1, 9.0) + (1.0,), _pair(rng, 3, 9.0) + (1.0,)], kind="loss")

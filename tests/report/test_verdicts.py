@@ -1,5 +1,6 @@
-"""Row-difference verdicts: our difference with a 95% interval (paired bootstrap over items, t over seeds), the
-paper's difference, and replicates / contradicts / inconclusive."""
+"""Row-difference verdicts through the harness: per-document scores and seeds read from runs, compared by
+exoformer/report/replication.py (whose rates tests/report/test_replication.py proves by simulation), printed alike
+by `diff`, `claims` and the HTML report."""
 
 from __future__ import annotations
 
@@ -11,17 +12,10 @@ import pytest
 
 from exoformer.cli import main
 from exoformer.registry.tables import TASKS
-from exoformer.report.collect import collect
+from exoformer.report.replication import CONTRADICTS, NOT_POWERED, ONE_SEED, REPLICATES
+from exoformer.report.selection import read
 from exoformer.report.tables import build_table
-from exoformer.report.verdicts import (
-    CONTRADICTS,
-    INCONCLUSIVE,
-    REPLICATES,
-    check_bootstrap,
-    judge,
-    table_verdicts,
-    verdicts_html,
-)
+from exoformer.report.verdicts import check_bootstrap, headline, table_verdicts, verdicts_html
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import make_run, registry, uniform  # noqa: E402
@@ -46,55 +40,51 @@ def seeded_rows(root: Path, row: str, accs: list[float], ppls: list[float]) -> N
 
 def verdicts_of(root: Path, n_boot: int = 400):
     reg = registry()
-    frame = collect(root, registry=reg)
-    built = build_table(reg, "table1", frame, runs_root=root)
-    return {(v.claim.subtrahend, v.claim.column): v for v in
-            table_verdicts(reg, frame, built, preset=None, n_boot=n_boot)}
+    selection = read(reg, root, reg.tables["table1"].spec_names(), what="table table1")
+    built = build_table(reg, "table1", preset=selection.preset, runs_root=root, selection=selection)
+    return {(v.claim.subtrahend, v.claim.column): v for v in table_verdicts(reg, built, n_boot=n_boot)}
 
 
-def test_judge_is_the_documented_rule():
-    assert judge(0.2, 1.9, 1.47) == REPLICATES
-    assert judge(-3.0, -0.1, 1.47) == CONTRADICTS
-    assert judge(-0.3, 2.0, 1.47) == INCONCLUSIVE
-    assert judge(None, None, 1.47) == INCONCLUSIVE
-    assert judge(-0.9, -0.2, -0.55) == REPLICATES
-
-
-def test_a_clear_gain_replicates_and_a_loss_contradicts(tmp_path):
+def test_one_seed_speaks_of_these_checkpoints_only(tmp_path):
     seeded_rows(tmp_path, "dynamic-e-exoformer", [0.60], [14.0])
     seeded_rows(tmp_path, "gated", [0.50], [14.5])
-    seeded_rows(tmp_path, "base", [0.70], [14.9])
     got = verdicts_of(tmp_path)
     gain = got[("gated", "avg6")]
-    assert gain.ours == pytest.approx(10.0) and gain.low < 10.0 < gain.high and gain.low > 0
-    assert gain.verdict == REPLICATES and "paired bootstrap" in gain.method and gain.paper_inside is False
-    loss = got[("base", "avg6")]
-    assert loss.ours == pytest.approx(-10.0) and loss.high < 0 and loss.verdict == CONTRADICTS
-    ppl = got[("gated", "val_ppl")]  # one seed of a metric without items: no interval
-    assert ppl.ours == pytest.approx(-0.5) and ppl.low is None and ppl.verdict == INCONCLUSIVE
-    assert again_identical(tmp_path, gain)
+    assert gain.ours == pytest.approx(10.0) and gain.seeds == 1 and gain.verdict == ONE_SEED
+    c = gain.comparison
+    assert c.ci is None and c.item_ci is not None and c.item_ci[0] > 0  # the items alone would call it
+    assert "no verdict about the architecture" in c.verdict and "these two trained models" in c.verdict
+    assert got[("gated", "val_ppl")].verdict == ONE_SEED and got[("gated", "val_ppl")].comparison.item_ci is None
+    assert verdicts_of(tmp_path)[("gated", "avg6")].comparison.item_ci == c.item_ci  # the same runs, the same figure
 
 
-def again_identical(root: Path, first) -> bool:
-    second = verdicts_of(root)[("gated", "avg6")]
-    return (second.low, second.high) == (first.low, first.high)
-
-
-def test_equal_rows_are_inconclusive_and_seeds_give_a_t_interval(tmp_path):
-    seeded_rows(tmp_path, "dynamic-e-exoformer", [0.55, 0.56, 0.54], [14.0, 14.1, 13.9])
-    seeded_rows(tmp_path, "gated", [0.55, 0.55, 0.55], [14.6, 14.7, 14.5])
+def test_three_seeds_a_clear_gain_replicates_or_says_its_size_and_a_loss_contradicts(tmp_path):
+    seeded_rows(tmp_path, "dynamic-e-exoformer", [0.515, 0.52, 0.525], [14.0, 14.1, 13.9])
+    seeded_rows(tmp_path, "gated", [0.50, 0.505, 0.51], [14.5, 14.7, 14.5])
+    seeded_rows(tmp_path, "base", [0.55, 0.56, 0.56], [14.9, 14.8, 14.9])
     got = verdicts_of(tmp_path)
-    acc = got[("gated", "avg6")]
-    assert acc.seeds == 3 and acc.low < 0 < acc.high and acc.verdict == INCONCLUSIVE and "x 3 seeds" in acc.method
-    ppl = got[("gated", "val_ppl")]
-    assert ppl.method == "t over 3 seeds" and ppl.high < 0 and ppl.verdict == REPLICATES
-    assert "Replication verdicts" in verdicts_html(list(got.values()))
+    gain = got[("gated", "avg6")].comparison  # +1.5 points, the paper's +1.47
+    assert gain.seeds == 3 and gain.estimate == pytest.approx(1.5) and gain.head == REPLICATES, gain.verdict
+    assert gain.ci[0] > 0 and gain.pi[0] < 1.47 < gain.pi[1] and "Holm" in gain.verdict
+    assert "pooled over the table's rows" in gain.ci_method
+    loss = got[("base", "avg6")].comparison  # -3.8 against the paper's +2.13
+    assert loss.head == CONTRADICTS and loss.ci[1] < 0
+    ppl = got[("gated", "val_ppl")].comparison
+    assert ppl.ci is not None and ppl.ci[1] < 0 and ppl.head in (REPLICATES, "direction only")
 
 
-def test_more_items_narrow_the_interval(tmp_path):
+def test_equal_rows_with_three_seeds_are_not_powered_for_a_small_effect(tmp_path):
+    seeded_rows(tmp_path, "dynamic-e-exoformer", [0.55, 0.58, 0.52], [14.0, 14.1, 13.9])
+    seeded_rows(tmp_path, "gated", [0.56, 0.55, 0.54], [14.0, 14.1, 13.9])
+    gain = verdicts_of(tmp_path)[("gated", "avg6")].comparison
+    assert gain.head == NOT_POWERED and gain.mde > 1.47 and gain.seeds_needed is not None and gain.seeds_needed > 3
+    assert f"{gain.seeds_needed} seeds per row" in gain.verdict
+
+
+def test_more_items_narrow_the_item_figure(tmp_path):
     seeded_rows(tmp_path, "dynamic-e-exoformer", [0.60], [14.0])
     seeded_rows(tmp_path, "gated", [0.50], [14.5])
-    wide = verdicts_of(tmp_path)[("gated", "avg6")]
+    wide = verdicts_of(tmp_path)[("gated", "avg6")].comparison
     runs = [run for run in tmp_path.glob("*/*") if not run.parent.name.startswith(".")]  # not the run index
     for run in runs:  # the same scores on four times the documents
         path = run / "eval" / "samples.json"
@@ -103,17 +93,17 @@ def test_more_items_narrow_the_interval(tmp_path):
             for key in body:
                 body[key] = list(range(4 * N_DOCS)) if key == "doc_id" else body[key] * 4
         path.write_text(json.dumps(data))
-    narrow = verdicts_of(tmp_path)[("gated", "avg6")]
-    assert (narrow.high - narrow.low) < 0.7 * (wide.high - wide.low)
+    narrow = verdicts_of(tmp_path)[("gated", "avg6")].comparison
+    assert (narrow.item_ci[1] - narrow.item_ci[0]) < 0.7 * (wide.item_ci[1] - wide.item_ci[0])
 
 
-@pytest.mark.parametrize("value", ["0", "-3", "many", "1.5", True])
-def test_a_bootstrap_count_must_be_a_positive_integer(value):
+@pytest.mark.parametrize("value", ["0", "-3", "many", "1.5", True, "199", "1000000000"])
+def test_a_bootstrap_count_must_be_a_bounded_integer(value):
     from exoformer.errors import UserError
 
     with pytest.raises(UserError) as err:
         check_bootstrap(value)
-    assert err.value.where == "--bootstrap" and "positive integer" in err.value.problem
+    assert err.value.where == "--bootstrap" and "integer in [200, 100000]" in err.value.problem
     assert check_bootstrap("250") == 250
 
 
@@ -121,7 +111,7 @@ def test_the_verbs_refuse_a_bad_bootstrap_count_in_one_line(tmp_path, capsys):
     for verb in (["diff", "table1"], ["claims"]):
         assert main([*verb, "--bootstrap", "0", "--runs-dir", str(tmp_path)]) == 2
         err = capsys.readouterr().err.strip()
-        assert len(err.splitlines()) == 1 and err.startswith("error: --bootstrap:") and "fix: --bootstrap 1000" in err
+        assert len(err.splitlines()) == 1 and err.startswith("error: --bootstrap:") and "fix: 2000" in err
 
 
 def test_diff_prints_the_verdicts_and_column_maxima(tmp_path, capsys):
@@ -129,7 +119,8 @@ def test_diff_prints_the_verdicts_and_column_maxima(tmp_path, capsys):
     seeded_rows(tmp_path, "gated", [0.50], [14.5])
     main(["diff", "table1", "--runs-dir", str(tmp_path), "--bootstrap", "200"])
     out = capsys.readouterr().out
-    assert "row differences claimed by the paper" in out and "replicates" in out and "+1.47 [WEB]" in out
+    assert "row differences claimed by the paper: 0 of 2 claims replicate (2 one seed); 1 not run" in out
+    assert "table1: dynamic-e-exoformer - gated, avg6: paper +1.47, ours +10: one seed" in out
     assert "column maxima" in out and "val_ppl        paper 14.09  ours 14.00 (dynamic-e-exoformer)" in out
     main(["claims", "--runs-dir", str(tmp_path), "--bootstrap", "200"])
     assert "table1: dynamic-e-exoformer - gated, avg6" in capsys.readouterr().out
@@ -139,14 +130,17 @@ def test_the_html_report_shows_the_claims_verdicts(tmp_path, capsys):
     seeded_rows(tmp_path, "dynamic-e-exoformer", [0.60], [14.0])
     seeded_rows(tmp_path, "gated", [0.50], [14.5])
     main(["claims", "--runs-dir", str(tmp_path)])
-    line = next(x for x in capsys.readouterr().out.splitlines()
-                if x.startswith("table1: dynamic-e-exoformer - gated, avg6"))
+    line = next(x.strip() for x in capsys.readouterr().out.splitlines()
+                if x.strip().startswith("table1: dynamic-e-exoformer - gated, avg6"))
     out = tmp_path.parent / f"{tmp_path.name}-report"  # outside the runs root, which a report never writes into
     assert main(["report", "table1", "--runs-dir", str(tmp_path), "--out", str(out)]) == 0
     page = (out / "index.html").read_text()
     assert 'id="verdicts"' in page and "table1: dynamic-e-exoformer - gated, avg6" in page
     section = page.split('id="verdicts"')[1]
-    assert "replicates (paper outside)" in line and "<td>replicates (paper outside)</td>" in section
+    shown = line.split(": ", 2)[2]  # after the claim's label
+    assert shown.startswith("paper +1.47, ours +10: one seed")
+    import html
+    assert f"<td>{html.escape(shown)}</td>" in section and "0 of 2 claims replicate (2 one seed)" in section
 
 
 CLAIMED = "{table: table1, row: dynamic-e-exoformer, metric: avg6}, {table: table1, row: gated, metric: avg6}"
@@ -179,6 +173,14 @@ def test_claims_reads_every_row_a_paper_difference_names(tmp_path, capsys):
     seeded_rows(tmp_path, "dynamic-e-exoformer", [0.60], [14.0])
     seeded_rows(tmp_path, "base", [0.50], [14.9])
     assert main(["claims", "--runs-dir", str(tmp_path)]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines()
-                if x.startswith("table1: dynamic-e-exoformer - base, avg6"))
-    assert "not run" not in line and "+10.00" in line, line
+    line = next(x.strip() for x in capsys.readouterr().out.splitlines()
+                if x.strip().startswith("table1: dynamic-e-exoformer - base, avg6"))
+    assert "not run" not in line and "ours +10" in line, line
+
+
+def test_the_headline_counts_the_holm_adjusted_verdicts_and_the_claims_not_run(tmp_path):
+    seeded_rows(tmp_path, "dynamic-e-exoformer", [0.60], [14.0])
+    seeded_rows(tmp_path, "gated", [0.50], [14.5])
+    got = list(verdicts_of(tmp_path).values())
+    assert headline(got) == "0 of 2 claims replicate (2 one seed); 1 not run"
+    assert "0 of 2 claims replicate (2 one seed); 1 not run" in verdicts_html(got)
