@@ -15,19 +15,23 @@ Fields (all JSON data):
 - `scoring`: the evaluation settings as data (suite, shots, limit, batch size, validation tokens, precision);
 - `differs`: what differs from the paper's recipe ("preset smoke (paper 450m)", "train.steps=30 (smoke 200)"),
   empty when the run is the paper's recipe: the run's comparability, computed once;
+- `data`: the fingerprint of the token data the run trains on (`data_fingerprint`: one sha256 over its
+  shards' content digests, as provenance.json records them), None when not known (a checkpoint run, data
+  absent from the launching machine);
 - `recorded`: True when written at launch. Runs launched before identity files existed have none: the run
   index derives theirs once from spec.yaml and provenance.json (exoformer.runs.rundirs `derive_identity`),
   with `recorded` False, and caches it (never in the run directory).
 
 Adding a field: give it a default here (older identity files then still read, with that default; `from_dict`
-checks it by its annotation), fill it in `exoformer.runs.rundirs` (`identity_for`, the one writer;
-`derive_identity` for older runs), and when it changes what a
+checks it by its annotation), fill it in `exoformer.runs.rundirs` (`identity_for`, the one writer, or
+`prepare` for a fact that costs reading the data; `derive_identity` for older runs), and when it changes what a
 number means, let `differences` name it. `from_dict` ignores keys it does not know, so a newer file still
 reads. Torch-free and free of harness imports (the harness, the stages and the report all read it).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
@@ -65,6 +69,7 @@ class RunIdentity:
     table: str | None = None
     scoring: dict[str, Any] = field(default_factory=dict)
     differs: tuple[str, ...] = ()
+    data: str | None = None
     recorded: bool = True
 
     @property
@@ -110,6 +115,15 @@ class RunIdentity:
 _KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "bool": (bool,), "str | None": (str, type(None)),
                                        "dict[str, Any]": (dict,), "tuple[str, ...]": (list, tuple)}
 """A field's annotation -> the JSON types its value may have (a list stands for a tuple of strings)."""
+
+
+def data_fingerprint(checksums: Any) -> str | None:
+    """The `data` field: sha256 over a data directory's shard name -> content digest mapping (what
+    exoformer.runs.rundirs.data_checksums computes and provenance.json records); None without one."""
+    if not isinstance(checksums, dict) or not checksums:
+        return None
+    lines = "".join(f"{checksums[name]}  {name}\n" for name in sorted(checksums))
+    return "sha256:" + hashlib.sha256(lines.encode()).hexdigest()
 
 
 def scoring_of(spec_data: dict[str, Any]) -> dict[str, Any]:

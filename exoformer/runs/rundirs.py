@@ -4,6 +4,7 @@ spec back (torch-free at import). The layout itself belongs to exoformer.rundir;
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -11,6 +12,7 @@ import platform
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from exoformer.registry.registry import REPO_ROOT, Registry
 from exoformer.registry.spec import AnalysisConfig, EvalConfig, Placement, Spec, parse_override
 from exoformer.io import atomic_write_text
 from exoformer.model.config import ModelConfig
-from exoformer.run_identity import CHECKPOINT, OURS, RunIdentity, recipe_differences, scoring_of
+from exoformer.run_identity import CHECKPOINT, OURS, RunIdentity, data_fingerprint, recipe_differences, scoring_of
 from exoformer.rundir import (  # noqa: F401 - the run states, re-exported for the harness's callers
     ACTIVE_STATES,
     DAMAGED,
@@ -143,7 +145,9 @@ def derive_identity(registry: Registry | None, run: RunDir, data: dict[str, Any]
     without `registry`, only what the run's own files say (no reference hashes, nothing `differs`); with one,
     compared against that registry's definitions. A recorded --set that explains the run's hash under the
     registry makes it a deliberate variant (`preset_hash12`), else its spec changed since (a stale run)."""
-    texts = _command_overrides(run.read_provenance())
+    provenance = run.read_provenance()
+    texts = _command_overrides(provenance)
+    job = provenance.get("job") if isinstance(provenance.get("job"), dict) else {}
     reference = under = preset_hash = None
     differs: tuple[str, ...] = ()
     name, preset = str(data["name"]), str(data.get("preset") or "")
@@ -156,7 +160,8 @@ def derive_identity(registry: Registry | None, run: RunDir, data: dict[str, Any]
             explained = False
         preset_hash = under.hash12 if explained else None
     return _identity(data, run.path.name, texts, reference_hash12=None if reference is None else reference.hash12,
-                     preset_hash12=preset_hash, differs=differs, recorded=False)
+                     preset_hash12=preset_hash, differs=differs, recorded=False,
+                     data=data_fingerprint(job.get("data_checksums")))
 
 
 def _against_registry(registry: Registry, data: dict[str, Any]) -> tuple[Spec, Spec | None, tuple[str, ...]]:
@@ -173,7 +178,7 @@ def _against_registry(registry: Registry, data: dict[str, Any]) -> tuple[Spec, S
     return reference, under, tuple(differs)
 
 
-def _identity(data: dict[str, Any], hash12: str, overrides: list[str], **comparison: Any) -> RunIdentity:
+def _identity(spec_data: dict[str, Any], hash12: str, overrides: list[str], **comparison: Any) -> RunIdentity:
     """The fields of an identity a run's spec mapping and its `--set` words give."""
     sets: dict[str, object] = {}
     for text in overrides:
@@ -185,13 +190,14 @@ def _identity(data: dict[str, Any], hash12: str, overrides: list[str], **compari
             continue  # an old command line's word that no longer parses: not a change we can name
         if not key.startswith("profile."):
             sets[key] = value
-    checkpoint = data.get("source") == CHECKPOINT
-    seed = data.get("seed", 0)
-    return RunIdentity(spec=str(data["name"]), seed=seed if isinstance(seed, int) else 0,
-                       preset=str(data.get("preset") or ""), hash12=hash12, overrides=sets,
+    checkpoint = spec_data.get("source") == CHECKPOINT
+    seed = spec_data.get("seed", 0)
+    return RunIdentity(spec=str(spec_data["name"]), seed=seed if isinstance(seed, int) else 0,
+                       preset=str(spec_data.get("preset") or ""), hash12=hash12, overrides=sets,
                        source=CHECKPOINT if checkpoint else OURS,
-                       as_row=data.get("as_row") if checkpoint else None,
-                       table=data.get("table") if checkpoint else None, scoring=scoring_of(data), **comparison)
+                       as_row=spec_data.get("as_row") if checkpoint else None,
+                       table=spec_data.get("table") if checkpoint else None, scoring=scoring_of(spec_data),
+                       **comparison)
 
 
 def _command_overrides(provenance: dict[str, Any]) -> list[str]:
@@ -219,7 +225,10 @@ def prepare(spec: Spec, run_dir: Path, *, command: list[str] | None = None,
     if identity is not None:
         if identity.hash12 != spec.hash12:
             raise ValueError(f"identity of {identity.hash12} given for spec {spec.hash12}")
-        rd.write_identity(identity)
+        if not rd.identity_file.exists():  # written once: a resumed run keeps its own
+            if identity.source == OURS and spec.train.data:
+                identity = replace(identity, data=launch_data_fingerprint(spec.train.data))
+            rd.write_identity(identity)
     record = rd.read_provenance()
     record.update(submit_provenance(command))
     rd.write_provenance(record)
@@ -276,3 +285,22 @@ def file_checksum(path: Path, *, full_limit: int = 256 << 20) -> str:
 
 def data_checksums(data_dir: Path) -> dict[str, str]:
     return {p.name: file_checksum(p) for p in sorted(Path(data_dir).glob("*.bin"))}
+
+
+def launch_data_fingerprint(data: str) -> str | None:
+    """The identity's `data` for a spec's `train.data`, as the launching machine holds it; None when it is not
+    there (the job resolves it, or fails, on its own machine). Once per data directory and process."""
+    from exoformer.data import resolve_data
+
+    try:
+        directory = Path(resolve_data(data))
+    except UserError:
+        return None
+    stats = [(p.name, p.stat()) for p in sorted(directory.glob("*.bin"))]
+    return _fingerprint_of(str(directory), tuple((name, st.st_size, st.st_mtime_ns) for name, st in stats))
+
+
+@functools.lru_cache(maxsize=16)
+def _fingerprint_of(directory: str, stamps: tuple) -> str | None:
+    """The fingerprint of a data directory whose shards have these (name, size, mtime) `stamps`."""
+    return data_fingerprint(data_checksums(Path(directory)))
