@@ -31,6 +31,7 @@ reads. Torch-free and free of harness imports (the harness, the stages and the r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
@@ -93,19 +94,19 @@ class RunIdentity:
         if not isinstance(data, dict):
             raise UserError("not a run identity record", where=where, fix=fix)
         values = {}
-        for f in fields(cls):
-            if f.name not in data:
-                if f.default is MISSING and f.default_factory is MISSING:
-                    raise UserError(f"the run identity has no {f.name!r}", where=where, fix=fix)
+        for name, kinds, required in _checks(cls):
+            if name not in data:
+                if required:
+                    raise UserError(f"the run identity has no {name!r}", where=where, fix=fix)
                 continue
-            value, kinds = data[f.name], _KINDS[f.type]
-            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-                raise UserError(f"the run identity has no valid {f.name!r} ({value!r})", where=where, fix=fix)
-            if isinstance(value, list):
+            value = data[name]
+            if not isinstance(value, kinds) or (value.__class__ is bool and bool not in kinds):
+                raise UserError(f"the run identity has no valid {name!r} ({value!r})", where=where, fix=fix)
+            if value.__class__ is list:
                 if not all(isinstance(item, str) for item in value):
-                    raise UserError(f"the run identity's {f.name!r} is not a list of strings", where=where, fix=fix)
+                    raise UserError(f"the run identity's {name!r} is not a list of strings", where=where, fix=fix)
                 value = tuple(value)
-            values[f.name] = value
+            values[name] = value
         if values.get("source", OURS) not in SOURCES:
             raise UserError(f"the run identity says source {values['source']!r}", where=where,
                             fix=f"source is one of {', '.join(SOURCES)}")
@@ -115,6 +116,12 @@ class RunIdentity:
 _KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "bool": (bool,), "str | None": (str, type(None)),
                                        "dict[str, Any]": (dict,), "tuple[str, ...]": (list, tuple)}
 """A field's annotation -> the JSON types its value may have (a list stands for a tuple of strings)."""
+
+
+@functools.cache
+def _checks(cls: type) -> tuple[tuple[str, tuple[type, ...], bool], ...]:
+    """(name, the JSON types of its value, whether a record must have it) per field of `cls`."""
+    return tuple((f.name, _KINDS[f.type], f.default is MISSING and f.default_factory is MISSING) for f in fields(cls))
 
 
 def data_fingerprint(checksums: Any) -> str | None:

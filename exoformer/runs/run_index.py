@@ -211,7 +211,12 @@ def _mtime_ns(path: str) -> int:
         return 0
 
 
-_KEY_FOLDERS = tuple(os.path.basename(getattr(RunDir("."), name)) for name in ("eval_dir", "analysis_dir"))
+def _relative(*names: str) -> tuple[str, ...]:
+    """The paths of these RunDir attributes relative to the run directory (joined as text: no Path per run)."""
+    return tuple(str(getattr(RunDir("."), name)) for name in names)
+
+
+_KEY_FOLDERS = _relative("eval_dir", "analysis_dir", "stages_dir")
 
 
 def _file_stamp(path: str) -> list[int]:
@@ -222,7 +227,7 @@ def _file_stamp(path: str) -> list[int]:
     return [st.st_mtime_ns, st.st_size]
 
 
-_KEY_FILES = ("spec_file", "status_file", "identity_file", "eval_rows", "validation", "analysis_rows")
+_KEY_FILES = _relative("spec_file", "status_file", "identity_file", "eval_rows", "validation", "analysis_rows")
 
 
 def entry_key(run: RunDir) -> list[int] | None:
@@ -234,10 +239,9 @@ def entry_key(run: RunDir) -> list[int] | None:
         top = os.stat(top_path)
     except OSError:
         return None
-    stamps = [top.st_ino, top.st_mtime_ns, *(_mtime_ns(os.path.join(top_path, f)) for f in _KEY_FOLDERS),
-              _mtime_ns(str(run.stages_dir))]
+    stamps = [top.st_ino, top.st_mtime_ns, *(_mtime_ns(os.path.join(top_path, f)) for f in _KEY_FOLDERS)]
     for name in _KEY_FILES:
-        stamps.extend(_file_stamp(str(getattr(run, name))))
+        stamps.extend(_file_stamp(os.path.join(top_path, name)))
     return stamps
 
 
