@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from exoformer.errors import UserError
@@ -82,9 +82,8 @@ class RunIdentity:
         return str(self.scoring.get("suite") or "")
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["differs"] = list(self.differs)
-        return data
+        data = {name: getattr(self, name) for name, _, _ in _checks(type(self))}
+        return {**data, "overrides": dict(self.overrides), "scoring": dict(self.scoring), "differs": list(self.differs)}
 
     @classmethod
     def from_dict(cls, data: Any, *, where: str) -> RunIdentity:

@@ -25,7 +25,7 @@ import contextvars
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -64,14 +64,15 @@ class RunInfo:
     """The spec's training steps (`status` shows progress against it)."""
     compared_with: str | None = None
     """For a derived identity: the registry directory its comparison was made with (None: not yet made)."""
+    hash12: str = field(init=False)
+    """The run directory's name (what pick_run compares with a spec's current hash)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hash12", self.run.path.name)
 
     @property
     def path(self) -> Path:
         return self.run.path
-
-    @property
-    def hash12(self) -> str:
-        return self.run.path.name
 
     @property
     def spec(self) -> str:
