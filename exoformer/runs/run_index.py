@@ -64,44 +64,27 @@ class RunInfo:
     """The spec's training steps (`status` shows progress against it)."""
     compared_with: str | None = None
     """For a derived identity: the registry directory its comparison was made with (None: not yet made)."""
+    # Read from the identity when the entry is made (attributes, not properties: choosing runs reads them often).
     hash12: str = field(init=False)
     """The run directory's name (what pick_run compares with a spec's current hash)."""
+    spec: str = field(init=False)
+    seed: int = field(init=False)
+    preset: str = field(init=False)
+    source: str = field(init=False)
+    """"ours" (we trained it) or "checkpoint" (someone's trained checkpoint evaluated by us as a table row)."""
+    as_row: str | None = field(init=False)
+    table: str | None = field(init=False)
+    suite: str = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "hash12", self.run.path.name)
+        put = object.__setattr__
+        put(self, "hash12", self.run.path.name)
+        for name in _FROM_IDENTITY:
+            put(self, name, getattr(self.identity, name))
 
     @property
     def path(self) -> Path:
         return self.run.path
-
-    @property
-    def spec(self) -> str:
-        return self.identity.spec
-
-    @property
-    def seed(self) -> int:
-        return self.identity.seed
-
-    @property
-    def preset(self) -> str:
-        return self.identity.preset
-
-    @property
-    def suite(self) -> str:
-        return self.identity.suite
-
-    @property
-    def source(self) -> str:
-        """"ours" (we trained it) or "checkpoint" (someone's trained checkpoint evaluated by us as a table row)."""
-        return self.identity.source
-
-    @property
-    def as_row(self) -> str | None:
-        return self.identity.as_row
-
-    @property
-    def table(self) -> str | None:
-        return self.identity.table
 
     @property
     def has_eval(self) -> bool:
@@ -129,6 +112,8 @@ class RunInfo:
                    outputs=tuple(o for o in data["outputs"] if o in OUTPUTS), steps=data["steps"],
                    compared_with=data["compared_with"])
 
+
+_FROM_IDENTITY = ("spec", "seed", "preset", "source", "as_row", "table", "suite")
 
 _JSON_KINDS = {"state": (str, type(None)), "damage": (str, type(None)), "outputs": (list,), "mtime": (float,),
                "steps": (int, type(None)), "compared_with": (str, type(None))}
@@ -325,7 +310,7 @@ def entry_of(run: RunDir | str | os.PathLike) -> RunInfo | None:
     one_view() from the view); None when it is not a run (no spec file)."""
     rd = run if isinstance(run, RunDir) else RunDir(run)
     for info in spec_runs(rd.path.parent.parent, rd.path.parent.name):
-        if info.path == rd.path:
+        if info.hash12 == rd.path.name:
             return info
     return read_run_info(rd) if rd.spec_file.is_file() else None
 
