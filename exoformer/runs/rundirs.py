@@ -182,11 +182,9 @@ def _identity(spec_data: dict[str, Any], hash12: str, overrides: list[str], **co
     """The fields of an identity a run's spec mapping and its `--set` words give."""
     sets: dict[str, object] = {}
     for text in overrides:
-        try:
+        try:  # at launch every word parsed already (the spec was resolved with it)
             key, value = parse_override(text)
         except UserError:
-            if comparison["recorded"]:  # at launch a --set that does not parse never gets this far
-                raise
             continue  # an old command line's word that no longer parses: not a change we can name
         if not key.startswith("profile."):
             sets[key] = value
