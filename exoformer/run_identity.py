@@ -15,19 +15,25 @@ Fields (all JSON data):
 - `scoring`: the evaluation settings as data (suite, shots, limit, batch size, validation tokens, precision);
 - `differs`: what differs from the paper's recipe ("preset smoke (paper 450m)", "train.steps=30 (smoke 200)"),
   empty when the run is the paper's recipe: the run's comparability, computed once;
-- `recorded`: True when written at launch. Runs launched before identity files existed have none; the reading
-  layer derives theirs once from spec.yaml and provenance.json (report/recipe.py `derive_identity`), with
-  `recorded` False, and caches it in the run index, never in the run directory.
+- `data`: the fingerprint of the token data the run trains on (`data_fingerprint`: one sha256 over its
+  shards' content digests, as provenance.json records them), None when not known (a checkpoint run, data
+  absent from the launching machine);
+- `recorded`: True when written at launch. Runs launched before identity files existed have none: the run
+  index derives theirs once from spec.yaml and provenance.json (exoformer.runs.rundirs `derive_identity`),
+  with `recorded` False, and caches it (never in the run directory).
 
-Adding a field: give it a default here (older identity files then still read, with that default), fill it
-in `exoformer.runs.rundirs.identity_for` (the one writer), and when it changes what a number means, let
-`differences` name it. `from_dict` ignores keys it does not know, so a newer file still reads.
-Torch-free and free of harness imports (the harness, the stages and the report all read it).
+Adding a field: give it a default here (older identity files then still read, with that default; `from_dict`
+checks it by its annotation), fill it in `exoformer.runs.rundirs` (`identity_for`, the one writer, or
+`prepare` for a fact that costs reading the data; `derive_identity` for older runs), and when it changes what a
+number means, let `differences` name it. `from_dict` ignores keys it does not know, so a newer file still
+reads. Torch-free and free of harness imports (the harness, the stages and the report all read it).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+import functools
+import hashlib
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from exoformer.errors import UserError
@@ -68,6 +74,7 @@ class RunIdentity:
     table: str | None = None
     scoring: dict[str, Any] = field(default_factory=dict)
     differs: tuple[str, ...] = ()
+    data: str | None = None
     recorded: bool = True
 
     @property
@@ -79,32 +86,54 @@ class RunIdentity:
         return str(self.scoring.get("suite") or "")
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["differs"] = list(self.differs)
-        return data
+        data = {name: getattr(self, name) for name, _, _ in _checks(type(self))}
+        return {**data, "overrides": dict(self.overrides), "scoring": dict(self.scoring), "differs": list(self.differs)}
 
     @classmethod
     def from_dict(cls, data: Any, *, where: str) -> RunIdentity:
-        """The identity a file holds; a record that is not one of ours is a UserError naming `where`."""
+        """The identity a record holds (an identity file, a run index entry); a record that is not one of ours
+        is a UserError naming `where`. Each field is checked against its annotation (`_KINDS`)."""
         fix = "the run directory is damaged: re-run it with --force"
         if not isinstance(data, dict):
             raise UserError("not a run identity record", where=where, fix=fix)
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        for name, kind in (("spec", str), ("preset", str), ("hash12", str), ("seed", int)):
-            if not isinstance(values.get(name), kind) or isinstance(values.get(name), bool):
-                raise UserError(f"the run identity has no valid {name!r}", where=where, fix=fix)
+        values = {}
+        for name, kinds, required in _checks(cls):
+            if name not in data:
+                if required:
+                    raise UserError(f"the run identity has no {name!r}", where=where, fix=fix)
+                continue
+            value = data[name]
+            if not isinstance(value, kinds) or (value.__class__ is bool and bool not in kinds):
+                raise UserError(f"the run identity has no valid {name!r} ({value!r})", where=where, fix=fix)
+            if value.__class__ is list:
+                if not all(isinstance(item, str) for item in value):
+                    raise UserError(f"the run identity's {name!r} is not a list of strings", where=where, fix=fix)
+                value = tuple(value)
+            values[name] = value
         if values.get("source", OURS) not in SOURCES:
             raise UserError(f"the run identity says source {values['source']!r}", where=where,
                             fix=f"source is one of {', '.join(SOURCES)}")
-        for name in ("overrides", "scoring"):
-            if not isinstance(values.get(name, {}), dict):
-                raise UserError(f"the run identity's {name!r} is not a mapping", where=where, fix=fix)
-        differs = values.get("differs", [])
-        if not isinstance(differs, list) or not all(isinstance(d, str) for d in differs):
-            raise UserError("the run identity's 'differs' is not a list of strings", where=where, fix=fix)
-        values["differs"] = tuple(differs)
         return cls(**values)
+
+
+_KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "bool": (bool,), "str | None": (str, type(None)),
+                                       "dict[str, Any]": (dict,), "tuple[str, ...]": (list, tuple)}
+"""A field's annotation -> the JSON types its value may have (a list stands for a tuple of strings)."""
+
+
+@functools.cache
+def _checks(cls: type) -> tuple[tuple[str, tuple[type, ...], bool], ...]:
+    """(name, the JSON types of its value, whether a record must have it) per field of `cls`."""
+    return tuple((f.name, _KINDS[f.type], f.default is MISSING and f.default_factory is MISSING) for f in fields(cls))
+
+
+def data_fingerprint(checksums: Any) -> str | None:
+    """The `data` field: sha256 over a data directory's shard name -> content digest mapping (what
+    exoformer.runs.rundirs.data_checksums computes and provenance.json records); None without one."""
+    if not isinstance(checksums, dict) or not checksums:
+        return None
+    lines = "".join(f"{checksums[name]}  {name}\n" for name in sorted(checksums))
+    return "sha256:" + hashlib.sha256(lines.encode()).hexdigest()
 
 
 def scoring_of(spec_data: dict[str, Any]) -> dict[str, Any]:

@@ -428,27 +428,32 @@ class RunDir:
         return atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
 
     def result_rows(self, spec_name: str) -> list[dict[str, Any]]:
-        """Every long-format result row of the run (evaluate, analyse, validate); a damaged file is a UserError
-        naming file:line, since skipping a row would silently change a table."""
-        rows: list[dict[str, Any]] = []
-        for path in (self.eval_rows, self.analysis_rows):
+        """Every long-format result row of the run (evaluate, analyse, validate), as `result_files` reads them."""
+        return [row for rows in self.result_files(spec_name).values() for row in rows]
+
+    def result_files(self, spec_name: str) -> dict[str, list[dict[str, Any]]]:
+        """The rows of each result file the run has, by RunDir attribute name ("eval_rows", "analysis_rows",
+        "validation"): the one strict reader of those files. A damaged file is a UserError naming file:line,
+        since skipping a row would silently change a table."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for name in ("eval_rows", "analysis_rows"):
+            path = getattr(self, name)
             if path.is_file():
-                found = _read_rows(path, spec_name)
-                if not found and path == self.eval_rows:
+                found[name] = _read_rows(path, spec_name)
+                if not found[name] and name == "eval_rows":
                     raise UserError("the run has no evaluation results (empty file)", where=str(path),
                                     fix=f"re-run its evaluation: {self._rerun(spec_name)}")
-                rows.extend(found)
         if self.validation.is_file():
             try:
                 record = json.loads(self.validation.read_text(encoding="utf-8"))
-                found = record.get("rows", [])
-                if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
+                rows = record.get("rows", [])
+                if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
                     raise ValueError
             except (OSError, UnicodeDecodeError, ValueError, AttributeError):
                 raise UserError("not a validation record", where=str(self.validation),
                                 fix=f"re-run its validation: {self._rerun(spec_name)}") from None
-            rows.extend(found)
-        return rows
+            found["validation"] = rows
+        return found
 
     def _rerun(self, spec_name: str) -> str:
         from exoformer.rerun import rerun_command

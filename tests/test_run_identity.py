@@ -12,7 +12,9 @@ from exoformer.errors import UserError
 from exoformer.runs import rundirs as runs
 from exoformer.runs.plan import plan
 from exoformer.registry.registry import Registry
-from exoformer.run_identity import RunIdentity
+from exoformer.data import resolve_data
+from exoformer.run_identity import RunIdentity, data_fingerprint
+from exoformer.runs.run_index import find_runs
 from exoformer.rundir import RunDir
 
 
@@ -22,7 +24,7 @@ def test_plan_makes_the_identity_and_prepare_writes_it_once(tmp_path):
     runs.prepare(planned.spec, planned.run_dir, identity=planned.identity)
     identity = RunDir(planned.run_dir).identity()
     smoke = reg.resolve("gated-s42", preset="smoke")
-    assert identity == planned.identity and identity.recorded
+    assert identity == replace(planned.identity, data=identity.data) and identity.recorded
     assert (identity.spec, identity.preset, identity.seed, identity.hash12) == ("gated-s42", "smoke", 42,
                                                                                 planned.spec.hash12)
     assert identity.overrides == {"train.steps": 3} and identity.source == "ours"
@@ -31,6 +33,22 @@ def test_plan_makes_the_identity_and_prepare_writes_it_once(tmp_path):
     assert identity.scoring["suite"] == "smoke" and identity.scoring["final_val_tokens"] == smoke.train.final_val_tokens
     runs.prepare(planned.spec, planned.run_dir, identity=replace(identity, differs=()))  # a resume: kept as it was
     assert RunDir(planned.run_dir).identity() == identity
+
+
+def test_the_data_fingerprint_is_the_one_of_the_shards_the_job_records(tmp_path):
+    reg = Registry()
+    [planned] = plan(reg, "gated-s42", preset="smoke", overrides=["train.steps=3"], runs_root=tmp_path)
+    runs.prepare(planned.spec, planned.run_dir, identity=planned.identity)
+    run = RunDir(planned.run_dir)
+    checksums = runs.data_checksums(resolve_data("smoke"))  # what the train stage records in provenance.json
+    assert run.identity().data == data_fingerprint(checksums) and run.identity().data.startswith("sha256:")
+    assert data_fingerprint({**checksums, min(checksums): "0" * 64}) != run.identity().data
+    run.record_job_provenance({"data_checksums": checksums})
+    recorded = run.identity()
+    run.identity_file.unlink()  # a run launched before identity files existed: derived from its provenance
+    [info] = find_runs(tmp_path)
+    assert not info.identity.recorded and info.identity.data == recorded.data
+    assert runs.launch_data_fingerprint(str(tmp_path / "no-such-data")) is None
 
 
 def test_identity_files_read_with_defaults_and_refuse_damage(tmp_path):

@@ -379,7 +379,7 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
 
 
 def _slurm_is_ending() -> bool:
-    from exoformer.runs.backends.slurm import slurm_is_ending
+    from exoformer.runs.slurm_job import slurm_is_ending
 
     return slurm_is_ending()
 

@@ -8,13 +8,15 @@ A run is damaged when (checked in this order, the first problem found is its rea
 - two rows of the run name the same (task, metric): a duplicate, or a conflict when their values differ;
 - a row disagrees with the stage record that wrote it (`stages/evaluate.json` metrics,
   `stages/validate.json` val_ppl / val_loss / val_ppl_ce), or a recorded metric has no row.
+The rows are read by the one strict reader (RunDir.result_files), so a file the reading verbs could not read
+is a reason too. The run index (exoformer/runs/run_index.py) asks once per change of a run's files.
 Torch-free; reads only the run directory.
 """
 
 from __future__ import annotations
 
-import json
 import math
+from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError
@@ -33,14 +35,11 @@ def integrity_problem(run: RunDir, spec_name: str) -> str | None:
     if run.path.parent.name != spec_name:
         return f"its spec file names {spec_name!r} but the run lives under {run.path.parent.name!r}"
     try:
-        eval_rows = _rows(run, run.eval_rows, spec_name)
-        analysis_rows = _rows(run, run.analysis_rows, spec_name)
-        validation = run.read_json(run.validation) if run.validation.is_file() else None
+        files = run.result_files(spec_name)
     except UserError as err:
-        return err.problem
-    validation_rows = validation.get("rows", []) if isinstance(validation, dict) else []
+        return f"{run.display(Path(err.where or ''))}: {err.problem}"
     seen: dict[tuple[str, str], Any] = {}
-    for row in [*eval_rows, *analysis_rows, *validation_rows]:
+    for row in (row for rows in files.values() for row in rows):
         key = (str(row.get("task")), str(row.get("metric")))
         value = row.get("value")
         if value is None and key[0] != "validation":
@@ -52,20 +51,10 @@ def integrity_problem(run: RunDir, spec_name: str) -> str | None:
             what = "duplicate" if seen[key] == value else f"conflicting ({seen[key]!r} and {value!r})"
             return f"{what} rows for {key[0]}/{key[1]}"
         seen[key] = value
-    eval_values = {f"{r.get('task')}/{r.get('metric')}": r.get("value") for r in eval_rows}
+    eval_values = {f"{r.get('task')}/{r.get('metric')}": r.get("value") for r in files.get("eval_rows", [])}
     validation_values = {key: seen[("validation", metric)] for metric, key in VALIDATION_RECORD.items()
                          if ("validation", metric) in seen}
     return _disagrees(run, "evaluate", eval_values) or _disagrees(run, "validate", validation_values)
-
-def _rows(run: RunDir, path, spec_name: str) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    try:
-        rows = [json.loads(line) for line in lines]
-    except json.JSONDecodeError:
-        raise UserError("a result file is not JSON lines", where=str(path), fix="re-run it") from None
-    return [r for r in rows if isinstance(r, dict)]
 
 
 def _out_of_range(key: tuple[str, str], value: Any) -> str | None:
@@ -99,21 +88,14 @@ def _disagrees(run: RunDir, stage: str, rows: dict[str, Any]) -> str | None:
     return None
 
 
-def reading_state(run: RunDir, state: str | None, spec_name: str | None = None) -> tuple[str | None, str | None]:
-    """(state, reason) as the reading verbs show a run: a SUCCEEDED run whose rows fail the checks is DAMAGED.
-
-    `spec_name` is its spec file's `name` (read from the file when None). Other states pass unchanged.
-    """
+def reading_state(run: RunDir, state: str | None, spec_name: str, problem: str | None = None
+                  ) -> tuple[str | None, str | None]:
+    """(state, reason) as the reading verbs show a run: a SUCCEEDED run whose rows fail the checks (or with
+    another `problem` its reader found, such as a damaged identity file) is DAMAGED. `spec_name` is its spec
+    file's `name`. Other states pass unchanged."""
     if state != SUCCEEDED:
         return state, None
-    if spec_name is None:
-        from exoformer.runs.run_index import read_run_spec
-
-        try:
-            spec_name = str(read_run_spec(run)["name"])
-        except UserError as err:
-            return DAMAGED, err.problem
-    problem = integrity_problem(run, spec_name)
+    problem = problem or integrity_problem(run, spec_name)
     if problem is None:
         return state, None
     return DAMAGED, f"{problem}; its numbers are not shown (fix: re-run it with --force)"

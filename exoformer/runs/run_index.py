@@ -2,18 +2,20 @@
 spec's results come from.
 
 The index is a cache per spec directory (`rundir.index_file(root, name)`), never the source of truth: each
-entry holds what the reading verbs need to choose runs (the spec file's name, seed, preset, source and row,
-the status state, which result files exist, why a run reads DAMAGED), keyed by the inode and modification
-time of the run directory, the modification times of its result and stage-record folders, and the time and
-size of each file the entry is read from (so an edit in place is seen too). An entry whose key does not
-match, and an index file that cannot be read, is not ours or is damaged, is simply rebuilt. The index is
-rewritten atomically when anything changed, and a root that cannot be written still reads (without the
+entry is a `RunInfo`, a mapping by field name: the run's identity (exoformer/run_identity.py: as its identity
+file records it, or for a run launched before identity files existed derived once by
+exoformer.runs.rundirs.derive_identity), the status state, which result files exist, why a run reads DAMAGED
+(exoformer/runs/row_integrity.py), keyed by `entry_key`. An entry whose key does not match, and an index file
+that cannot be read, is not ours or is damaged, is simply rebuilt. A derived identity is compared with a
+registry's definitions the first time a reader asks for it with that registry (`identity_of`), and cached so.
+The index is rewritten atomically when anything changed, and a root that cannot be written still reads (without the
 cache). Asking for some specs reads only their directories, so a table costs what its runs cost, not what
 the root holds.
 
 A spec can have several run directories: its current hash, and older ones (runs made with `--set`
 overrides, or before a registry edit changed its config). Tables, figures and claims all ask `pick_run`
-which one to read, so they never disagree about it. Torch-free; reads run directories through RunDir only.
+which one to read, so they never disagree about it. Torch-free; reads run directories through RunDir only, and
+a run's spec file through `read_run_spec` only (its one reader on the reading side).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import contextvars
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -31,34 +33,27 @@ import yaml
 
 from exoformer.errors import UserError
 from exoformer.io import atomic_write_json
-from exoformer.run_identity import CHECKPOINT, OURS, SOURCES
+from exoformer.registry.registry import Registry
+from exoformer.run_identity import CHECKPOINT, OURS, SOURCES, RunIdentity
 from exoformer.rundir import RunDir, index_file, run_dirs_of_spec, spec_names_under
+from exoformer.runs.row_integrity import reading_state
+from exoformer.runs.rundirs import derive_identity
 
-__all__ = ["CHECKPOINT", "OURS", "SOURCES", "RunInfo", "find_runs", "one_view", "pick_run", "runs_by_spec",
-           "read_run_spec"]
+__all__ = ["CHECKPOINT", "OURS", "SOURCES", "RunInfo", "entry_of", "find_runs", "identity_of", "one_view",
+           "pick_run", "runs_by_spec", "read_run_spec"]
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class RunInfo:
-    """What the reading verbs choose runs by, as a run directory's spec file and status record say (the run's
-    identity is read from its own file, for the runs chosen: report/recipe.py)."""
+    """One run as the reading verbs see it: its identity and what its files say now. Cached in the index as a
+    mapping by field name (`to_json`), the identity as RunIdentity.to_dict() writes it."""
 
     run: RunDir
-    spec: str
-    seed: int
-    preset: str
-    hash12: str
-    suite: str
+    identity: RunIdentity
     state: str | None
     """Status state (PENDING, RUNNING, SUCCEEDED, FAILED, INTERRUPTED, DAMAGED); None without a status record."""
-    source: str = OURS
-    """"ours" (we trained it) or "checkpoint" (someone's trained checkpoint evaluated by us as a table row)."""
-    as_row: str | None = None
-    """For a checkpoint run: the table row it stands for (spec file key `as_row`)."""
-    table: str | None = None
-    """For a checkpoint run: the table that row belongs to (spec file key `table`)."""
     damage: str | None = None
     """Why a finished run reads DAMAGED (exoformer/runs/row_integrity.py); None otherwise."""
     outputs: tuple[str, ...] = ()
@@ -67,6 +62,25 @@ class RunInfo:
     """The run directory's modification time (pick_run's tie-breaker among non-current runs)."""
     steps: int | None = None
     """The spec's training steps (`status` shows progress against it)."""
+    compared_with: str | None = None
+    """For a derived identity: the registry directory its comparison was made with (None: not yet made)."""
+    # Read from the identity when the entry is made (attributes, not properties: choosing runs reads them often).
+    hash12: str = field(init=False)
+    """The run directory's name (what pick_run compares with a spec's current hash)."""
+    spec: str = field(init=False)
+    seed: int = field(init=False)
+    preset: str = field(init=False)
+    source: str = field(init=False)
+    """"ours" (we trained it) or "checkpoint" (someone's trained checkpoint evaluated by us as a table row)."""
+    as_row: str | None = field(init=False)
+    table: str | None = field(init=False)
+    suite: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "hash12", self.run.path.name)
+        for name in _FROM_IDENTITY:
+            put(self, name, getattr(self.identity, name))
 
     @property
     def path(self) -> Path:
@@ -78,6 +92,32 @@ class RunInfo:
 
     def has(self, output: str) -> bool:
         return output in self.outputs
+
+    def to_json(self) -> dict[str, Any]:
+        return {"identity": self.identity.to_dict(), "state": self.state, "damage": self.damage,
+                "outputs": list(self.outputs), "mtime": self.mtime, "steps": self.steps,
+                "compared_with": self.compared_with}
+
+    @classmethod
+    def from_json(cls, run: RunDir, data: Any) -> RunInfo | None:
+        """The RunInfo of a cached entry; None when it is not one this version wrote (then it is rebuilt)."""
+        if not isinstance(data, dict) or any(not isinstance(data.get(k), kinds) or isinstance(data.get(k), bool)
+                                             for k, kinds in _JSON_KINDS.items()):
+            return None
+        try:
+            identity = RunIdentity.from_dict(data.get("identity"), where="the run index")
+        except UserError:
+            return None
+        return cls(run=run, identity=identity, state=data["state"], damage=data["damage"], mtime=data["mtime"],
+                   outputs=tuple(o for o in data["outputs"] if o in OUTPUTS), steps=data["steps"],
+                   compared_with=data["compared_with"])
+
+
+_FROM_IDENTITY = ("spec", "seed", "preset", "source", "as_row", "table", "suite")
+
+_JSON_KINDS = {"state": (str, type(None)), "damage": (str, type(None)), "outputs": (list,), "mtime": (float,),
+               "steps": (int, type(None)), "compared_with": (str, type(None))}
+"""The fields of a cached entry besides the identity, and the JSON types each may have."""
 
 
 OUTPUTS = ("eval_rows", "analysis_rows", "validation", "stage:evaluate", "stage:validate")
@@ -123,27 +163,23 @@ def _outputs(run: RunDir) -> tuple[str, ...]:
 
 
 def read_run_info(run: RunDir) -> RunInfo:
-    """The RunInfo of one run directory read from its files; a damaged spec file is a UserError."""
+    """The RunInfo of one run directory read from its files; a damaged spec file is a UserError. A finished run
+    whose result rows or identity file are damaged reads DAMAGED (its identity then derived from the spec)."""
     data = read_run_spec(run)
-    status = run.read_status()
-    seed = data.get("seed", 0)
-    source = str(data.get("source") or OURS)
-    if source not in SOURCES:
-        raise UserError(f"the run's spec file says source {source!r}", where=str(run.spec_file),
+    if str(data.get("source") or OURS) not in SOURCES:
+        raise UserError(f"the run's spec file says source {data['source']!r}", where=str(run.spec_file),
                         fix=f"source is one of {', '.join(SOURCES)} (absent = {OURS})")
-    from exoformer.runs.row_integrity import reading_state
-
-    state, damage = reading_state(run, None if status is None else status.state, str(data["name"]))
+    try:
+        identity, problem = run.identity(), None
+    except UserError as err:
+        identity, problem = None, f"{err.where}: {err.problem}"
+    status = run.read_status()
+    state, damage = reading_state(run, None if status is None else status.state, str(data["name"]), problem)
     try:
         mtime = run.path.stat().st_mtime
     except OSError:
         mtime = 0.0
-    return RunInfo(run=run, spec=str(data["name"]), seed=int(seed) if isinstance(seed, int) else 0,
-                   preset=str(data.get("preset", "")), hash12=run.path.name,
-                   suite=str((data.get("eval") or {}).get("suite", "")),
-                   state=state, damage=damage, source=source,
-                   as_row=None if data.get("as_row") is None else str(data["as_row"]),
-                   table=None if data.get("table") is None else str(data["table"]),
+    return RunInfo(run=run, identity=identity or derive_identity(None, run, data), state=state, damage=damage,
                    outputs=_outputs(run), mtime=mtime, steps=_steps(data))
 
 
@@ -161,7 +197,12 @@ def _mtime_ns(path: str) -> int:
         return 0
 
 
-_KEY_FOLDERS = tuple(os.path.basename(getattr(RunDir("."), name)) for name in ("eval_dir", "analysis_dir"))
+def _relative(*names: str) -> tuple[str, ...]:
+    """The paths of these RunDir attributes relative to the run directory (joined as text: no Path per run)."""
+    return tuple(str(getattr(RunDir("."), name)) for name in names)
+
+
+_KEY_FOLDERS = _relative("eval_dir", "analysis_dir", "stages_dir")
 
 
 def _file_stamp(path: str) -> list[int]:
@@ -172,7 +213,7 @@ def _file_stamp(path: str) -> list[int]:
     return [st.st_mtime_ns, st.st_size]
 
 
-_KEY_FILES = ("spec_file", "status_file", "identity_file", "eval_rows", "validation", "analysis_rows")
+_KEY_FILES = _relative("spec_file", "status_file", "identity_file", "eval_rows", "validation", "analysis_rows")
 
 
 def entry_key(run: RunDir) -> list[int] | None:
@@ -184,37 +225,10 @@ def entry_key(run: RunDir) -> list[int] | None:
         top = os.stat(top_path)
     except OSError:
         return None
-    stamps = [top.st_ino, top.st_mtime_ns, *(_mtime_ns(os.path.join(top_path, f)) for f in _KEY_FOLDERS),
-              _mtime_ns(str(run.stages_dir))]
+    stamps = [top.st_ino, top.st_mtime_ns, *(_mtime_ns(os.path.join(top_path, f)) for f in _KEY_FOLDERS)]
     for name in _KEY_FILES:
-        stamps.extend(_file_stamp(str(getattr(run, name))))
+        stamps.extend(_file_stamp(os.path.join(top_path, name)))
     return stamps
-
-
-_FIELDS = ("spec", "seed", "preset", "suite", "state", "source", "as_row", "table", "outputs", "mtime", "steps",
-           "damage")
-"""The RunInfo fields an index entry holds, in the order of its `info` list."""
-
-
-def _info_to_json(info: RunInfo) -> list[Any]:
-    return [list(info.outputs) if name == "outputs" else getattr(info, name) for name in _FIELDS]
-
-
-def _info_from_json(run: RunDir, data: Any) -> RunInfo | None:
-    """The RunInfo of a cached entry; None when the entry is not one this version wrote (then it is rebuilt)."""
-    try:
-        spec, seed, preset, suite, state, source, as_row, table, outputs, mtime, steps, damage = data
-        checks = (isinstance(spec, str), isinstance(seed, int), isinstance(preset, str), isinstance(suite, str),
-                  state is None or isinstance(state, str), source in SOURCES, as_row is None or isinstance(as_row, str),
-                  table is None or isinstance(table, str), isinstance(outputs, list), isinstance(mtime, float),
-                  steps is None or isinstance(steps, int), damage is None or isinstance(damage, str))
-    except (TypeError, ValueError):
-        return None
-    if not all(checks):
-        return None
-    return RunInfo(run=run, spec=spec, seed=seed, preset=preset, hash12=run.path.name, suite=suite, state=state,
-                   source=source, as_row=as_row, table=table, outputs=tuple(o for o in outputs if o in OUTPUTS),
-                   mtime=mtime, steps=steps, damage=damage)
 
 
 def _load_index(path: Path) -> dict[str, Any]:
@@ -271,7 +285,7 @@ def _spec_runs(root: Path, name: str) -> list[RunInfo]:
             if old.get("info") is None:  # a directory without a spec file: not a run (yet)
                 entries[rd.path.name] = old
                 continue
-            info = _info_from_json(rd, old["info"])
+            info = RunInfo.from_json(rd, old["info"])
             if info is not None:
                 entries[rd.path.name] = old
                 out.append(info)
@@ -281,7 +295,7 @@ def _spec_runs(root: Path, name: str) -> list[RunInfo]:
             entries[rd.path.name] = {"key": key, "info": None}
             continue
         info = read_run_info(rd)
-        entries[rd.path.name] = {"key": key, "info": _info_to_json(info)}
+        entries[rd.path.name] = {"key": key, "info": info.to_json()}
         out.append(info)
     if changed:
         try:
@@ -289,6 +303,47 @@ def _spec_runs(root: Path, name: str) -> list[RunInfo]:
         except OSError:  # a read-only runs root still reads, without the cache
             pass
     return out
+
+
+def entry_of(run: RunDir | str | os.PathLike) -> RunInfo | None:
+    """The index entry of one run directory `<root>/<name>/<hash12>` (read through the index, or inside
+    one_view() from the view); None when it is not a run (no spec file)."""
+    rd = run if isinstance(run, RunDir) else RunDir(run)
+    for info in spec_runs(rd.path.parent.parent, rd.path.parent.name):
+        if info.hash12 == rd.path.name:
+            return info
+    return read_run_info(rd) if rd.spec_file.is_file() else None
+
+
+def identity_of(registry: Registry, run: RunInfo | RunDir | str | os.PathLike) -> RunIdentity:
+    """The run's identity: recorded at launch, else derived when the index read the run and compared with
+    `registry` the first time one asks with it; that comparison is cached in the index too."""
+    info = run if isinstance(run, RunInfo) else entry_of(run)
+    if info is None:
+        raise UserError("not a run directory (no spec file)", where=str(getattr(run, "path", run)),
+                        fix="name a run directory <runs root>/<spec>/<hash12>")
+    key = str(registry.directory)
+    if info.identity.recorded or info.compared_with == key:
+        return info.identity
+    compared = replace(info, identity=derive_identity(registry, info.run, read_run_spec(info.run)), compared_with=key)
+    _remember(compared)
+    return compared.identity
+
+
+def _remember(info: RunInfo) -> None:
+    """Put an entry made after its spec directory was read (a derived identity compared) in the view and in
+    the index file, when the run did not change meanwhile."""
+    root, name = info.path.parent.parent, info.path.parent.name
+    view = _VIEW.get()
+    if view is not None and (str(root), name) in view:
+        view[(str(root), name)] = [info if old.path == info.path else old for old in view[(str(root), name)]]
+    cache_path = index_file(root, name)
+    cached = _load_index(cache_path)
+    entry = cached.get(info.path.name)
+    if isinstance(entry, dict) and entry.get("key") == entry_key(info.run):
+        entry["info"] = info.to_json()
+        with contextlib.suppress(OSError):
+            atomic_write_json(cache_path, {"version": INDEX_VERSION, "runs": cached})
 
 
 def find_runs(runs_root: str | os.PathLike, *, preset: str | None = None,

@@ -4,6 +4,7 @@ spec back (torch-free at import). The layout itself belongs to exoformer.rundir;
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -11,6 +12,7 @@ import platform
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from exoformer.registry.registry import REPO_ROOT, Registry
 from exoformer.registry.spec import AnalysisConfig, EvalConfig, Placement, Spec, parse_override
 from exoformer.io import atomic_write_text
 from exoformer.model.config import ModelConfig
-from exoformer.run_identity import CHECKPOINT, OURS, RunIdentity, recipe_differences, scoring_of
+from exoformer.run_identity import CHECKPOINT, OURS, RunIdentity, data_fingerprint, recipe_differences, scoring_of
 from exoformer.rundir import (  # noqa: F401 - the run states, re-exported for the harness's callers
     ACTIVE_STATES,
     DAMAGED,
@@ -106,19 +108,6 @@ def spec_from_dict(data: dict[str, Any], *, where: str = "the spec file") -> Spe
                         fix="remove the directory or rerun with --force") from None
 
 
-def read_spec(run_dir: Path) -> Spec | None:
-    """The spec a run directory holds, None when it has none; a damaged file is a UserError."""
-    path = RunDir(run_dir).spec_file
-    if not path.is_file():
-        return None
-    try:
-        data = load_yaml_with_lines(path)
-    except UserError as err:
-        raise UserError(f"not a readable spec file ({err.problem})", where=str(path),
-                        fix="move the run directory away; the registry still has the spec") from None
-    return spec_from_dict(data, where=str(path)) if isinstance(data, dict) else None
-
-
 def spec_hash_of(run_dir: Path) -> str | None:
     """The full hash recorded in a run's spec file (None when absent or unreadable): never raises."""
     path = RunDir(run_dir).spec_file
@@ -143,23 +132,83 @@ def check_identity(spec: Spec, run_dir: Path) -> None:
 
 def identity_for(registry: Registry, spec: Spec, overrides: list[str] | tuple[str, ...] = ()) -> RunIdentity:
     """The run identity of `spec` as resolved with `overrides` (`profile.*` ones never touch a spec): the one
-    place an identity is made (exoformer/run_identity.py says what each field means)."""
+    place an identity is made at launch (exoformer/run_identity.py says what each field means)."""
+    data = spec.to_dict()
+    reference, under, differs = _against_registry(registry, data)
+    return _identity(data, spec.hash12, list(overrides), reference_hash12=reference.hash12,
+                     preset_hash12=under.hash12, differs=differs, recorded=True)
+
+
+def derive_identity(registry: Registry | None, run: RunDir, data: dict[str, Any]) -> RunIdentity:
+    """The identity of a run launched before identity files existed, from its spec file's mapping `data` and
+    the `--set` words of the command its provenance records. The run index derives it once and caches it:
+    without `registry`, only what the run's own files say (no reference hashes, nothing `differs`); with one,
+    compared against that registry's definitions. A recorded --set that explains the run's hash under the
+    registry makes it a deliberate variant (`preset_hash12`), else its spec changed since (a stale run)."""
+    provenance = run.read_provenance()
+    texts = _command_overrides(provenance)
+    job = provenance.get("job") if isinstance(provenance.get("job"), dict) else {}
+    reference = under = preset_hash = None
+    differs: tuple[str, ...] = ()
+    name, preset = str(data["name"]), str(data.get("preset") or "")
+    if registry is not None and name in registry.specs:
+        reference, under, differs = _against_registry(registry, data)
+        try:
+            explained = under is not None and registry.resolve(name, preset=preset, overrides=texts).hash12 == \
+                run.path.name
+        except UserError:
+            explained = False
+        preset_hash = under.hash12 if explained else None
+    return _identity(data, run.path.name, texts, reference_hash12=None if reference is None else reference.hash12,
+                     preset_hash12=preset_hash, differs=differs, recorded=False,
+                     data=data_fingerprint(job.get("data_checksums")))
+
+
+def _against_registry(registry: Registry, data: dict[str, Any]) -> tuple[Spec, Spec | None, tuple[str, ...]]:
+    """(the spec under its own preset, the spec under the run's preset or None for a preset the registry lacks,
+    what the run's spec mapping differs in from the paper's recipe)."""
+    name, preset = str(data["name"]), data.get("preset")
+    reference = registry.resolve(name)
+    if preset == reference.preset:
+        under = reference
+    else:
+        under = registry.resolve(name, preset=preset) if preset in registry.presets else None
+    differs = recipe_differences(data, reference.to_dict(), None if under is None else under.to_dict(),
+                                 checkpoint=data.get("source") == CHECKPOINT)
+    return reference, under, tuple(differs)
+
+
+def _identity(spec_data: dict[str, Any], hash12: str, overrides: list[str], **comparison: Any) -> RunIdentity:
+    """The fields of an identity a run's spec mapping and its `--set` words give."""
     sets: dict[str, object] = {}
     for text in overrides:
-        key, value = parse_override(text)
+        try:  # at launch every word parsed already (the spec was resolved with it)
+            key, value = parse_override(text)
+        except UserError:
+            continue  # an old command line's word that no longer parses: not a change we can name
         if not key.startswith("profile."):
             sets[key] = value
-    data = spec.to_dict()
-    reference = registry.resolve(spec.name)
-    under = reference if spec.preset == reference.preset else registry.resolve(spec.name, preset=spec.preset)
-    checkpoint = data.get("source") == CHECKPOINT
-    differs = recipe_differences(data, reference.to_dict(), under.to_dict(), checkpoint=checkpoint)
-    return RunIdentity(spec=spec.name, seed=int(spec.seed), preset=spec.preset, hash12=spec.hash12,
-                       overrides=sets, reference_hash12=reference.hash12, preset_hash12=under.hash12,
+    checkpoint = spec_data.get("source") == CHECKPOINT
+    seed = spec_data.get("seed", 0)
+    return RunIdentity(spec=str(spec_data["name"]), seed=seed if isinstance(seed, int) else 0,
+                       preset=str(spec_data.get("preset") or ""), hash12=hash12, overrides=sets,
                        source=CHECKPOINT if checkpoint else OURS,
-                       as_row=data.get("as_row") if checkpoint else None,
-                       table=data.get("table") if checkpoint else None, scoring=scoring_of(data),
-                       differs=tuple(differs))
+                       as_row=spec_data.get("as_row") if checkpoint else None,
+                       table=spec_data.get("table") if checkpoint else None, scoring=scoring_of(spec_data),
+                       **comparison)
+
+
+def _command_overrides(provenance: dict[str, Any]) -> list[str]:
+    """The `--set KEY=VALUE` words of the command a provenance record holds."""
+    command = provenance.get("command")
+    words = [str(w) for w in command] if isinstance(command, list) else []
+    out = []
+    for i, word in enumerate(words):
+        if word == "--set" and i + 1 < len(words):
+            out.append(words[i + 1])
+        elif word.startswith("--set="):
+            out.append(word[len("--set="):])
+    return [text for text in out if "=" in text and not text.startswith("profile.")]
 
 
 def prepare(spec: Spec, run_dir: Path, *, command: list[str] | None = None,
@@ -174,7 +223,10 @@ def prepare(spec: Spec, run_dir: Path, *, command: list[str] | None = None,
     if identity is not None:
         if identity.hash12 != spec.hash12:
             raise ValueError(f"identity of {identity.hash12} given for spec {spec.hash12}")
-        rd.write_identity(identity)
+        if not rd.identity_file.exists():  # written once: a resumed run keeps its own
+            if identity.source == OURS and spec.train.data:
+                identity = replace(identity, data=launch_data_fingerprint(spec.train.data))
+            rd.write_identity(identity)
     record = rd.read_provenance()
     record.update(submit_provenance(command))
     rd.write_provenance(record)
@@ -231,3 +283,22 @@ def file_checksum(path: Path, *, full_limit: int = 256 << 20) -> str:
 
 def data_checksums(data_dir: Path) -> dict[str, str]:
     return {p.name: file_checksum(p) for p in sorted(Path(data_dir).glob("*.bin"))}
+
+
+def launch_data_fingerprint(data: str) -> str | None:
+    """The identity's `data` for a spec's `train.data`, as the launching machine holds it; None when it is not
+    there (the job resolves it, or fails, on its own machine). Once per data directory and process."""
+    from exoformer.data import resolve_data
+
+    try:
+        directory = Path(resolve_data(data))
+    except UserError:
+        return None
+    stats = [(p.name, p.stat()) for p in sorted(directory.glob("*.bin"))]
+    return _fingerprint_of(str(directory), tuple((name, st.st_size, st.st_mtime_ns) for name, st in stats))
+
+
+@functools.lru_cache(maxsize=16)
+def _fingerprint_of(directory: str, stamps: tuple) -> str | None:
+    """The fingerprint of a data directory whose shards have these (name, size, mtime) `stamps`."""
+    return data_fingerprint(data_checksums(Path(directory)))

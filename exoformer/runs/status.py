@@ -24,7 +24,7 @@ from exoformer.errors import UserError
 from exoformer.runs import locking, rundirs as runs
 from exoformer.runs.backends import Liveness, SlurmView, backend_class, launcher_liveness
 from exoformer.registry.hashing import hash12
-from exoformer.runs.run_index import RunInfo
+from exoformer.runs.run_index import RunInfo, find_runs, read_run_info
 from exoformer.rundir import DAMAGED, SUCCEEDED, RunDir
 
 __all__ = ["Liveness", "SlurmView", "claim_alive", "collect", "format_table", "liveness", "reconcile", "row_for"]
@@ -114,10 +114,14 @@ def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = N
     """One row of `status`: state, progress (step / total, last loss), elapsed, job id, log path.
 
     `indexed`: the run as the run index read it (exoformer/runs/run_index.py); a finished run then shows the
-    index's integrity verdict, checked against the same files, instead of reading its spec and rows again."""
-    if total_steps is None:
-        spec = _safe_spec(run_dir)
-        total_steps = spec.train.steps if spec else None
+    index's integrity verdict, checked against the same files. Without it (or when the run finished since the
+    index read it) the run's files are read afresh."""
+    info, problem = indexed, None
+    finished = status is not None and status.state == SUCCEEDED and run_dir.is_dir()
+    if info is None or (finished and info.state not in (SUCCEEDED, DAMAGED)):
+        info, problem = _read_afresh(run_dir)
+    if total_steps is None and info is not None:
+        total_steps = info.steps
     last = RunDir(run_dir).last_train_line()
     started = runs.parse_time(status.started) if status else None
     ended = runs.parse_time(status.updated) if status and status.state not in runs.ACTIVE_STATES else None
@@ -125,15 +129,9 @@ def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = N
     if started:
         end_ts = ended.timestamp() if ended else time.time()
         elapsed = max(0.0, end_ts - started.timestamp())
-    if status is not None and run_dir.is_dir():
-        from exoformer.runs.row_integrity import reading_state
-
-        if indexed is not None and status.state == SUCCEEDED and indexed.state in (SUCCEEDED, DAMAGED):
-            state, damage = indexed.state, indexed.damage
-        else:
-            state, damage = reading_state(RunDir(run_dir), status.state)
-        if damage:
-            status = runs.Status(**{**status.to_dict(), "state": state, "reason": damage})
+    damage = problem or (info.damage if info is not None else None)
+    if finished and damage:
+        status = runs.Status(**{**status.to_dict(), "state": DAMAGED, "reason": damage})
     return {"spec": spec_name or run_dir.parent.name, "hash": run_dir.name,
             "state": status.state if status else "NEW", "stage": status.stage if status else None,
             "step": last.get("step") if last else 0, "total_steps": total_steps,
@@ -143,11 +141,13 @@ def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = N
             "run_dir": str(run_dir)}
 
 
-def _safe_spec(run_dir: Path):
+def _read_afresh(run_dir: Path) -> tuple[RunInfo | None, str | None]:
+    """(the run as its files say now, why its spec file cannot be read): a broken spec.yaml must not break
+    `status`, and makes a finished run DAMAGED."""
     try:
-        return runs.read_spec(run_dir)
-    except Exception:  # noqa: BLE001 - a broken spec.yaml must not break `status`
-        return None
+        return read_run_info(RunDir(run_dir)), None
+    except UserError as err:
+        return None, f"{err.where}: {err.problem}"
 
 
 def claims_by_run(manifest: dict[str, locking.Claim]) -> dict[tuple[str, str], locking.Claim]:
@@ -160,8 +160,6 @@ def index_entries(run_dirs: list[tuple[Path, str | None, int | None]],
                   root_of: dict[Path, Path]) -> dict[Path, RunInfo]:
     """The run index's entries of these run directories (exoformer/runs/run_index.py; inside one_view()
     each spec directory is read once per view)."""
-    from exoformer.runs.run_index import find_runs
-
     names: dict[Path, set[str]] = {}
     for run_dir, _, _ in run_dirs:
         names.setdefault(root_of[run_dir], set()).add(run_dir.parent.name)

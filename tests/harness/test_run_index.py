@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
 
-from synthetic import make_run, uniform  # noqa: E402
+from synthetic import make_run, registry, uniform  # noqa: E402
 
 from exoformer.runs import run_index  # noqa: E402
 from exoformer.rundir import FAILED, RunDir, Status, index_file  # noqa: E402
@@ -48,16 +48,28 @@ def test_a_changed_run_is_read_again(tmp_path):
     assert run_index.find_runs(tmp_path) == []
 
 
-@pytest.mark.parametrize("damage", [b"\x00garbage", b"[]", b'{"version": 2, "runs": {"x": 1}}',
-                                    b'{"version": 2, "runs": {"HASH": {"key": "KEY", "info": ["base-s42", "x"]}}}'])
+ENTRY = b'{"version": VERSION, "runs": {"HASH": {"key": "KEY", "info": INFO}}}'
+"""An index file of this version with one entry whose key matches the run; INFO is what it caches."""
+
+
+@pytest.mark.parametrize("damage", [b"\x00garbage", b"[]", b'{"version": VERSION, "runs": {"x": 1}}',
+                                    ENTRY.replace(b"INFO", b'["base-s42", "x"]'),
+                                    ENTRY.replace(b"INFO", b'{"identity": {"spec": "base-s42", "seed": "x"}}'),
+                                    b"FRESH:seed=42.5", b"FRESH:state=1", b"FRESH:outputs=null"])
 def test_a_damaged_index_is_rebuilt_never_trusted(tmp_path, damage):
     path = make_run(tmp_path, "base-s42", preset="smoke", accuracies=uniform(0.3))
     fresh = _snapshot(run_index.find_runs(tmp_path))
     cache = index_file(tmp_path, "base-s42")
+    if damage.startswith(b"FRESH:"):  # the entry as written, one field of it changed to a value of another type
+        field, _, value = damage.decode().removeprefix("FRESH:").partition("=")
+        info = json.loads(cache.read_text())["runs"][path.name]["info"]
+        (info["identity"] if field in info["identity"] else info)[field] = json.loads(value)
+        damage = ENTRY.replace(b"INFO", json.dumps(info).encode())
     key = json.dumps(run_index.entry_key(RunDir(path)))
-    cache.write_bytes(damage.replace(b"HASH", path.name.encode()).replace(b'"KEY"', key.encode()))
+    cache.write_bytes(damage.replace(b"HASH", path.name.encode()).replace(b'"KEY"', key.encode())
+                      .replace(b"VERSION", str(run_index.INDEX_VERSION).encode()))
     assert _snapshot(run_index.find_runs(tmp_path)) == fresh
-    assert json.loads(cache.read_text())["runs"][path.name]["info"][0] == "base-s42"  # rewritten
+    assert json.loads(cache.read_text())["runs"][path.name]["info"]["identity"]["spec"] == "base-s42"  # rewritten
 
 
 def test_asking_for_some_specs_reads_only_their_directories(tmp_path, monkeypatch):
@@ -79,3 +91,39 @@ def test_run_spec_files_are_read_with_a_safe_loader():
     assert run_index.SAFE_LOADER in (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     with pytest.raises(yaml.constructor.ConstructorError):
         yaml.load("name: !!python/object/apply:os.getcwd []", Loader=run_index.SAFE_LOADER)
+
+
+def test_an_entry_is_its_identity_by_field_name(tmp_path):
+    path = make_run(tmp_path, "gated-s42", preset="smoke", accuracies=uniform(0.3), overrides=("train.steps=31",))
+    [info] = run_index.find_runs(tmp_path)
+    assert info.identity == RunDir(path).identity() and info.identity.recorded
+    cached = json.loads(index_file(tmp_path, "gated-s42").read_text())["runs"][path.name]["info"]
+    assert cached["identity"] == info.identity.to_dict() and cached["state"] == "SUCCEEDED"
+
+
+def test_a_run_without_an_identity_is_derived_once_and_cached(tmp_path, monkeypatch):
+    path = make_run(tmp_path, "gated-s42", preset="smoke", accuracies=uniform(0.3), overrides=("train.steps=31",),
+                    identity=False)
+    [info] = run_index.find_runs(tmp_path)  # what the run's own files say: no registry asked yet
+    assert not info.identity.recorded and info.identity.overrides == {"train.steps": 31} and info.compared_with is None
+    derived = run_index.identity_of(registry(), path)
+    assert derived.preset_hash12 == registry().resolve("gated-s42", preset="smoke").hash12
+    assert "train.steps=31 (smoke 150)" in derived.differs
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("derived again")
+
+    monkeypatch.setattr(run_index, "derive_identity", refuse)
+    monkeypatch.setattr(run_index, "read_run_info", refuse)
+    assert run_index.identity_of(registry(), str(path)) == derived  # from the index file, in a later read
+    [again] = run_index.find_runs(tmp_path)
+    assert again.identity == derived and again.compared_with == str(registry().directory)
+    assert not RunDir(path).identity_file.exists()  # cached in the index, never in the run directory
+
+
+def test_a_damaged_identity_file_makes_a_finished_run_damaged(tmp_path):
+    path = make_run(tmp_path, "gated-s42", preset="smoke", accuracies=uniform(0.3))
+    RunDir(path).identity_file.write_text("{not json")
+    [info] = run_index.find_runs(tmp_path)
+    assert info.state == "DAMAGED" and "identity.json" in info.damage and "not JSON" in info.damage
+    assert info.spec == "gated-s42" and not info.identity.recorded

@@ -155,3 +155,17 @@ def test_a_job_on_another_host_is_judged_by_its_scheduler(spec, run_dir):
     assert status.reconcile(run_dir, claim, FakeSlurm(None), write=False).state == runs.RUNNING  # cannot tell
     got = status.reconcile(run_dir, claim, FakeSlurm({}, final="OUT_OF_MEMORY (exit 0:125)"), write=False)
     assert got.state == runs.INTERRUPTED and "OUT_OF_MEMORY" in got.reason, got.reason
+
+
+def test_a_finished_run_is_read_afresh_when_the_index_has_not_seen_it_finish(tmp_path, spec, run_dir):
+    from exoformer.runs.run_index import find_runs
+
+    [before] = find_runs(tmp_path)  # not finished yet when the index read it
+    assert before.state is None and before.steps == 5
+    (run_dir / "eval" / "long.jsonl").write_text(json.dumps({"task": "piqa", "metric": "acc", "value": 7.5}) + "\n")
+    finished = runs.write_status(run_dir, runs.Status(state=runs.SUCCEEDED))
+    row = status.row_for(run_dir, finished, indexed=before)
+    assert row["state"] == "DAMAGED" and "outside its range" in row["reason"] and row["total_steps"] == 5
+    (run_dir / "spec.yaml").write_text("{not yaml")
+    row = status.row_for(run_dir, finished)
+    assert row["state"] == "DAMAGED" and "spec.yaml" in row["reason"] and row["total_steps"] is None
