@@ -19,7 +19,7 @@ from exoformer.registry.claims_schema import TABLE_CLAIMS, DeclaredClaim, PaperN
 from exoformer.registry.registry import Registry
 from exoformer.registry.reported import load_reported
 from exoformer.report import NOT_REPORTED, NOT_RUN
-from exoformer.report.derived import run_metric, seed_value
+from exoformer.report.derived import reference_specs, row_derived, run_metric
 from exoformer.report.selection import Selection
 from exoformer.report.tables import MARK, why_not_comparable
 
@@ -45,6 +45,8 @@ class Measured:
     specs: tuple[str, ...]
     why: str = ""
     """What the runs differ in from the paper's recipe; empty when they are its recipe."""
+    text: str = ""
+    """A derived metric's own text (its interval, bounds and phases: report/derived.py); empty otherwise."""
 
     def describe(self, row_label: str) -> str:
         if self.value is None:
@@ -53,23 +55,28 @@ class Measured:
 
 
 def measure(selection: Selection, read: Read) -> Measured:
-    """The mean of `read.metric` over the seeds of its table row whose picked run has it (a derived metric:
-    computed across runs by report/derived.py, the same value the claims table shows)."""
+    """The mean of `read.metric` over the seeds of its table row whose picked run has it; a derived metric: the
+    row's value over its paired seeds (report/derived.py), the same value the claims table shows."""
     registry = selection.registry
     row = next(r for r in registry.tables[read.table].rows if r.id == read.row)
     metric = registry.metrics.get(read.metric)
     found: list[tuple[str, float]] = []
     differs: list[list[str]] = []
+    derived = metric is not None and metric.derived is not None
     for k, picked in enumerate(selection.row_runs(row.specs)):
         if picked is None:
             continue
-        if metric is not None and metric.derived is not None:
-            value = seed_value(selection, metric, row.specs, k)
-        else:
-            value = run_metric(picked.rows, read.metric)
+        value = 0.0 if derived else run_metric(picked.rows, read.metric)
         if value is not None:
             found.append((row.specs[k], value))
             differs.append(picked.differs)
+    if derived:
+        got = row_derived(selection, metric.derived, row.specs, reference_specs(selection, metric))
+        if got.seeds == 0:
+            return Measured(value=None, specs=())
+        found = found[:got.seeds]
+        why = why_not_comparable(differs[:got.seeds], [n for n, _ in found], row.specs)
+        return Measured(value=got.value, specs=tuple(n for n, _ in found), why=why, text=got.text)
     if not found:
         return Measured(value=None, specs=())
     why = why_not_comparable(differs, [n for n, _ in found], row.specs)
@@ -92,7 +99,7 @@ def build_claims(registry: Registry, frame: pd.DataFrame | None = None, *, prese
         why = "; ".join(dict.fromkeys(f"{r.label}: {m.why}" for m, r in zip(measured, declared.reads) if m.why))
         paper = paper_values(registry, declared, reported_path)
         out.append(Claim(claim=declared.claim, paper=_paper_text(declared, paper),
-                         ours=_ours_text(declared, [m.value for m in measured]),
+                         ours=_ours_text(declared, measured),
                          runs="; ".join(m.describe(r.label) for m, r in zip(measured, declared.reads)), why=why))
     return out
 
@@ -123,21 +130,24 @@ def _paper_text(claim: DeclaredClaim, values: list[float | None]) -> str:
     return " vs ".join(one(v) for v in values)
 
 
-def _ours_text(claim: DeclaredClaim, values: list[float | None]) -> str:
+def _ours_text(claim: DeclaredClaim, measured: list[Measured]) -> str:
+    values = [m.value for m in measured]
     if claim.compare == "ratio":
         top, bottom = values
         if top is None or bottom is None or bottom == 0:
             return NOT_RUN
         return f"{top / bottom:.2f}x ({top:.4f} / {bottom:.4f})"
 
-    def one(value: float | None) -> str:
-        if value is None:
+    def one(m: Measured) -> str:
+        if m.text:
+            return m.text
+        if m.value is None:
             return NOT_RUN
         if claim.format == "ratio":
-            return f"{value:.2f}x"
-        return f"{value:.1%}" if claim.format == "percent" else f"{value:.4g}"
+            return f"{m.value:.2f}x"
+        return f"{m.value:.1%}" if claim.format == "percent" else f"{m.value:.4g}"
 
-    return " vs ".join(one(v) for v in values)
+    return " vs ".join(one(m) for m in measured)
 
 
 def render_markdown(claims: list[Claim], *, preset: str | None, notes: list[str] = ()) -> str:

@@ -31,7 +31,7 @@ from exoformer.runs.run_index import CHECKPOINT
 from exoformer.report import NOT_REPORTED, NOT_RUN, analysis_plots, style
 from exoformer.report.canvas import add_below, notes, pyplot, save
 from exoformer.report.claims import paper_values
-from exoformer.report.derived import row_value
+from exoformer.report.derived import row_derived, row_value
 from exoformer.report.recipe import shorten
 from exoformer.report.selection import Selection
 from exoformer.report.tables import AVERAGE, build_table
@@ -190,9 +190,8 @@ def efficiency_title_lines(selection: Selection, figure: Figure, label: Callable
     for claim, metric, row in efficiency_claims(registry, figure):
         ref = metric.derived
         reference = next(r for r in registry.tables[ref.table].rows if r.id == ref.row)
-        ours = row_value(selection, ref, row.specs, reference.specs)
+        ours_text = row_derived(selection, ref, row.specs, reference.specs).text
         paper = paper_values(registry, claim)[0]
-        ours_text = NOT_RUN if ours is None else f"{ours:.2f}x"
         paper_text = NOT_REPORTED if paper is None else f"{'~' if claim.approximate else ''}{paper:g}x"
         lines.append(f"{label(row.id)} reaches {label(ref.row)}'s final loss with fewer tokens: "
                      f"paper {paper_text}, ours {ours_text}")

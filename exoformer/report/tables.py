@@ -32,7 +32,7 @@ from exoformer.registry.reported import Reported, load_reported
 from exoformer.runs.run_index import CHECKPOINT, OURS
 from exoformer.registry.tables import TASKS, Table, TableRow
 from exoformer.report import NO_VALUE, NOT_REPORTED, NOT_RUN
-from exoformer.report.derived import derived_metrics, notes_for, with_derived
+from exoformer.report.derived import derived_metrics, notes_for, reference_specs, row_value, with_derived
 from exoformer.report.recipe import shorten
 from exoformer.report.selection import Selection
 
@@ -223,6 +223,10 @@ def build_table(registry: Registry, table_id: str, frame: pd.DataFrame | None = 
             rep = reported.get((table.id, row.id, column))
             cells[(row.id, column)] = _fill(table, row, column, runs, rep, OURS)
             checkpoint_cells[(row.id, column)] = _fill(table, row, column, checkpoint_runs, rep, CHECKPOINT)
+        for metric in derived:  # the row's estimate over its paired seeds, as every other place prints it
+            cell = cells[(row.id, metric.id)]
+            if cell.value is not None:
+                cell.value = row_value(selection, metric.derived, row.specs, reference_specs(selection, metric))
     shown = preset or selection.preset or (", ".join(sorted(presets_used)) if presets_used else "none")
     return BuiltTable(table=table, preset=shown, runs_root=str(runs_root), cells=cells,
                       notes=list(dict.fromkeys([*notes, *damaged])), checkpoint_cells=checkpoint_cells,

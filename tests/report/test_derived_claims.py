@@ -43,7 +43,7 @@ def test_claims_cells_are_computed_from_the_runs(tmp_path):
     # dynamic: loss 2.58 + 0.04 (20 - i) = 3.0 at i = 9.5 -> 950 tokens; base reaches 3.0 at 2,000
     assert ratio == pytest.approx(2000 / 950)
     assert built.cell(rows["exoformer"], "attention_sink_ratio_vs_gated").value == pytest.approx(0.30 / 0.12)
-    assert any("linear interpolation" in note for note in built.notes)
+    assert any("running median of 3" in note and "geometric mean" in note for note in built.notes)
     # gated reaches its final 2.9 at 2,000 tokens, dynamic at i = 12 (1,200 tokens)
     assert built.cell(rows["dynamic-e-exoformer"], "tokens_to_gated_loss_ratio").value == pytest.approx(2000 / 1200)
 

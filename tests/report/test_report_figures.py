@@ -19,7 +19,7 @@ from exoformer.errors import UserError  # noqa: E402
 from exoformer.registry.figure_kinds import KINDS, check_figure_kinds  # noqa: E402
 from exoformer.registry.registry import REPO_ROOT, Registry  # noqa: E402
 from exoformer.registry.tables import FIGURE_KINDS  # noqa: E402
-from exoformer.report import derived, figures  # noqa: E402
+from exoformer.report import data_efficiency, figures  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 
 ROWS = ("base", "gated", "resformer", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer")
@@ -30,18 +30,14 @@ def _curve(scale: float) -> list[tuple[int, float]]:
     return [(t, 3 + 4 / (1 + t * scale / 1000)) for t in range(0, 20001, 1000)]
 
 
-def test_tokens_to_reach_interpolates():
-    assert derived.tokens_to_reach([0, 10, 20], [5.0, 4.0, 3.0], 3.5) == pytest.approx(15.0)
-    assert derived.tokens_to_reach([0, 10], [5.0, 4.0], 3.0) is None
-
-
 def test_efficiency_ratio_recovers_a_known_speed_up():
     def curve(scale):
         pts = _curve(scale)
-        return [p[0] for p in pts], [p[1] for p in pts]
+        return data_efficiency.Curve.of([p[0] for p in pts], [p[1] for p in pts])
 
-    assert derived.data_efficiency(curve(1.0), curve(1.0)) == pytest.approx(1.0)
-    assert derived.data_efficiency(curve(1.84), curve(1.0)) == pytest.approx(1.84, rel=0.03)  # linear interpolation
+    assert data_efficiency.multiplier([curve(1.0)], [curve(1.0)]).estimate == pytest.approx(1.0)
+    sped_up = data_efficiency.multiplier([curve(1.84)], [curve(1.0)]).estimate
+    assert sped_up == pytest.approx(1.84, rel=0.03)  # linear interpolation between logged points
 
 
 def test_curves_and_bars_written_as_png_and_pdf(tmp_path, capsys):

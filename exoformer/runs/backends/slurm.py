@@ -5,7 +5,6 @@ submitit is imported only when jobs are submitted.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
