@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from exoformer.errors import UserError
-from exoformer.model.config import ModelConfig
+from exoformer.model.config import ModelConfig, resolve_attention
 
 # ============================================================================ 1. building blocks
 
@@ -327,10 +327,8 @@ def build_mask(doc_starts: torch.Tensor | None, seq_len: int, device: torch.devi
 
 
 def resolve_kernel(kernel: str, device: torch.device | str) -> str:
-    """'auto' is FlexAttention on CUDA and sdpa elsewhere; the other kernels are themselves."""
-    if kernel == "auto":
-        return "flex" if torch.device(device).type == "cuda" else "sdpa"
-    return kernel
+    """The kernel that runs on `device` (exoformer/model/config.py resolve_attention)."""
+    return resolve_attention(kernel, torch.device(device).type)
 
 
 def causal_block_mask(seq_len: int, device: torch.device | str):
@@ -499,9 +497,7 @@ class ExoTransformer(nn.Module):
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.rope = Rotary(config.d_head, config.seq_len, config.rope_theta)
-        self.anchor = ExogenousAnchor(config) if config.anchor in ("h0", "h1", "h2") else None
-        self.anchor_depth = {"h0": 0, "h1": 1, "h2": 2}.get(config.anchor, -1)
-        """The exogenous anchor is projected from the hidden state at this depth, right before that block."""
+        self.anchor = ExogenousAnchor(config) if config.anchor_depth is not None else None
         self.blocks = nn.ModuleList(Block(config, i, fused_mixing) for i in range(config.n_layer))
         self.final_norm = RMSNorm(config.d_model, config.norm_eps)
         self.lm_head = ZeroInitLinear(config.d_model, config.vocab_size, bias=False)
@@ -543,7 +539,7 @@ class ExoTransformer(nn.Module):
             trace.embeddings = h
         anchor = None
         for i, block in enumerate(self.blocks):
-            if i == self.anchor_depth:
+            if i == self.config.anchor_depth:
                 anchor = self.anchor(h)  # once per forward, shared by every later layer
             if trace is not None:
                 trace.start(i)

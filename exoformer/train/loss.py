@@ -19,9 +19,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-CHUNK_TOKENS = 4096
-"""Tokens per loss chunk: 4096 x 50,304 fp32 logits are 0.8 GiB (the paper's micro-batch of 16 x 2048 is 8
-chunks); the chunk's matmul stays large enough to run at full speed."""
+from exoformer.train.config import LOSS_CHUNK_TOKENS
+
+CHUNK_TOKENS = LOSS_CHUNK_TOKENS
+"""Tokens per loss chunk (exoformer/train/config.py LOSS_CHUNK_TOKENS)."""
 
 
 def lm_loss(logits: Tensor, targets: Tensor, z_loss: float) -> tuple[Tensor, Tensor, Tensor]:
