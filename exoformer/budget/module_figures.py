@@ -5,12 +5,14 @@ the forward:
 - parameters: `ExoTransformer(cfg)` built on the meta device; per tensor its name, size, optimiser group
   (exoformer/train/optim.py `param_groups`) and whether `official-pure-bf16` keeps it in bf16
   (exoformer/train/loop.py `to_official_pure_bf16`);
-- FLOPs per token: one forward on fake tensors (torch's FakeTensorMode: shapes, no data) counted by
+- FLOPs per token: the forward on fake tensors (torch's FakeTensorMode: shapes, no data) counted by
   torch.utils.flop_counter.FlopCounterMode, the attention kernel's count halved (causal), x3 for the backward;
 - activations: the tensors autograd saves in the forward at the true sequence length under the step's precision,
   recorded by storage with torch.autograd.graph.saved_tensors_hooks on fake tensors and attributed to the layer
   ('embed', 'anchor', 'block<i>', 'head') that saves them first (in backward they are freed when that layer is
   done). Saved bytes are affine in the micro-batch, so two traces (1 and 2 sequences) give them for any.
+Traces run the model at the probe depth (`probe_depth`): every block from the first mixing one on is built and
+runs alike, so the blocks a deeper model adds each save and compute what its last probed block does.
 
 Measuring imports torch and takes about a second per question; each answer is cached as JSON under
 <cache>/module_figures/ (`exoformer.data.cache_dir`: $EXOFORMER_CACHE, default results/cache), keyed by the
@@ -74,6 +76,11 @@ def parameters(cfg: ModelConfig) -> list[Parameter]:
 def buffer_bytes(cfg: ModelConfig) -> int:
     """Bytes of the model's buffers (the fp32 RoPE tables), which no precision casts."""
     return _cached("buffers", cfg, {}, _measure_buffers)
+
+
+def probe_depth(cfg: ModelConfig) -> int:
+    """Blocks of the shallowest model with every kind of block of `cfg`: up to the first mixing one, plus one."""
+    return min(cfg.n_layer, (cfg.first_mixing_layer if cfg.mix_paths else 0) + 2)
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
@@ -162,6 +169,12 @@ def _measure_buffers(cfg: ModelConfig) -> int:
     return sum(b.numel() * b.element_size() for b in _meta_model(cfg).buffers())
 
 
+def _probe(cfg: ModelConfig, depth: int) -> ModelConfig:
+    """`cfg` at `depth` blocks, with the sdpa kernel (the one fake CPU tensors run; flex saves what sdpa does
+    without a document mask)."""
+    return ModelConfig.from_dict({**cfg.to_dict(), "n_layer": depth, "attention": "sdpa"})
+
+
 def _fake_model(cfg: ModelConfig, precision: str, mode):
     """The model on fake CPU tensors (built on meta, cast there: fake parameters cannot be cast in place)."""
     model = _meta_model(cfg, precision)
@@ -180,12 +193,18 @@ def _measure_flops(cfg: ModelConfig, *, seq_len: int) -> float:
     aten = torch.ops.aten
     kernels = (aten._scaled_dot_product_flash_attention_for_cpu, aten._scaled_dot_product_flash_attention,
                aten._scaled_dot_product_efficient_attention)
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
-    model = _fake_model(ModelConfig.from_dict({**cfg.to_dict(), "attention": "sdpa"}), "fp32", mode)
-    counter = FlopCounterMode(display=False, custom_mapping={k: causal_attention for k in kernels})
-    with mode, counter, torch.no_grad():
-        model(torch.zeros(1, seq_len, dtype=torch.long))
-    return 3.0 * counter.get_total_flops() / seq_len
+    def forward_flops(depth: int) -> int:
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        model = _fake_model(_probe(cfg, depth), "fp32", mode)
+        counter = FlopCounterMode(display=False, custom_mapping={k: causal_attention for k in kernels})
+        with mode, counter, torch.no_grad():
+            model(torch.zeros(1, seq_len, dtype=torch.long))
+        return counter.get_total_flops()
+
+    depth = probe_depth(cfg)
+    probed = forward_flops(depth)
+    per_block = forward_flops(depth + 1) - probed if cfg.n_layer > depth else 0
+    return 3.0 * (probed + (cfg.n_layer - depth) * per_block) / seq_len
 
 
 def _measure_activations(cfg: ModelConfig, *, precision: str, seq_len: int, dense_mask: bool,
@@ -203,7 +222,8 @@ def _trace_saved(cfg: ModelConfig, precision: str, seq_len: int, batch: int, den
     from exoformer.train.loop import autocast_for
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    model = _fake_model(ModelConfig.from_dict({**cfg.to_dict(), "attention": "sdpa"}), precision, mode)
+    depth = probe_depth(cfg)
+    model = _fake_model(_probe(cfg, depth), precision, mode)
     layer = ["embed"]
     for name, module in [("embed", model.embed), ("anchor", model.anchor), ("head", model.final_norm),
                          *((f"block{i}", b) for i, b in enumerate(model.blocks))]:
@@ -232,4 +252,6 @@ def _trace_saved(cfg: ModelConfig, precision: str, seq_len: int, batch: int, den
     per: dict[str, int] = {}
     for name, nbytes in first.values():
         per[name] = per.get(name, 0) + nbytes
+    for i in range(depth, cfg.n_layer):
+        per[f"block{i}"] = per[f"block{depth - 1}"]
     return per
