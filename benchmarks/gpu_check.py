@@ -491,13 +491,13 @@ def step_memory_estimate(ctx: Context, variant: str):
     """The memory model's peak for the step `train_step` measured: its model, precision and compile, one rank,
     the chunked loss (the estimate `plan` and `preflight` scale by the measured ratio)."""
     from exoformer.budget.memory import estimate_memory
-    from exoformer.train.loss import CHUNK_TOKENS
+    from exoformer.train.config import LOSS_CHUNK_TOKENS
 
     spec = paper_step(ctx, variant)
     return estimate_memory(spec.model, precision=step_precision(ctx, variant), micro_batch=ctx.scale.step_batch,
                            seq_len=spec.model.seq_len, doc_masking=spec.train.doc_masking,
                            compiled=step_compiled(ctx, variant) and ctx.device.type == "cuda", device=ctx.device.type,
-                           logits_chunk=CHUNK_TOKENS)
+                           logits_chunk=LOSS_CHUNK_TOKENS)
 
 
 def memory_model_rows(variant: str) -> list[Callable[[Context], Row]]:
