@@ -69,13 +69,13 @@ class Parameter:
 
 def parameters(cfg: ModelConfig) -> list[Parameter]:
     """Every parameter of `ExoTransformer(cfg)`, in `named_parameters()` order."""
-    rows = _cached("parameters", cfg, {}, _measure_parameters)
+    rows = _cached("structure", cfg, {}, _measure_structure)["parameters"]
     return [Parameter(name=n, shape=tuple(s), group=g, bf16_when_pure=b) for n, s, g, b in rows]
 
 
 def buffer_bytes(cfg: ModelConfig) -> int:
     """Bytes of the model's buffers (the fp32 RoPE tables), which no precision casts."""
-    return _cached("buffers", cfg, {}, _measure_buffers)
+    return _cached("structure", cfg, {}, _measure_structure)["buffers"]
 
 
 def probe_depth(cfg: ModelConfig) -> int:
@@ -141,7 +141,7 @@ def _cached(kind: str, cfg: ModelConfig, question: dict, measure):
 # ---------------------------------------------------------------------------------------------- measuring
 
 
-def _meta_model(cfg: ModelConfig, precision: str = "fp32"):
+def _meta_model(cfg: ModelConfig, precision: str):
     import torch
 
     from exoformer.model import ExoTransformer
@@ -154,19 +154,23 @@ def _meta_model(cfg: ModelConfig, precision: str = "fp32"):
     return model
 
 
-def _measure_parameters(cfg: ModelConfig) -> list:
-    from torch import nn
-
+def _measure_structure(cfg: ModelConfig) -> dict:
+    """Parameters (name, shape, group, bf16 under official-pure-bf16) and buffer bytes, built at the probe depth;
+    the blocks past it repeat the last probed block's parameters under their own index."""
+    from exoformer.train.loop import to_official_pure_bf16
     from exoformer.train.optim import param_groups
 
-    model = _meta_model(cfg)
-    group = {id(p): g for g, members in param_groups(model).items() for _, p in members}
-    low = {id(p) for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding)) for p in m.parameters()}
-    return [[n, list(p.shape), group[id(p)], id(p) in low] for n, p in model.named_parameters()]
-
-
-def _measure_buffers(cfg: ModelConfig) -> int:
-    return sum(b.numel() * b.element_size() for b in _meta_model(cfg).buffers())
+    depth = probe_depth(cfg)
+    model = _meta_model(_probe(cfg, depth), "fp32")
+    group = {n: g for g, members in param_groups(model).items() for n, _ in members}
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    to_official_pure_bf16(model)
+    rows = [[n, list(p.shape), group[n], p.element_size() == 2] for n, p in model.named_parameters()]
+    last = f"blocks.{depth - 1}."
+    repeated = [[f"blocks.{i}.{n.removeprefix(last)}", *rest] for i in range(depth, cfg.n_layer)
+                for n, *rest in rows if n.startswith(last)]
+    cut = max(i for i, row in enumerate(rows) if row[0].startswith(last)) + 1
+    return {"parameters": rows[:cut] + repeated + rows[cut:], "buffers": buffers}
 
 
 def _probe(cfg: ModelConfig, depth: int) -> ModelConfig:
