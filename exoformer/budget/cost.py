@@ -16,8 +16,8 @@ An explicit `--set profile.gpu.mfu=...` (or a profile file whose mfu is not the 
 the measurement. The returned Cost names where its MFU came from (`mfu_source`).
 
 Memory per GPU: exoformer/budget/memory.py for the spec's precision, micro-batch, sequence and the profile's
-ranks, as the training code keeps its tensors (train/config.py `LOSS_CHUNK_TOKENS` and `MUON_SHARDED` say how
-the loss and Muon run today). Once benchmarks/gpu_check.py has measured `torch.cuda.max_memory_allocated` against the estimate
+ranks, as the training code keeps its tensors (`LOSS_CHUNK_TOKENS` of exoformer/train/config.py and
+`MUON_SHARDED` say how the loss and Muon run today). Once benchmarks/gpu_check.py has measured `torch.cuda.max_memory_allocated` against the estimate
 on a GPU (`memory_ratio` in the same JSON), the tensor peak is scaled by that ratio (the spec's variant, else
 the largest measured) and `memory_source` says so.
 """

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -49,10 +50,7 @@ class Parameter:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     def nbytes(self, precision: str) -> int:
         """Bytes of the tensor (and of its gradient) under a step precision."""

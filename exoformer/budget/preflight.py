@@ -107,11 +107,6 @@ def check_profile_memory(profile: Profile) -> None:
                         fix="add `memory_gb: 80` (GB per GPU, e.g. 80 for an H100 SXM) under gpu:")
 
 
-def meta_parameter_count(spec: Spec) -> int:
-    """Parameters of the model built on the meta device at the spec's true shape (no memory allocated)."""
-    return sum(p.numel for p in module_figures.parameters(spec.model))
-
-
 def official_count(spec: Spec) -> int | None:
     """What our model should count at the author's vocabulary, from docs/official_code.md section 2 (None: the
     table has no entry for this variant and shape)."""
@@ -128,7 +123,7 @@ def check_spec(spec: Spec, profile: Profile) -> PreflightRow:
     """Every check of the module docstring for one spec; failures become `problems`, never exceptions."""
     from dataclasses import replace
 
-    params = meta_parameter_count(spec)
+    params = sum(p.numel for p in module_figures.parameters(spec.model))  # built on the meta device
     expected = official_count(spec)
     official_ok = ours = None
     if expected is not None:

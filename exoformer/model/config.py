@@ -122,9 +122,7 @@ class ModelConfig:
     @property
     def first_mixing_layer(self) -> int:
         """Index of the first block that mixes (the anchor must exist before it runs)."""
-        if self.anchor_depth is not None:
-            return self.anchor_depth
-        return 1 if self.anchor == "internal" else self.n_layer
+        return {"none": self.n_layer, "internal": 1, **ANCHOR_DEPTHS}[self.anchor]
 
     def mixing_layers(self) -> range:
         return range(self.first_mixing_layer, self.n_layer) if self.mix_paths else range(0)

@@ -21,9 +21,6 @@ from torch.utils.checkpoint import checkpoint
 
 from exoformer.train.config import LOSS_CHUNK_TOKENS
 
-CHUNK_TOKENS = LOSS_CHUNK_TOKENS
-"""Tokens per loss chunk (exoformer/train/config.py LOSS_CHUNK_TOKENS)."""
-
 
 def lm_loss(logits: Tensor, targets: Tensor, z_loss: float) -> tuple[Tensor, Tensor, Tensor]:
     """Return (loss, ce, z) where loss is differentiable and ce, z = mean(lse^2) are detached, all fp32.
@@ -37,7 +34,7 @@ def lm_loss(logits: Tensor, targets: Tensor, z_loss: float) -> tuple[Tensor, Ten
 
 
 def chunked_lm_loss(hidden: Tensor, head_weight: Tensor, targets: Tensor, z_loss: float, *,
-                    chunk_tokens: int = CHUNK_TOKENS) -> tuple[Tensor, Tensor, Tensor]:
+                    chunk_tokens: int = LOSS_CHUNK_TOKENS) -> tuple[Tensor, Tensor, Tensor]:
     """`lm_loss(hidden @ head_weight.T, targets, z_loss)` without materialising the logits (module docstring).
 
     hidden: (B, T, d), the LM head's input; head_weight: (V, d); targets: (B, T)."""
@@ -61,7 +58,7 @@ class LossForward(nn.Module):
     """model -> (loss, ce, z) of one micro-batch: the module the training loop wraps in DDP and compiles, so
     the chunked loss runs inside the compiled region. `model` has `hidden_states` and an `lm_head` Linear."""
 
-    def __init__(self, model: nn.Module, z_loss: float, *, chunk_tokens: int = CHUNK_TOKENS) -> None:
+    def __init__(self, model: nn.Module, z_loss: float, *, chunk_tokens: int = LOSS_CHUNK_TOKENS) -> None:
         super().__init__()
         self.model = model
         self.z_loss = z_loss
