@@ -50,8 +50,7 @@ from measure import measure, mib, sync, token_requests
 from exoformer.budget.cost import MEASURED_TOOL, flops_per_token
 from exoformer.io import atomic_write_json
 from exoformer.model import ExoTransformer, variant_config
-from exoformer.model.config import ModelConfig
-from exoformer.model.model import resolve_kernel
+from exoformer.model.config import ModelConfig, resolve_attention
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = {False: REPO_ROOT / "results" / "gpu_check.json", True: REPO_ROOT / "results" / "gpu_check_cpu.json"}
@@ -433,7 +432,7 @@ def train_step(ctx: Context, variant: str, attention: str | None = None) -> dict
     mfu = None if ctx.peak is None else flops / (ctx.peak * 1e12)
     cfg = trainer.cfg
     del trainer
-    kernel = resolve_kernel(cfg.attention, ctx.device)
+    kernel = resolve_attention(cfg.attention, ctx.device.type)
     how = f"compiled ({scale.backend})" if compiled else "eager"
     return {"seconds": seconds, "tokens_per_s": tokens_per_s, "tflops": flops / 1e12, "mfu": mfu, "peak": peak,
             "precision": precision, "compiled": compiled, "attention": kernel,
@@ -443,7 +442,7 @@ def train_step(ctx: Context, variant: str, attention: str | None = None) -> dict
 
 def kernel_step(ctx: Context, variant: str, kernel: str) -> dict:
     """The train step with this attention kernel: the preset's own step where its kernel resolves to it here."""
-    if resolve_kernel(paper_step(ctx, variant).model.attention, ctx.device) == kernel:
+    if resolve_attention(paper_step(ctx, variant).model.attention, ctx.device.type) == kernel:
         return ctx.once(("step", variant), lambda: train_step(ctx, variant))
     return ctx.once(("step", variant, kernel), lambda: train_step(ctx, variant, attention=kernel))
 

@@ -42,30 +42,19 @@ CUDA_CONTEXT_BYTES = 1 * GIB
 """CUDA context, cuBLAS workspaces and NCCL buffers outside torch's allocator [assumption]."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Numerics:
-    stream: int
-    """Bytes of the residual stream (the embedding output and every block's output)."""
-    compute: int
-    """Bytes of matmul outputs."""
-    autocast: bool
-    pure: bool
-
-
-def _numerics(precision: str) -> _Numerics:
+def _widths(precision: str) -> tuple[int, int]:
+    """Bytes per element of (the residual stream, matmul outputs) under a step precision."""
     if precision not in STEP_PRECISIONS:
         raise ValueError(f"precision must be one of {STEP_PRECISIONS} (resolve 'auto' first), got {precision!r}")
-    pure = precision == "official-pure-bf16"
-    autocast = precision != "fp32"
-    return _Numerics(stream=BF16 if pure else FP32, compute=BF16 if autocast else FP32, autocast=autocast, pure=pure)
+    return (BF16 if precision == "official-pure-bf16" else FP32), (FP32 if precision == "fp32" else BF16)
 
 
-def _saved_compiled(cfg: ModelConfig, params: list[module_figures.Parameter], num: _Numerics, tokens: int,
+def _saved_compiled(cfg: ModelConfig, params: list[module_figures.Parameter], s: int, c: int, tokens: int,
                     mask: int) -> dict[str, int]:
     """Compiled: per block the block input, the fused projection's output (the dynamic MLP's hidden included),
     attention output and log-sum-exp, the mid-block residual and fc1's output, at the widths of the built model;
     pointwise ops (norms, RoPE, mixing, gate, SiLU) are recomputed."""
-    N, d, c, s = tokens, cfg.d_model, num.compute, num.stream
+    N, d = tokens, cfg.d_model
     rows = {p.name: p.shape[0] for p in params if len(p.shape) == 2}
     anchor = N * len(cfg.mix_paths) * d * c
     per = {"embed": N * INT64, "head": N * d * s + N * FP32 + N * INT64, "anchors": anchor}
@@ -125,7 +114,7 @@ def estimate_memory(cfg: ModelConfig, *, precision: str, micro_batch: int, seq_l
     changes time, not memory); fused_adam: default True on CUDA, as build_optimizers picks it;
     keep_logits: the caller keeps its `logits` through backward and the step (exoformer/train/loop.py does).
     """
-    num = _numerics(precision)
+    stream, c = _widths(precision)
     params = module_figures.parameters(cfg)
     pb = {p.name: p.nbytes(precision) for p in params}
     gradients = sum(pb.values())
@@ -139,19 +128,18 @@ def estimate_memory(cfg: ModelConfig, *, precision: str, micro_batch: int, seq_l
     N, V = micro_batch * seq_len, cfg.vocab_size
     dense_mask = doc_masking and resolve_attention(cfg.attention, device) == "sdpa"
     if compiled:
-        mask = micro_batch * seq_len ** 2 * num.compute if dense_mask else 0
-        per = _saved_compiled(cfg, params, num, N, mask)
+        mask = micro_batch * seq_len ** 2 * c if dense_mask else 0
+        per = _saved_compiled(cfg, params, stream, c, N, mask)
     else:
         per = module_figures.saved_activations(cfg, precision=precision, seq_len=seq_len, micro_batch=micro_batch,
                                                dense_mask=dense_mask, chunked_loss=logits_chunk is not None)
     if activation_checkpointing:
         recompute = dict(per)
-        kept = {k: (N * cfg.d_model * num.stream if k.startswith("block") else v) for k, v in per.items()}
+        kept = {k: (N * cfg.d_model * stream if k.startswith("block") else v) for k, v in per.items()}
     else:
         recompute, kept = {}, per
     activations = sum(kept.values())
 
-    c = num.compute
     chunk = N if logits_chunk is None else min(N, logits_chunk)
     logits_kept = N * V * c if logits_chunk is None and keep_logits else 0
     # five fp32 (tokens, V) buffers at the log-sum-exp backward, and the logits in the compute dtype (in fp32 the
@@ -171,8 +159,7 @@ def estimate_memory(cfg: ModelConfig, *, precision: str, micro_batch: int, seq_l
     d = cfg.d_model
     f1 = cfg.mlp_ratio * d
     lin_max = max((p.numel for p in params if p.bf16_when_pure and p.layer not in ("embed", "head")), default=0)
-    block_transient = N * d * num.stream + N * (f1 + f1) * c + (lin_max * BF16 if num.autocast and not num.pure
-                                                                  else 0)
+    block_transient = N * d * stream + N * 2 * f1 * c + (lin_max * BF16 if precision == "bf16-autocast" else 0)
     grads_of = {}
     for p in params:
         grads_of[p.layer] = grads_of.get(p.layer, 0) + pb[p.name]

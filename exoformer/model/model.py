@@ -318,17 +318,12 @@ def build_mask(doc_starts: torch.Tensor | None, seq_len: int, device: torch.devi
                          f"{tuple(doc_starts.shape)}")
     doc_ids = None if doc_starts is None else torch.cumsum(doc_starts.to(torch.int32), dim=1)
     mask = AttentionMask(seq_len, doc_ids)
-    if resolve_kernel(kernel, device) == "flex":
+    if resolve_attention(kernel, torch.device(device).type) == "flex":
         mask.block = causal_block_mask(seq_len, device) if doc_ids is None else flex_block_mask(doc_ids, seq_len,
                                                                                                   device)
     elif doc_ids is not None:
         mask.dense_mask(device)
     return mask
-
-
-def resolve_kernel(kernel: str, device: torch.device | str) -> str:
-    """The kernel that runs on `device` (exoformer/model/config.py resolve_attention)."""
-    return resolve_attention(kernel, torch.device(device).type)
 
 
 def causal_block_mask(seq_len: int, device: torch.device | str):
