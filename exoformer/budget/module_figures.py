@@ -185,6 +185,7 @@ def _fake_model(cfg: ModelConfig, precision: str, mode):
 
 
 def _measure_flops(cfg: ModelConfig, *, seq_len: int) -> float:
+    """Forward FLOPs of one sequence at two depths, extended to the model's, x3, per token."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
@@ -195,6 +196,7 @@ def _measure_flops(cfg: ModelConfig, *, seq_len: int) -> float:
     aten = torch.ops.aten
     kernels = (aten._scaled_dot_product_flash_attention_for_cpu, aten._scaled_dot_product_flash_attention,
                aten._scaled_dot_product_efficient_attention)
+
     def forward_flops(depth: int) -> int:
         mode = FakeTensorMode(allow_non_fake_inputs=True)
         model = _fake_model(_probe(cfg, depth), "fp32", mode)
