@@ -4,8 +4,8 @@ refuses, before anything is submitted, a job that would not (`refuse_unfit`).
 
 Per spec on a profile:
 - the model built on the meta device at its true shape (exoformer/budget/module_figures.py): its parameter count
-  against the closed form, and against docs/official_code.md section 2 where that table gives the author's count
-  (at vocab 57,601);
+  against the closed form, and, built at vocab 57,601, against docs/official_code.md section 2 where that table
+  gives the author's count;
 - FLOPs per token counted on the model's forward (module_figures) against the cost model's 6N + attention;
 - memory per GPU (exoformer/budget/cost.py spec_memory, exoformer/budget/memory.py) against gpu.memory_gb
   (a CPU profile: slurm.mem_gb shared by its tasks);
@@ -127,7 +127,7 @@ def check_spec(spec: Spec, profile: Profile) -> PreflightRow:
     expected = official_count(spec)
     official_ok = ours = None
     if expected is not None:
-        ours = replace(spec.model, vocab_size=OFFICIAL_VOCAB).num_parameters()
+        ours = sum(p.numel for p in module_figures.parameters(replace(spec.model, vocab_size=OFFICIAL_VOCAB)))
         official_ok = ours == expected
     ranks = profile_ranks(profile)
     sp = profile.slurm
