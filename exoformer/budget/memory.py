@@ -93,10 +93,6 @@ class MemoryEstimate:
     total: int
     inputs: dict = field(default_factory=dict)
 
-    @property
-    def total_gib(self) -> float:
-        return self.total / GIB
-
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -83,10 +83,9 @@ def saved_bytes(cfg, precision: str, batch: int) -> int:
 @pytest.mark.parametrize("precision", STEP_PRECISIONS)
 def test_traced_activations_match_what_autograd_saves_on_real_tensors(variant, precision):
     cfg = small(variant)
-    for batch in (3, 5):  # neither of the traced batch sizes: the affine fit is used
-        traced = module_figures.saved_activations(cfg, precision=precision, seq_len=T, micro_batch=batch,
-                                                  dense_mask=True, chunked_loss=False)
-        assert sum(traced.values()) == pytest.approx(saved_bytes(cfg, precision, batch), rel=0.03)
+    traced = module_figures.saved_activations(cfg, precision=precision, seq_len=T, micro_batch=3,  # not a traced
+                                              dense_mask=True, chunked_loss=False)  # batch size: the affine fit
+    assert sum(traced.values()) == pytest.approx(saved_bytes(cfg, precision, 3), rel=0.03)
 
 
 @pytest.mark.parametrize("variant", ["e-nuresformer", "dynamic-h-exoformer", "dynamic-e-exoformer-from-h2", "base"])
