@@ -51,6 +51,7 @@ from exoformer.budget.cost import MEASURED_TOOL, flops_per_token
 from exoformer.io import atomic_write_json
 from exoformer.model import ExoTransformer, variant_config
 from exoformer.model.config import ModelConfig, resolve_attention
+from exoformer.train.config import resolve_precision
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = {False: REPO_ROOT / "results" / "gpu_check.json", True: REPO_ROOT / "results" / "gpu_check_cpu.json"}
@@ -129,7 +130,8 @@ class Scale:
 
     @property
     def precision(self) -> str:
-        return "fp32" if self.cpu else "bf16-autocast"
+        """What `auto` trains in on this scale's device (bf16 autocast on CUDA, fp32 on CPU)."""
+        return resolve_precision("auto", "cpu" if self.cpu else "cuda")
 
 
 GPU_SCALE = Scale(
