@@ -1,9 +1,10 @@
 """Training cost of a spec: FLOPs, and GPU-hours (or CPU-minutes) on a profile.
 
 FLOPs = 6 * N * tokens + attention, with
-- N = every parameter of the built model (exoformer/budget/module_figures.py) except the input embedding (the lm_head matmul is real compute, the embedding lookup
-  is not: Kaplan et al.'s "non-embedding" count leaves the head out, which would undercount by ~20% at 450M
-  with a 50k vocabulary). Mixing coefficients, anchor projection and dynamic MLPs are in N.
+- N = every parameter of the built model (exoformer/budget/module_figures.py) except the input embedding (the
+  lm_head matmul is real compute, the embedding lookup is not: Kaplan et al.'s "non-embedding" count leaves the
+  head out, which would undercount by ~20% at 450M with a 50k vocabulary). Mixing coefficients, anchor
+  projection and dynamic MLPs are in N.
 - attention = 12 * n_layer * d_model * seq_len FLOPs per token (QK^T and AV: 2 * 2 * L * T * d forward,
   x3 for forward + backward), halved because causal attention needs only the lower triangle.
 Evaluation, validation and analysis are not counted (they are a few % of training at 10B tokens).
@@ -17,9 +18,9 @@ the measurement. The returned Cost names where its MFU came from (`mfu_source`).
 
 Memory per GPU: exoformer/budget/memory.py for the spec's precision, micro-batch, sequence and the profile's
 ranks, as the training code keeps its tensors (`LOSS_CHUNK_TOKENS` of exoformer/train/config.py and
-`MUON_SHARDED` say how the loss and Muon run today). Once benchmarks/gpu_check.py has measured `torch.cuda.max_memory_allocated` against the estimate
-on a GPU (`memory_ratio` in the same JSON), the tensor peak is scaled by that ratio (the spec's variant, else
-the largest measured) and `memory_source` says so.
+`MUON_SHARDED` say how the loss and Muon run today). Once benchmarks/gpu_check.py has measured
+`torch.cuda.max_memory_allocated` against the estimate on a GPU (`memory_ratio` in the same JSON), the tensor
+peak is scaled by that ratio (the spec's variant, else the largest measured) and `memory_source` says so.
 """
 
 from __future__ import annotations

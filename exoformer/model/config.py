@@ -36,14 +36,15 @@ ATTENTION_KERNELS = ("sdpa", "flex", "auto")
 auto: FlexAttention on CUDA and sdpa elsewhere (the paper presets: flex skips masked blocks; CPU has no flex
 backward)."""
 
+DYNAMIC_FC2_INITS = ("zero", "official")
+"""Initial dynamic-MLP fc2 weight: zero, or trunc-normal(init_std) as the official code ends up with (hazard H5)."""
+
 
 def resolve_attention(kernel: str, device_type: str) -> str:
     """The kernel that runs on a device of this type ('cuda', 'cpu', ...): 'auto' is flex on CUDA, else sdpa."""
     if kernel == "auto":
         return "flex" if device_type == "cuda" else "sdpa"
     return kernel
-DYNAMIC_FC2_INITS = ("zero", "official")
-"""Initial dynamic-MLP fc2 weight: zero, or trunc-normal(init_std) as the official code ends up with (hazard H5)."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

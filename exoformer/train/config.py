@@ -8,6 +8,7 @@ Torch-free so that the registry, hashing and cost model can read it. Defaults ar
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.limits import SEED_MAX, check_range, check_size
@@ -24,7 +25,7 @@ LOSS_CHUNK_TOKENS = 4096
 paper's micro-batch of 16 x 2048 is 8 chunks); the chunk's matmul stays large enough to run at full speed."""
 
 
-def resolve_precision(precision: str, device) -> str:
+def resolve_precision(precision: str, device: Any) -> str:
     """`auto` for a device (a torch.device or its type, 'cuda' / 'cpu'): bf16 autocast with fp32 master weights
     on CUDA, plain fp32 elsewhere; the other precisions are themselves."""
     if precision == "auto":
