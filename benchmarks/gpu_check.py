@@ -50,8 +50,8 @@ from measure import measure, mib, sync, token_requests
 from exoformer.budget.cost import MEASURED_TOOL, flops_per_token
 from exoformer.io import atomic_write_json
 from exoformer.model import ExoTransformer, variant_config
-from exoformer.model.config import ModelConfig
-from exoformer.model.model import resolve_kernel
+from exoformer.model.config import ModelConfig, resolve_attention
+from exoformer.train.config import resolve_precision
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = {False: REPO_ROOT / "results" / "gpu_check.json", True: REPO_ROOT / "results" / "gpu_check_cpu.json"}
@@ -130,7 +130,8 @@ class Scale:
 
     @property
     def precision(self) -> str:
-        return "fp32" if self.cpu else "bf16-autocast"
+        """What `auto` trains in on this scale's device (bf16 autocast on CUDA, fp32 on CPU)."""
+        return resolve_precision("auto", "cpu" if self.cpu else "cuda")
 
 
 GPU_SCALE = Scale(
@@ -433,7 +434,7 @@ def train_step(ctx: Context, variant: str, attention: str | None = None) -> dict
     mfu = None if ctx.peak is None else flops / (ctx.peak * 1e12)
     cfg = trainer.cfg
     del trainer
-    kernel = resolve_kernel(cfg.attention, ctx.device)
+    kernel = resolve_attention(cfg.attention, ctx.device.type)
     how = f"compiled ({scale.backend})" if compiled else "eager"
     return {"seconds": seconds, "tokens_per_s": tokens_per_s, "tflops": flops / 1e12, "mfu": mfu, "peak": peak,
             "precision": precision, "compiled": compiled, "attention": kernel,
@@ -443,7 +444,7 @@ def train_step(ctx: Context, variant: str, attention: str | None = None) -> dict
 
 def kernel_step(ctx: Context, variant: str, kernel: str) -> dict:
     """The train step with this attention kernel: the preset's own step where its kernel resolves to it here."""
-    if resolve_kernel(paper_step(ctx, variant).model.attention, ctx.device) == kernel:
+    if resolve_attention(paper_step(ctx, variant).model.attention, ctx.device.type) == kernel:
         return ctx.once(("step", variant), lambda: train_step(ctx, variant))
     return ctx.once(("step", variant, kernel), lambda: train_step(ctx, variant, attention=kernel))
 
@@ -491,13 +492,13 @@ def step_memory_estimate(ctx: Context, variant: str):
     """The memory model's peak for the step `train_step` measured: its model, precision and compile, one rank,
     the chunked loss (the estimate `plan` and `preflight` scale by the measured ratio)."""
     from exoformer.budget.memory import estimate_memory
-    from exoformer.train.loss import CHUNK_TOKENS
+    from exoformer.train.config import LOSS_CHUNK_TOKENS
 
     spec = paper_step(ctx, variant)
     return estimate_memory(spec.model, precision=step_precision(ctx, variant), micro_batch=ctx.scale.step_batch,
                            seq_len=spec.model.seq_len, doc_masking=spec.train.doc_masking,
                            compiled=step_compiled(ctx, variant) and ctx.device.type == "cuda", device=ctx.device.type,
-                           logits_chunk=CHUNK_TOKENS)
+                           logits_chunk=LOSS_CHUNK_TOKENS)
 
 
 def memory_model_rows(variant: str) -> list[Callable[[Context], Row]]:

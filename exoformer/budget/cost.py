@@ -1,9 +1,10 @@
 """Training cost of a spec: FLOPs, and GPU-hours (or CPU-minutes) on a profile.
 
 FLOPs = 6 * N * tokens + attention, with
-- N = every parameter except the input embedding (the lm_head matmul is real compute, the embedding lookup
-  is not: Kaplan et al.'s "non-embedding" count leaves the head out, which would undercount by ~20% at 450M
-  with a 50k vocabulary). Mixing coefficients, anchor projection and dynamic MLPs are in N.
+- N = every parameter of the built model (exoformer/budget/module_figures.py) except the input embedding (the
+  lm_head matmul is real compute, the embedding lookup is not: Kaplan et al.'s "non-embedding" count leaves the
+  head out, which would undercount by ~20% at 450M with a 50k vocabulary). Mixing coefficients, anchor
+  projection and dynamic MLPs are in N.
 - attention = 12 * n_layer * d_model * seq_len FLOPs per token (QK^T and AV: 2 * 2 * L * T * d forward,
   x3 for forward + backward), halved because causal attention needs only the lower triangle.
 Evaluation, validation and analysis are not counted in GPU-hours (they are a few % of training at 10B tokens);
@@ -17,10 +18,10 @@ An explicit `--set profile.gpu.mfu=...` (or a profile file whose mfu is not the 
 the measurement. The returned Cost names where its MFU came from (`mfu_source`).
 
 Memory per GPU: exoformer/budget/memory.py for the spec's precision, micro-batch, sequence and the profile's
-ranks, as the training code keeps its tensors (`LOSS_LOGITS_CHUNK`, `MUON_SHARDED` say how the loss and Muon
-run today). Once benchmarks/gpu_check.py has measured `torch.cuda.max_memory_allocated` against the estimate
-on a GPU (`memory_ratio` in the same JSON), the tensor peak is scaled by that ratio (the spec's variant, else
-the largest measured) and `memory_source` says so.
+ranks, as the training code keeps its tensors (`LOSS_CHUNK_TOKENS` of exoformer/train/config.py and
+`MUON_SHARDED` say how the loss and Muon run today). Once benchmarks/gpu_check.py has measured
+`torch.cuda.max_memory_allocated` against the estimate on a GPU (`memory_ratio` in the same JSON), the tensor
+peak is scaled by that ratio (the spec's variant, else the largest measured) and `memory_source` says so.
 """
 
 from __future__ import annotations
@@ -32,19 +33,19 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from exoformer.errors import UserError
+from exoformer.budget import module_figures
 from exoformer.budget.memory import MemoryEstimate, estimate_memory
+from exoformer.errors import UserError
 from exoformer.registry.profiles import Profile, load_profile, profiles_dir
 from exoformer.registry.registry import REPO_ROOT
 from exoformer.registry.spec import Spec
 from exoformer.model.config import ModelConfig
+from exoformer.train.config import LOSS_CHUNK_TOKENS, resolve_precision
 
 ASSUMED_MFU = 0.40
 """The profiles' `gpu.mfu` when nothing was measured."""
 MEASURED_FILE = REPO_ROOT / "results" / "gpu_check.json"
 MEASURED_TOOL = "benchmarks/gpu_check.py"
-LOSS_LOGITS_CHUNK: int | None = 4096
-"""Tokens per chunk of the training loss (exoformer/train/loss.py CHUNK_TOKENS; a test keeps them equal)."""
 MUON_SHARDED = True
 """The ranks share Muon's orthogonalisations (exoformer/train/optim.py); states stay on every rank."""
 GB = 1e9
@@ -68,8 +69,8 @@ class Cost:
 
 
 def model_compute_params(model: ModelConfig) -> int:
-    """N of the cost model: all parameters minus the input embedding table."""
-    return model.num_parameters() - model.vocab_size * model.d_model
+    """N of the cost model: all parameters of the built model minus the input embedding table."""
+    return sum(p.numel for p in module_figures.parameters(model) if p.name != "embed.weight")
 
 
 def compute_params(spec: Spec) -> int:
@@ -275,10 +276,8 @@ def profile_ranks(profile: Profile) -> int:
 
 
 def training_precision(spec: Spec, device: str) -> str:
-    """`auto` resolved as exoformer/train/loop.py resolve_precision does."""
-    if spec.train.precision == "auto":
-        return "bf16-autocast" if device == "cuda" else "fp32"
-    return spec.train.precision
+    """The spec's step precision on a device type ('cuda' / 'cpu'): `auto` resolved (train/config.py)."""
+    return resolve_precision(spec.train.precision, device)
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -312,7 +311,7 @@ def spec_memory(spec: Spec, profile: Profile, *, micro_batch: int | None = None)
     est = estimate_memory(spec.model, precision=training_precision(spec, device), micro_batch=train.micro_batch_seqs,
                           seq_len=train.seq_len, ranks=ranks, accumulation=accumulation,
                           doc_masking=train.doc_masking, compiled=train.compile and device == "cuda",
-                          logits_chunk=LOSS_LOGITS_CHUNK, muon_sharded=MUON_SHARDED, device=device)
+                          logits_chunk=LOSS_CHUNK_TOKENS, muon_sharded=MUON_SHARDED, device=device)
     ratio, source = 1.0, "derived"
     if device == "cuda":
         measured = read_memory_ratio()

@@ -3,9 +3,10 @@ limit, and split its batch over its ranks? `reproduce.py preflight` prints the a
 refuses, before anything is submitted, a job that would not (`refuse_unfit`).
 
 Per spec on a profile:
-- the model built on the meta device at its true shape: its parameter count against the closed form, and
-  against docs/official_code.md section 2 where that table gives the author's count (at vocab 57,601);
-- FLOPs per token counted from the module shapes against the cost model's 6N + attention;
+- the model built on the meta device at its true shape (exoformer/budget/module_figures.py): its parameter count
+  against the closed form, and, built at vocab 57,601, against docs/official_code.md section 2 where that table
+  gives the author's count;
+- FLOPs per token counted on the model's forward (module_figures) against the cost model's 6N + attention;
 - memory per GPU (exoformer/budget/cost.py spec_memory, exoformer/budget/memory.py) against gpu.memory_gb
   (a CPU profile: slurm.mem_gb shared by its tasks);
 - one checkpoint interval plus the requeue signal's delay against slurm.time_min, at the step time the cost
@@ -20,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from exoformer.errors import UserError
+from exoformer.budget import module_figures
 from exoformer.budget.cost import (
     GB,
     SpecMemory,
@@ -29,7 +30,7 @@ from exoformer.budget.cost import (
     profile_ranks,
     spec_memory,
 )
-from exoformer.budget.memory import matmul_flops_per_token
+from exoformer.errors import UserError
 from exoformer.registry.profiles import Profile
 from exoformer.registry.spec import Spec
 
@@ -106,17 +107,6 @@ def check_profile_memory(profile: Profile) -> None:
                         fix="add `memory_gb: 80` (GB per GPU, e.g. 80 for an H100 SXM) under gpu:")
 
 
-def meta_parameter_count(spec: Spec) -> int:
-    """Parameters of the model built on the meta device at the spec's true shape (no memory allocated)."""
-    import torch
-
-    from exoformer.model import ExoTransformer
-
-    with torch.device("meta"):
-        model = ExoTransformer(spec.model)
-    return sum(p.numel() for p in model.parameters())
-
-
 def official_count(spec: Spec) -> int | None:
     """What our model should count at the author's vocabulary, from docs/official_code.md section 2 (None: the
     table has no entry for this variant and shape)."""
@@ -133,16 +123,16 @@ def check_spec(spec: Spec, profile: Profile) -> PreflightRow:
     """Every check of the module docstring for one spec; failures become `problems`, never exceptions."""
     from dataclasses import replace
 
-    params = meta_parameter_count(spec)
+    params = sum(p.numel for p in module_figures.parameters(spec.model))  # built on the meta device
     expected = official_count(spec)
     official_ok = ours = None
     if expected is not None:
-        ours = replace(spec.model, vocab_size=OFFICIAL_VOCAB).num_parameters()
+        ours = sum(p.numel for p in module_figures.parameters(replace(spec.model, vocab_size=OFFICIAL_VOCAB)))
         official_ok = ours == expected
     ranks = profile_ranks(profile)
     sp = profile.slurm
     row = PreflightRow(spec=spec, profile=profile.name, params=params, official=expected, official_ok=official_ok,
-                       flops_module=matmul_flops_per_token(spec.model, spec.train.seq_len),
+                       flops_module=module_figures.flops_per_token(spec.model, spec.train.seq_len),
                        flops_cost=flops_per_token(spec.model, spec.train.seq_len), ranks=ranks, memory=None,
                        step_seconds=None, interval_seconds=None, time_limit_seconds=sp.time_min * 60.0,
                        signal_delay_seconds=float(sp.signal_delay_s))

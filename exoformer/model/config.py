@@ -28,12 +28,23 @@ ablation); only the layers after that block mix [inference: the anchor does not 
 GRANULARITIES = ("elementwise", "headwise", "scalar")
 """Coefficient shape per path and layer: (H, d_head), (H,), or () (paper: E / H / S)."""
 
+ANCHOR_DEPTHS = {"h0": 0, "h1": 1, "h2": 2}
+"""Exogenous anchors: the depth of the hidden state the anchor is projected from, right before that block."""
+
 ATTENTION_KERNELS = ("sdpa", "flex", "auto")
 """Attention implementation: torch's scaled_dot_product_attention, FlexAttention (CUDA) with a block mask, or
 auto: FlexAttention on CUDA and sdpa elsewhere (the paper presets: flex skips masked blocks; CPU has no flex
 backward)."""
+
 DYNAMIC_FC2_INITS = ("zero", "official")
 """Initial dynamic-MLP fc2 weight: zero, or trunc-normal(init_std) as the official code ends up with (hazard H5)."""
+
+
+def resolve_attention(kernel: str, device_type: str) -> str:
+    """The kernel that runs on a device of this type ('cuda', 'cpu', ...): 'auto' is flex on CUDA, else sdpa."""
+    if kernel == "auto":
+        return "flex" if device_type == "cuda" else "sdpa"
+    return kernel
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -105,9 +116,14 @@ class ModelConfig:
         return PATHS if self.gated else PATHS[:3]
 
     @property
+    def anchor_depth(self) -> int | None:
+        """The block before which the exogenous anchor is projected (ANCHOR_DEPTHS); None for no or internal."""
+        return ANCHOR_DEPTHS.get(self.anchor)
+
+    @property
     def first_mixing_layer(self) -> int:
         """Index of the first block that mixes (the anchor must exist before it runs)."""
-        return {"none": self.n_layer, "internal": 1, "h0": 0, "h1": 1, "h2": 2}[self.anchor]
+        return {"none": self.n_layer, "internal": 1, **ANCHOR_DEPTHS}[self.anchor]
 
     def mixing_layers(self) -> range:
         return range(self.first_mixing_layer, self.n_layer) if self.mix_paths else range(0)

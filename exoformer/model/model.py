@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from exoformer.errors import UserError
-from exoformer.model.config import ModelConfig
+from exoformer.model.config import ModelConfig, resolve_attention
 
 # ============================================================================ 1. building blocks
 
@@ -318,19 +318,12 @@ def build_mask(doc_starts: torch.Tensor | None, seq_len: int, device: torch.devi
                          f"{tuple(doc_starts.shape)}")
     doc_ids = None if doc_starts is None else torch.cumsum(doc_starts.to(torch.int32), dim=1)
     mask = AttentionMask(seq_len, doc_ids)
-    if resolve_kernel(kernel, device) == "flex":
+    if resolve_attention(kernel, torch.device(device).type) == "flex":
         mask.block = causal_block_mask(seq_len, device) if doc_ids is None else flex_block_mask(doc_ids, seq_len,
                                                                                                   device)
     elif doc_ids is not None:
         mask.dense_mask(device)
     return mask
-
-
-def resolve_kernel(kernel: str, device: torch.device | str) -> str:
-    """'auto' is FlexAttention on CUDA and sdpa elsewhere; the other kernels are themselves."""
-    if kernel == "auto":
-        return "flex" if torch.device(device).type == "cuda" else "sdpa"
-    return kernel
 
 
 def causal_block_mask(seq_len: int, device: torch.device | str):
@@ -499,9 +492,7 @@ class ExoTransformer(nn.Module):
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.rope = Rotary(config.d_head, config.seq_len, config.rope_theta)
-        self.anchor = ExogenousAnchor(config) if config.anchor in ("h0", "h1", "h2") else None
-        self.anchor_depth = {"h0": 0, "h1": 1, "h2": 2}.get(config.anchor, -1)
-        """The exogenous anchor is projected from the hidden state at this depth, right before that block."""
+        self.anchor = ExogenousAnchor(config) if config.anchor_depth is not None else None
         self.blocks = nn.ModuleList(Block(config, i, fused_mixing) for i in range(config.n_layer))
         self.final_norm = RMSNorm(config.d_model, config.norm_eps)
         self.lm_head = ZeroInitLinear(config.d_model, config.vocab_size, bias=False)
@@ -543,7 +534,7 @@ class ExoTransformer(nn.Module):
             trace.embeddings = h
         anchor = None
         for i, block in enumerate(self.blocks):
-            if i == self.anchor_depth:
+            if i == self.config.anchor_depth:
                 anchor = self.anchor(h)  # once per forward, shared by every later layer
             if trace is not None:
                 trace.start(i)

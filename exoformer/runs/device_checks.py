@@ -30,13 +30,12 @@ from typing import TYPE_CHECKING
 from exoformer.errors import UserError
 from exoformer.run_identity import OURS
 from exoformer.stage import run_source
+from exoformer.train.config import BF16_PRECISIONS, resolve_precision
 
 if TYPE_CHECKING:
     from exoformer.registry.profiles import Profile
     from exoformer.registry.spec import Spec
 
-BF16_PRECISIONS = ("bf16-autocast", "official-pure-bf16")
-"""Precisions that compute in bf16 on every device; `auto` joins them on CUDA (exoformer/train/loop.py)."""
 NO_BF16_GPUS = re.compile(r"(?<![A-Z0-9])(K80|M60|P4|P40|P100|V100|T4|TITAN V|GTX 10\d\d|RTX 20\d\d|QUADRO RTX)"
                           r"(?![A-Z0-9])")
 """GPU families before Ampere (compute capability < 8.0, no bf16 units), matched in the upper-cased gpu.name."""
@@ -127,7 +126,7 @@ def _check_precision(spec: Spec, device: DeviceInfo) -> None:
 
 def _check_train_precision(spec: Spec, device: DeviceInfo) -> None:
     precision = spec.train.precision
-    in_bf16 = precision in BF16_PRECISIONS or (precision == "auto" and device.kind == "cuda")
+    in_bf16 = resolve_precision(precision, device.kind) in BF16_PRECISIONS
     if in_bf16 and not device.bf16:
         meaning = " (bf16 autocast on CUDA)" if precision == "auto" else ""
         raise UserError(f"precision {precision!r}{meaning} needs bf16, which {device.name} does not compute "

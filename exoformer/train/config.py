@@ -8,6 +8,7 @@ Torch-free so that the registry, hashing and cost model can read it. Defaults ar
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.limits import SEED_MAX, check_range, check_size
@@ -15,6 +16,21 @@ from exoformer.limits import SEED_MAX, check_range, check_size
 PRECISIONS = ("auto", "fp32", "bf16-autocast", "official-pure-bf16")
 """auto: bf16 autocast with fp32 master weights on GPU, fp32 on CPU. official-pure-bf16 mimics the
 author's code: bf16 weights and optimizer states, no master copy, no autocast (hazard H4)."""
+STEP_PRECISIONS = PRECISIONS[1:]
+"""What a training step runs: a precision with `auto` resolved for its device (resolve_precision)."""
+BF16_PRECISIONS = ("bf16-autocast", "official-pure-bf16")
+"""The step precisions that need a device computing bf16."""
+LOSS_CHUNK_TOKENS = 4096
+"""Tokens per chunk of the training loss (exoformer/train/loss.py): 4096 x 50,304 fp32 logits are 0.8 GiB (the
+paper's micro-batch of 16 x 2048 is 8 chunks); the chunk's matmul stays large enough to run at full speed."""
+
+
+def resolve_precision(precision: str, device: Any) -> str:
+    """`auto` for a device (a torch.device or its type, 'cuda' / 'cpu'): bf16 autocast with fp32 master weights
+    on CUDA, plain fp32 elsewhere; the other precisions are themselves."""
+    if precision == "auto":
+        return "bf16-autocast" if getattr(device, "type", device) == "cuda" else "fp32"
+    return precision
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)

@@ -38,7 +38,7 @@ from exoformer.train.checkpoint import (
     load_final_checkpoint,
     load_latest_verified,
 )
-from exoformer.train.config import TrainConfig
+from exoformer.train.config import TrainConfig, resolve_precision
 from exoformer.train.finite import check_finite_step
 from exoformer.train.hooks import HOOKS, Hook, TrainState, Update, run_hooks
 from exoformer.train.loss import LossForward, validation_conventions
@@ -68,13 +68,6 @@ def _default_builder(config: ModelConfig) -> nn.Module:
     from exoformer.model import ExoTransformer
 
     return ExoTransformer(config)
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """auto: bf16 autocast with fp32 master weights on CUDA, plain fp32 on CPU."""
-    if precision == "auto":
-        return "bf16-autocast" if device.type == "cuda" else "fp32"
-    return precision
 
 
 def autocast_for(precision: str, device: torch.device):

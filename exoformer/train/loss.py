@@ -19,9 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-CHUNK_TOKENS = 4096
-"""Tokens per loss chunk: 4096 x 50,304 fp32 logits are 0.8 GiB (the paper's micro-batch of 16 x 2048 is 8
-chunks); the chunk's matmul stays large enough to run at full speed."""
+from exoformer.train.config import LOSS_CHUNK_TOKENS
 
 
 def lm_loss(logits: Tensor, targets: Tensor, z_loss: float) -> tuple[Tensor, Tensor, Tensor]:
@@ -36,7 +34,7 @@ def lm_loss(logits: Tensor, targets: Tensor, z_loss: float) -> tuple[Tensor, Ten
 
 
 def chunked_lm_loss(hidden: Tensor, head_weight: Tensor, targets: Tensor, z_loss: float, *,
-                    chunk_tokens: int = CHUNK_TOKENS) -> tuple[Tensor, Tensor, Tensor]:
+                    chunk_tokens: int = LOSS_CHUNK_TOKENS) -> tuple[Tensor, Tensor, Tensor]:
     """`lm_loss(hidden @ head_weight.T, targets, z_loss)` without materialising the logits (module docstring).
 
     hidden: (B, T, d), the LM head's input; head_weight: (V, d); targets: (B, T)."""
@@ -60,7 +58,7 @@ class LossForward(nn.Module):
     """model -> (loss, ce, z) of one micro-batch: the module the training loop wraps in DDP and compiles, so
     the chunked loss runs inside the compiled region. `model` has `hidden_states` and an `lm_head` Linear."""
 
-    def __init__(self, model: nn.Module, z_loss: float, *, chunk_tokens: int = CHUNK_TOKENS) -> None:
+    def __init__(self, model: nn.Module, z_loss: float, *, chunk_tokens: int = LOSS_CHUNK_TOKENS) -> None:
         super().__init__()
         self.model = model
         self.z_loss = z_loss

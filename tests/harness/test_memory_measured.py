@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from exoformer.budget.cost import LOSS_LOGITS_CHUNK
+from exoformer.train.config import LOSS_CHUNK_TOKENS
 from exoformer.budget.memory import estimate_memory
 from exoformer.model import variant_config
 
@@ -47,6 +47,6 @@ def test_peak_of_real_training_steps_is_within_15_percent_of_the_estimate(tmp_pa
     cfg = variant_config(variant, "tiny", n_layer=layers, d_model=width, n_head=heads, vocab_size=vocab,
                          seq_len=seq)
     estimate = estimate_memory(cfg, precision=precision, micro_batch=micro, seq_len=seq, device="cpu",
-                               logits_chunk=LOSS_LOGITS_CHUNK)  # the training loop's chunked loss
+                               logits_chunk=LOSS_CHUNK_TOKENS)  # the training loop's chunked loss
     measured = measured_peak(tmp_path, variant, layers, width, heads, vocab, seq, micro, precision)
     assert measured == pytest.approx(estimate.peak_tensors, rel=0.15), (measured, estimate)

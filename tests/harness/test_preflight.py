@@ -124,3 +124,20 @@ def test_a_micro_batch_that_does_not_divide_the_global_batch_names_the_field(pro
     assert main(["preflight", "gated-s42", "--profile", "h100", "--set", "train.micro_batch_seqs=3"]) == 2
     err = capsys.readouterr().err  # refused when the spec is resolved, before any profile is read
     assert err.count("\n") == 1 and "train.micro_batch_seqs" in err and "(fix: " in err
+
+
+def test_a_parameter_count_that_disagrees_is_a_problem_naming_both(monkeypatch, tmp_path):
+    """The built model's count against the closed form, and at the author's vocabulary against the official count."""
+    from exoformer.budget import preflight as pf
+    from exoformer.model.config import ModelConfig
+    from exoformer.registry.profiles import load_profile
+    from exoformer.registry.registry import Registry
+
+    monkeypatch.setenv("EXOFORMER_GPU_CHECK", str(tmp_path / "none.json"))
+    monkeypatch.setattr(pf, "official_count", lambda spec: 452_526_721)
+    monkeypatch.setattr(ModelConfig, "num_parameters", lambda self: 1)
+    row = pf.check_spec(Registry().resolve("gated-s42"), load_profile("h100"))
+    problems = [str(p) for p in row.problems]
+    assert row.official_ok is False and not row.ok and "DIFFERS" in pf.format_table([row])
+    assert any("452,526,720 parameters" in p and "says 452,526,721" in p for p in problems)
+    assert any("437,582,464 parameters, the closed form 1" in p for p in problems)

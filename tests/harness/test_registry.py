@@ -1,5 +1,7 @@
 """The registry as shipped: names, validation, plan output, reported numbers, torch-free verbs."""
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -154,7 +156,12 @@ def test_show_prints_resolved_yaml_hash_and_params(capsys):
     assert code == 0 and "dynamic: true" in out and "partition: gpu" in out and "# parameters:" in out
 
 
-def test_planning_verbs_do_not_import_torch(tmp_path):
+def test_planning_verbs_do_not_import_torch(tmp_path, monkeypatch):
+    """list, show and validate never import torch; plan neither, once the model figures it prices are cached
+    (exoformer/budget/module_figures.py measures a model on first use)."""
+    monkeypatch.setenv("EXOFORMER_CACHE", str(tmp_path / "cache"))
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["plan", "table1", "--runs-dir", str(tmp_path)]) == 0  # measures and caches, in this process
     code = (
         "import sys, io, contextlib\n"
         "from exoformer.cli import main\n"

@@ -10,13 +10,14 @@ from exoformer.eval.scoring import LENGTH_BUCKETS, Scorer, padded_length
 from exoformer.registry.registry import Registry
 from exoformer.model import ExoTransformer, variant_config
 from exoformer.model import model as model_mod
+from exoformer.model.config import resolve_attention
 
 
 def test_paper_presets_attend_with_flex_on_cuda_and_sdpa_elsewhere():
     spec = Registry().resolve("e-exoformer-s42")  # the 450m preset
     assert spec.model.attention == "auto"
-    assert model_mod.resolve_kernel("auto", "cuda:0") == "flex" and model_mod.resolve_kernel("auto", "cpu") == "sdpa"
-    assert model_mod.resolve_kernel("sdpa", "cuda:0") == "sdpa"  # still selectable
+    assert resolve_attention("auto", "cuda") == "flex" and resolve_attention("auto", "cpu") == "sdpa"
+    assert resolve_attention("sdpa", "cuda") == "sdpa"  # still selectable
     smoke = Registry().resolve("e-exoformer-s42", preset="smoke", overrides=["model.attention=sdpa"])
     assert smoke.hash != Registry().resolve("e-exoformer-s42", preset="smoke", overrides=["model.attention=flex"]).hash
 
