@@ -7,7 +7,9 @@ A run is damaged when (checked in this order, the first problem found is its rea
   fractions in [0, 1], perplexities >= 1, losses >= 0);
 - two rows of the run name the same (task, metric): a duplicate, or a conflict when their values differ;
 - a row disagrees with the stage record that wrote it (`stages/evaluate.json` metrics,
-  `stages/validate.json` val_ppl / val_loss / val_ppl_ce), or a recorded metric has no row.
+  `stages/validate.json` val_ppl / val_loss / val_ppl_ce), or a recorded metric has no row;
+- its per-sample results, identity file or metrics log disagree with the rows, the spec file or the stage
+  records (exoformer/runs/verify.py).
 Torch-free; reads only the run directory.
 """
 
@@ -15,10 +17,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Any
 
 from exoformer.errors import UserError
+from exoformer.io import read_regular_text
 from exoformer.rundir import DAMAGED, SUCCEEDED, RunDir
+from exoformer.runs.verify import run_files_problem
 
 RANGES = {"acc": (0.0, 1.0), "acc_norm": (0.0, 1.0), "ppl": (1.0, math.inf), "ppl_ce": (1.0, math.inf),
           "loss": (0.0, math.inf), "loss_ce": (0.0, math.inf)}
@@ -35,10 +40,12 @@ def integrity_problem(run: RunDir, spec_name: str) -> str | None:
     try:
         eval_rows = _rows(run, run.eval_rows, spec_name)
         analysis_rows = _rows(run, run.analysis_rows, spec_name)
-        validation = run.read_json(run.validation) if run.validation.is_file() else None
+        validation = run.read_json(run.validation) if os.path.lexists(run.validation) else None
     except UserError as err:
         return err.problem
     validation_rows = validation.get("rows", []) if isinstance(validation, dict) else []
+    if not isinstance(validation_rows, list) or not all(isinstance(r, dict) for r in validation_rows):
+        return "the validation record's rows are not a list of records"
     seen: dict[tuple[str, str], Any] = {}
     for row in [*eval_rows, *analysis_rows, *validation_rows]:
         key = (str(row.get("task")), str(row.get("metric")))
@@ -55,12 +62,17 @@ def integrity_problem(run: RunDir, spec_name: str) -> str | None:
     eval_values = {f"{r.get('task')}/{r.get('metric')}": r.get("value") for r in eval_rows}
     validation_values = {key: seen[("validation", metric)] for metric, key in VALIDATION_RECORD.items()
                          if ("validation", metric) in seen}
-    return _disagrees(run, "evaluate", eval_values) or _disagrees(run, "validate", validation_values)
+    return (_disagrees(run, "evaluate", eval_values) or _disagrees(run, "validate", validation_values)
+            or run_files_problem(run, eval_rows))
 
 def _rows(run: RunDir, path, spec_name: str) -> list[dict[str, Any]]:
-    if not path.is_file():
+    if not os.path.lexists(path):
         return []
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        lines = [line for line in read_regular_text(path).splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as err:
+        why = err.strerror if isinstance(err, OSError) and err.strerror else "is not UTF-8 text"
+        raise UserError(f"a result file {why}", where=str(path), fix="re-run it") from None
     try:
         rows = [json.loads(line) for line in lines]
     except json.JSONDecodeError:
