@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from exoformer.errors import UserError
+from exoformer.limits import check_option
 from exoformer.eval.suites import SMOKE_PREFIX
 from exoformer.registry.registry import Registry
 from exoformer.registry.reported import load_reported, reported_document
@@ -54,7 +55,7 @@ def check_bootstrap(value: object, *, where: str = "--bootstrap") -> int:
     if isinstance(value, bool) or not (isinstance(value, int) or text.isdigit()) or int(text) < 1:
         raise UserError(f"the bootstrap count must be a positive integer, got {value!r}", where=where,
                         fix="--bootstrap 1000")
-    return int(text)
+    return check_option(int(text), "--bootstrap")
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
