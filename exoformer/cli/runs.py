@@ -111,6 +111,7 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_verb(args: argparse.Namespace) -> int:
+    launch_options(args)  # its bounds, before a plan is printed or anything launched
     if args.dry_run:
         print_plan(_plan(args), args.target, as_json=args.json)
         return 0
