@@ -82,7 +82,10 @@ def table_verb(args: argparse.Namespace) -> int:
     built = build_table(registry, args.table, frame, preset=preset, runs_root=root, overrides=args.overrides)
     text = render(built, args.format)
     if args.out:
-        print(f"wrote {write_table(text, args.table, args.format, args.out)}")
+        from exoformer.report.outputs import output_errors
+
+        with output_errors(args.out):
+            print(f"wrote {write_table(text, args.table, args.format, args.out)}")
     else:
         print(text, end="")
     return 0
@@ -141,8 +144,11 @@ def figure_verb(args: argparse.Namespace) -> int:
     root = options.existing_runs_root(args)
     preset = reading_preset(registry, root, registry.figure_specs(registry.figures[args.figure]), args.preset,
                             what=f"figure {args.figure}")
-    for path in draw(registry, args.figure, runs_root=root, out_dir=args.out, preset=preset,
-                     overrides=args.overrides):
+    from exoformer.report.outputs import output_errors
+
+    with output_errors(args.out):
+        written = draw(registry, args.figure, runs_root=root, out_dir=args.out, preset=preset, overrides=args.overrides)
+    for path in written:
         print(f"wrote {path}")
     return 0
 
@@ -177,8 +183,11 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
 def report_verb(args: argparse.Namespace) -> int:
     from exoformer.report.html import build_report
 
-    index = build_report(options.registry(args), list(args.targets), runs_root=options.existing_runs_root(args),
-                         out_dir=args.out, preset=args.preset, overrides=args.overrides)
+    from exoformer.report.outputs import output_errors
+
+    with output_errors(args.out):
+        index = build_report(options.registry(args), list(args.targets), runs_root=options.existing_runs_root(args),
+                             out_dir=args.out, preset=args.preset, overrides=args.overrides)
     print(f"wrote {index}")
     return 0
 
