@@ -22,7 +22,7 @@ from exoformer.runs.device_checks import check_placement
 from exoformer.runs.plan import ACTIVE, LAUNCHING, RERUN, PlannedRun, assess
 from exoformer.runs.status import SlurmView, reconcile
 from exoformer.io import check_real_directories, remove_temp_files
-from exoformer.rundir import RunDir
+from exoformer.rundir import JOBS_DIR, RUN_INDEX_DIR, RunDir
 
 
 class Interrupted(Exception):
