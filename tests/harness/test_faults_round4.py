@@ -16,7 +16,6 @@ from exoformer.cli import main
 from exoformer.errors import UserError
 from exoformer.registry.tables import TASKS
 from exoformer.rundir import RunDir
-from exoformer.runs import verify
 from exoformer.runs.run_index import find_runs, one_view
 
 REPO = Path(__file__).resolve().parents[2]
@@ -215,6 +214,8 @@ def test_a_forged_index_entry_is_rebuilt(tmp_path):
 
 
 def test_the_index_key_holds_the_inode_change_time(tmp_path):
+    from exoformer.runs import verify
+
     path = tmp_path / "f"
     path.write_text("a")
     before = verify.file_stamp(path)
