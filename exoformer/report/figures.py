@@ -214,7 +214,8 @@ def _legend_outside(ax: Any, **kwargs: Any) -> None:
 def plot_curves(registry: Registry, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike) -> list[Path]:
     plt = pyplot()
     rows = first_per_row(registry, figure, refs)
-    curves = {rid: RunDir(ref[2]).val_curve() for rid, ref in rows}
+    damaged: list[str] = []  # metrics lines that could not be read: the figure says so, with file:line
+    curves = {rid: RunDir(ref[2]).val_curve(problems=damaged) for rid, ref in rows}
     labels = {rid: ref[1] for rid, ref in rows}
     ratios = efficiency_ratios(curves)
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
@@ -236,6 +237,9 @@ def plot_curves(registry: Registry, figure: Figure, refs: list[RunRef], out_dir:
             lines += textwrap.wrap(f"data efficiency vs {labels.get(ref, ref)} (its tokens / a model's tokens to "
                                    f"reach its final "
                                    f"val loss): " + ", ".join(parts), width=120)
+    if damaged:
+        lines += textwrap.wrap(f"damaged metrics lines left out ({len(damaged)}): " + "; ".join(damaged[:3])
+                               + (" ..." if len(damaged) > 3 else ""), width=120)
     add_below(fig, "\n".join(lines), fontsize=6, color="black")
     written = save(fig, out_dir, figure.id)
     from exoformer.io import atomic_write_json

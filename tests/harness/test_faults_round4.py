@@ -186,6 +186,20 @@ def test_a_damaged_metrics_line_marks_the_run_and_the_figure_with_its_line_numbe
     assert len(tokens) == 3 and problems and "metrics.jsonl:2" in problems[0]
 
 
+def test_a_loss_curve_figure_names_the_damaged_metrics_line(tmp_path, monkeypatch):
+    from exoformer.report import figures
+
+    run = _finished(tmp_path)
+    lines = run.metrics_file.read_text().splitlines()
+    lines[1] = "{not json"
+    run.metrics_file.write_text("\n".join(lines) + "\n")
+    notes: list[str] = []
+    monkeypatch.setattr(figures, "add_below", lambda fig, text, **kw: notes.append(text))
+    figures.plot_curves(registry(), registry().figures["val-loss-table1"], [("base-s42", "Base", run.path)],
+                        tmp_path / "out")
+    assert any("metrics.jsonl:2" in note for note in notes), notes
+
+
 def test_an_in_place_edit_of_the_same_size_with_its_mtime_restored_is_seen(tmp_path):
     run = _finished(tmp_path, acc=0.5)
     assert _state(tmp_path, run) == ("SUCCEEDED", None)
