@@ -7,8 +7,8 @@ reads DAMAGED, never a quieter number.
   `value` (lm-eval's accuracy is the mean of the per-document scores);
 - `identity.json` (what decides comparability): spec, seed, preset, hash, source and scoring equal to the
   spec file's, each `--set` it records held by the spec file, the suite equal to the evaluate stage record's,
-  and `differs` consistent with its own hashes (a run of another hash than the paper's recipe differs in
-  something; a run of another preset names the preset first);
+  and `differs` consistent with its own hashes (the paper's recipe differs in nothing; a run of another preset,
+  or with a `--set` of a compared field, differs in something, and one of another preset names it first);
 - `metrics.jsonl` (the loss curves): every line a JSON object (a finished run has no torn line: a resumed
   job drops one, exoformer/train/state.py), else the first damaged line is named `file:line`.
 
@@ -116,12 +116,12 @@ def identity_problem(run: RunDir, spec_data: dict[str, Any]) -> str | None:
         if key in fields and not _same(value, fields[key]):
             return f"{where} records --set {key}={value!r} but the spec file holds {fields[key]!r}"
     if identity.reference_hash12 is not None:
-        differs_from_paper = identity.hash12 != identity.reference_hash12
-        if identity.source == OURS and differs_from_paper != bool(identity.differs):
+        is_recipe = identity.hash12 == identity.reference_hash12
+        compared = identity.preset_hash12 != identity.reference_hash12 or any(k in fields for k in identity.overrides)
+        if identity.source == OURS and is_recipe == bool(identity.differs) and (is_recipe or compared):
             said = "nothing" if not identity.differs else repr(list(identity.differs))
             return (f"{where} says the run differs from the paper's recipe in {said}, but its hash "
-                    f"{identity.hash12} {'is not' if differs_from_paper else 'is'} the recipe's "
-                    f"{identity.reference_hash12}")
+                    f"{identity.hash12} {'is' if is_recipe else 'is not'} the recipe's {identity.reference_hash12}")
         other_preset = identity.preset_hash12 is not None and identity.preset_hash12 != identity.reference_hash12
         if other_preset and not (identity.differs and identity.differs[0].startswith(f"preset {identity.preset} ")):
             return f"{where} does not name preset {identity.preset}, which is not the paper's recipe's"

@@ -165,6 +165,22 @@ def test_an_identity_edited_to_claim_the_papers_recipe_makes_the_run_damaged(tmp
     assert state == "DAMAGED" and "identity.json" in damage, damage
 
 
+def test_an_identity_of_a_set_override_that_hides_it_makes_the_run_damaged(tmp_path):
+    run = RunDir(make_run(tmp_path, "base-s42", preset="450m", overrides=("train.steps=6",),
+                          accuracies={t: 0.5 for t in TASKS}))
+    assert _state(tmp_path, run) == ("SUCCEEDED", None)
+    data = json.loads(run.identity_file.read_text())
+    data["differs"] = []
+    run.identity_file.write_text(json.dumps(data))
+    assert _state(tmp_path, run)[0] == "DAMAGED"
+
+
+def test_an_identity_of_a_seed_override_reads_as_recorded(tmp_path):
+    run = RunDir(make_run(tmp_path, "base-s42", preset="450m", overrides=("seed=7",),
+                          accuracies={t: 0.5 for t in TASKS}))
+    assert _state(tmp_path, run) == ("SUCCEEDED", None)
+
+
 def test_an_identity_naming_another_suite_than_the_evaluate_stage_makes_the_run_damaged(tmp_path):
     run = _finished(tmp_path)
     data = json.loads(run.identity_file.read_text())
