@@ -121,8 +121,8 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, An
     fix = "free space on that disk (or raise the quota) and run the same command again to resume"
     tmp: str | None = None
     check_run_dir(directory.parent)  # a run directory removed under its job is not recreated here
-    check_real_directories([directory], fix="move it away (nothing was written); checkpoints go into a folder the "
-                                            "job creates")
+    check_real_directories([directory.parent, directory], fix="move it away (nothing was written or deleted); "
+                                                              "checkpoints go into a folder the job creates")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)

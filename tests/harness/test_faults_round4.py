@@ -69,7 +69,24 @@ def test_a_run_folder_that_is_a_symlink_is_refused_before_anything_is_written(tm
     assert not run.status_file.exists() and not run.spec_file.exists()
 
 
-def test_checkpoint_retention_deletes_only_its_own_files(tmp_path):
+def test_checkpoint_retention_never_deletes_through_a_linked_run_directory(tmp_path):
+    import torch
+
+    from exoformer.train.checkpoint import save_checkpoint
+
+    victim = tmp_path / "victim" / "checkpoints"  # another run's checkpoints, each verified
+    victim.mkdir(parents=True)
+    for step in (1, 2, 3):
+        save_checkpoint(victim, step, {"w": torch.zeros(1)}, keep=5)
+    before = sorted(p.name for p in victim.iterdir())
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "run").symlink_to(tmp_path / "victim")  # a run directory created first, as a link
+    with pytest.raises(UserError, match="symbolic link"):
+        save_checkpoint(tmp_path / "runs" / "run" / "checkpoints", 4, {"w": torch.zeros(1)}, keep=1)
+    assert sorted(p.name for p in victim.iterdir()) == before
+
+
+def test_checkpoint_retention_deletes_only_regular_files_of_its_own_folder(tmp_path):
     import torch
 
     from exoformer.train.checkpoint import save_checkpoint
@@ -82,7 +99,7 @@ def test_checkpoint_retention_deletes_only_its_own_files(tmp_path):
     (folder / "step_00000001.pt.sha256").write_text("0" * 64 + "  step_00000001.pt\n")
     for step in (2, 3, 4):
         save_checkpoint(folder, step, {"w": torch.zeros(1)}, keep=1)
-    assert theirs.read_bytes() == b"not ours"
+    assert theirs.read_bytes() == b"not ours" and (folder / "step_00000001.pt").is_symlink()
     assert (folder / "step_00000004.pt").is_file() and not (folder / "step_00000002.pt").exists()
 
 
