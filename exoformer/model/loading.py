@@ -83,7 +83,8 @@ def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 def check_tensor_shapes(state: dict, config: ModelConfig, *, where: str, reshape_ok: bool = False) -> None:
     """Refuse, in one line, a state dict whose tensors are not exactly those of `config` (names, shapes and a
-    floating-point dtype), before any real model is built. `reshape_ok`: a tensor may differ in shape with the same number of values."""
+    floating-point dtype), before any real model is built. `reshape_ok`: a tensor may differ in shape with the same
+    number of values."""
     expected = expected_shapes(config)
     missing = sorted(set(expected) - set(state))
     if missing:

@@ -241,17 +241,18 @@ def _load_verified(path: Path, map_location) -> tuple[dict[str, Any] | None, str
         return _torch_load(f, path, map_location), None
 
 
+DAMAGED_FIX = "delete it (training resumes from the newest intact checkpoint), or run the same command with --force"
+
+
 def _torch_load(source: Any, where: Path, map_location) -> dict[str, Any]:
     try:
         state = torch.load(source, map_location=map_location, weights_only=True)
     except Exception as error:  # a foreign or damaged file
         raise UserError(f"cannot read checkpoint ({type(error).__name__}: {str(error).splitlines()[0][:200]})",
-                        where=str(where), fix="delete it (training resumes from the newest intact checkpoint), or run the same command with "
-                            "--force to start over") from None
+                        where=str(where), fix=DAMAGED_FIX) from None
     if not isinstance(state, dict):
         raise UserError(f"not a checkpoint of this harness (holds a {type(state).__name__})", where=str(where),
-                        fix="delete it (training resumes from the newest intact checkpoint), or run the same command with "
-                            "--force to start over")
+                        fix=DAMAGED_FIX)
     return state
 
 

@@ -45,7 +45,8 @@ def _fix_texts() -> list[tuple[str, str]]:
             value = None
             if isinstance(node, ast.keyword) and node.arg == "fix":
                 value = node.value
-            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "fix" for t in node.targets):
+            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and (t.id == "fix" or t.id.endswith("_FIX"))
+                                                     for t in node.targets):
                 value = node.value
             if value is not None and (text := _text(value)):
                 out.append((f"{path.relative_to(PACKAGE)}:{value.lineno}", text))
