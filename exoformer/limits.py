@@ -144,3 +144,31 @@ def check_runs_root_path(root: Any, *, where: str = "--runs-dir") -> None:
     if longest > MAX_COMPONENT_BYTES:
         raise UserError(f"a directory name in the runs root is {longest} bytes long (the limit is "
                         f"{MAX_COMPONENT_BYTES})", where=where, fix="choose a runs root with shorter directory names")
+
+
+OPTION_BOUNDS: dict[str, tuple[float, float]] = {
+    "--bootstrap": (200, 100_000),
+    "--jobs": (1, 1_024),
+    "--threads": (1, 1_024),
+    "--timeout-min": (0, 525_600),
+    "--interval": (0, 86_400),
+}
+"""Numeric command-line option -> (low, high) (docs/input-limits.md "Options"): integers in [low, high], numbers of
+minutes or seconds in (low, high]. --bootstrap counts the item resamples of a verdict's item-sampling figure
+(exoformer/report/replication.py, drawn in bounded chunks): fewer than 200 gives a percentile interval noisier
+than its width, more than 100,000 buys nothing but time."""
+
+
+def check_option(value: Any, option: str) -> Any:
+    """`value` of a numeric option inside OPTION_BOUNDS[option]; a one-line UserError naming the option otherwise."""
+    low, high = OPTION_BOUNDS[option]
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(low, int) and isinstance(high, int) and option not in ("--timeout-min", "--interval"):
+        if not (is_number and float(value).is_integer() and low <= value <= high):
+            raise UserError(f"must be an integer in [{low:,}, {high:,}], got {value!r}", where=option,
+                            fix=f"use {option} {low if option != '--bootstrap' else 2000}")
+        return int(value)
+    if not (is_number and math.isfinite(value) and low < value <= high):
+        raise UserError(f"must be a number in ({low:g}, {high:,}], got {value!r}", where=option,
+                        fix=f"e.g. {option} {60 if option == '--timeout-min' else 5}")
+    return value

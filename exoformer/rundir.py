@@ -13,6 +13,7 @@ import datetime as _dt
 import fcntl
 import json
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
@@ -20,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError
-from exoformer.io import atomic_write_json, atomic_write_text
+from exoformer.io import (
+    MAX_METRICS_BYTES,
+    atomic_write_json,
+    atomic_write_text,
+    check_real_directories,
+    open_regular,
+    read_regular,
+    read_regular_text,
+)
 from exoformer.run_identity import RunIdentity
 
 PENDING, RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "INTERRUPTED"
@@ -194,8 +203,17 @@ class RunDir:
 
     # ------------------------------------------------------------------------------------------ layout
     def create(self) -> None:
+        self.check_real_layout()
         for sub in _SUBDIRS:
             (self.path / sub).mkdir(parents=True, exist_ok=True)
+
+    def check_real_layout(self) -> None:
+        """Refuse (one line, before anything is written or deleted) a spec directory, run directory or subfolder
+        that is a symbolic link or not a directory: its path is predictable, so whoever can write a shared runs
+        root could otherwise make the job write, and checkpoint retention delete, files elsewhere."""
+        subs = [self.path / sub for sub in (*_SUBDIRS, "tensorboard")]
+        check_real_directories([self.path.parent, self.path, *subs],
+                               fix="move it away (nothing was written); the run directory is created afresh")
 
     def has_checkpoint(self) -> bool:
         """Whether any checkpoint file is there (verified or not: the training loop decides what it resumes)."""
@@ -209,10 +227,10 @@ class RunDir:
         """STATUS, None when there is none, or a DAMAGED status (with the fix in `reason`) when it is not ours."""
         path = self.status_file
         try:
-            raw = path.read_bytes()
+            raw = read_regular(path)
         except FileNotFoundError:
             return None
-        except OSError as err:  # a directory, unreadable, ...
+        except OSError as err:  # a directory, a FIFO, unreadable, ...
             return _damaged(path, f"cannot be read ({type(err).__name__})")
         try:
             data = json.loads(raw.decode("utf-8"))
@@ -252,9 +270,18 @@ class RunDir:
 
         A second job on the same directory fails at once with a UserError, whatever STATUS or the manifest say.
         """
+        self.check_real_layout()
         self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / _JOB_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            fd = os.open(self.path / _JOB_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as err:
+            raise UserError(f"the job lock cannot be opened ({err.strerror or type(err).__name__})",
+                            where=str(self.path / _JOB_LOCK),
+                            fix="move it away (a lock file is a plain file the job creates), then run again") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UserError("the job lock is not a regular file", where=str(self.path / _JOB_LOCK),
+                                fix="move it away (a lock file is a plain file the job creates), then run again")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -270,7 +297,7 @@ class RunDir:
         """Whether a live process holds the job lock (probes it without taking it for long)."""
         path = self.path / _JOB_LOCK
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO must not block `status`
         except OSError:
             return False
         try:
@@ -309,7 +336,7 @@ class RunDir:
         file is a UserError naming it (a wrong identity would silently change what a table compares)."""
         path = self.identity_file
         try:
-            raw = path.read_bytes()
+            raw = read_regular(path)
         except FileNotFoundError:
             return None
         except OSError as err:
@@ -333,7 +360,7 @@ class RunDir:
     # ------------------------------------------------------------------------------------------ provenance
     def read_provenance(self) -> dict[str, Any]:
         try:
-            data = json.loads(self.provenance_file.read_text(encoding="utf-8"))
+            data = json.loads(read_regular_text(self.provenance_file))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             return {}
         return data if isinstance(data, dict) else {}
@@ -367,8 +394,10 @@ class RunDir:
         """
         path = self.metrics_file
         try:
-            data = path.read_bytes()
-        except OSError:
+            data = read_regular(path, limit=MAX_METRICS_BYTES)
+        except OSError as err:
+            if problems is not None and not isinstance(err, FileNotFoundError):
+                problems.append(f"{path}: cannot be read ({err.strerror or type(err).__name__})")
             if strict:
                 raise UserError("no metrics.jsonl", where=str(path), fix="train the run first (reproduce.py run ...)")
             return
@@ -393,7 +422,7 @@ class RunDir:
     def last_train_line(self) -> dict[str, Any] | None:
         """The newest `kind: train` line of metrics.jsonl, reading only the file's tail."""
         try:
-            with self.metrics_file.open("rb") as f:
+            with open_regular(self.metrics_file, limit=1 << 62) as f:
                 f.seek(0, os.SEEK_END)
                 f.seek(max(0, f.tell() - 65536))
                 tail = f.read().decode("utf-8", errors="replace").splitlines()
@@ -408,10 +437,11 @@ class RunDir:
                 return row
         return None
 
-    def val_curve(self) -> tuple[list[float], list[float]]:
-        """(tokens, val_loss) of the validation lines of metrics.jsonl, in step order (one per step)."""
+    def val_curve(self, *, problems: list[str] | None = None) -> tuple[list[float], list[float]]:
+        """(tokens, val_loss) of the validation lines of metrics.jsonl, in step order (one per step); damaged lines
+        are described as `file:line: why` in `problems` when given."""
         by_step: dict[int, tuple[float, float]] = {}
-        for row in self.metrics("val"):
+        for row in self.metrics("val", problems=problems):
             step, tokens, loss = row.get("step"), row.get("tokens"), row.get("val_loss")
             if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (step, tokens, loss)):
                 by_step[int(step)] = (float(tokens), float(loss))
@@ -434,18 +464,19 @@ class RunDir:
     def result_files(self, spec_name: str) -> dict[str, list[dict[str, Any]]]:
         """The rows of each result file the run has, by RunDir attribute name ("eval_rows", "analysis_rows",
         "validation"): the one strict reader of those files. A damaged file is a UserError naming file:line,
-        since skipping a row would silently change a table."""
+        since skipping a row would silently change a table; a FIFO, link or directory there is refused, never
+        skipped."""
         found: dict[str, list[dict[str, Any]]] = {}
         for name in ("eval_rows", "analysis_rows"):
             path = getattr(self, name)
-            if path.is_file():
+            if os.path.lexists(path):
                 found[name] = _read_rows(path, spec_name)
                 if not found[name] and name == "eval_rows":
                     raise UserError("the run has no evaluation results (empty file)", where=str(path),
                                     fix=f"re-run its evaluation: {self._rerun(spec_name)}")
-        if self.validation.is_file():
+        if os.path.lexists(self.validation):
             try:
-                record = json.loads(self.validation.read_text(encoding="utf-8"))
+                record = json.loads(read_regular_text(self.validation))
                 rows = record.get("rows", [])
                 if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
                     raise ValueError
@@ -463,7 +494,7 @@ class RunDir:
     def read_json(self, path: Path) -> Any:
         """A JSON file of this run, or None when it is absent; a damaged one is a UserError with the fix."""
         try:
-            return json.loads(Path(path).read_text(encoding="utf-8"))
+            return json.loads(read_regular_text(path))
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -479,9 +510,10 @@ def _damaged(path: Path, why: str) -> Status:
 def _read_rows(path: Path, spec_name: str) -> list[dict[str, Any]]:
     rows = []
     try:
-        lines = path.read_bytes().decode("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        raise UserError("not a UTF-8 text file", where=str(path),
+        lines = read_regular_text(path).splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        why = err.strerror if isinstance(err, OSError) and err.strerror else "not a UTF-8 text file"
+        raise UserError(why, where=str(path),
                         fix=f"re-run the stage that wrote it: reproduce.py run {spec_name} --force") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip():

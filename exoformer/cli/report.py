@@ -55,7 +55,10 @@ def table_verb(args: argparse.Namespace) -> int:
     _, report = _composed(args, _table_check(args.table), tables=[args.table])
     text = render(report.tables[args.table].built, args.format)
     if args.out:
-        print(f"wrote {write_table(text, args.table, args.format, args.out)}")
+        from exoformer.report.outputs import output_errors
+
+        with output_errors(args.out):
+            print(f"wrote {write_table(text, args.table, args.format, args.out)}")
     else:
         print(text, end="")
     return 0
@@ -112,11 +115,15 @@ def figure_verb(args: argparse.Namespace) -> int:
             raise UserError(f"unknown figure {args.figure!r}", where="FIGURE",
                             fix=did_you_mean(args.figure, registry.figures))
 
+    from exoformer.report.outputs import output_errors
+
     check_out_dir(args.out)
     registry, report = _composed(args, check, figures=[args.figure])
     selection = report.figures[args.figure]
-    for path in draw(registry, args.figure, runs_root=selection.runs_root, out_dir=args.out, preset=selection.preset,
-                     overrides=args.overrides, selection=selection):
+    with output_errors(args.out):
+        written = draw(registry, args.figure, runs_root=selection.runs_root, out_dir=args.out,
+                       preset=selection.preset, overrides=args.overrides, selection=selection)
+    for path in written:
         print(f"wrote {path}")
     return 0
 
@@ -149,7 +156,9 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
 def report_verb(args: argparse.Namespace) -> int:
     from exoformer.report.html import build_report
 
-    with phase_lines():
+    from exoformer.report.outputs import output_errors
+
+    with phase_lines(), output_errors(args.out):
         index = build_report(options.registry(args), list(args.targets), runs_root=options.existing_runs_root(args),
                              out_dir=args.out, preset=args.preset, overrides=args.overrides)
     print(f"wrote {index}")

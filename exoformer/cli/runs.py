@@ -112,6 +112,7 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_verb(args: argparse.Namespace) -> int:
+    launch_options(args)  # its bounds, before a plan is printed or anything launched
     if args.dry_run:
         print_plan(_plan(args), args.target, as_json=args.json)
         return 0
@@ -134,7 +135,12 @@ def run_verb(args: argparse.Namespace) -> int:
 
 
 def launch_options(args: argparse.Namespace) -> LaunchOptions:
-    """The LaunchOptions of a parsed `run` or `evaluate` command line."""
+    """The LaunchOptions of a parsed `run` or `evaluate` command line (its numeric options in their bounds)."""
+    from exoformer.limits import check_option
+
+    for value, option in ((args.jobs, "--jobs"), (args.threads, "--threads"), (args.timeout_min, "--timeout-min")):
+        if value is not None:
+            check_option(value, option)
     return LaunchOptions(backend=args.backend, profile=args.profile, jobs=args.jobs, threads=args.threads,
                          timeout_min=args.timeout_min, overrides=tuple(args.overrides), wait=args.wait,
                          tensorboard=getattr(args, "tensorboard", False))
@@ -262,6 +268,9 @@ def status_verb(args: argparse.Namespace) -> int:
     if not 0 < args.interval < float("inf"):  # also NaN
         raise UserError(f"must be a positive number of seconds, got {args.interval}", where="--interval",
                         fix="e.g. --interval 5")
+    from exoformer.limits import check_option
+
+    check_option(args.interval, "--interval")
     root = options.existing_runs_root(args)
     targeted = None
     if args.target is not None:

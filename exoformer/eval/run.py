@@ -13,6 +13,7 @@ import contextlib
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +82,11 @@ def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathL
         lm = model if isinstance(model, LM) else ExoLM(model, tokenizer, batch_size=batch_size, device=device,
                                                       precision=check_scoring_precision(precision),
                                                       data_parallel=split)
-        results = lm_eval.simple_evaluate(
-            model=lm, tasks=configs, num_fewshot=num_fewshot, batch_size=batch_size, device=device, limit=limit,
-            log_samples=keep_samples, task_manager=TaskManager(include_defaults=False), **DEFAULT_SEEDS)
+        with dataset_cache_errors(cache / "datasets", data_dir):
+            results = lm_eval.simple_evaluate(
+                model=lm, tasks=configs, num_fewshot=num_fewshot, batch_size=batch_size, device=device,
+                limit=limit, log_samples=keep_samples, task_manager=TaskManager(include_defaults=False),
+                **DEFAULT_SEEDS)
     if results is None:  # a rank other than 0 of a data-parallel evaluation: its share went to rank 0
         return None
     results = dict(results)
@@ -92,6 +95,24 @@ def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathL
         results["per_sample"] = compact_samples(samples)
     results["scoring_precision"] = precision
     return json_safe(results)
+
+
+@contextlib.contextmanager
+def dataset_cache_errors(cache: Path, data_dir: str | os.PathLike | None) -> Iterator[None]:
+    """An error of pyarrow or datasets while lm-eval reads the tasks (a damaged Arrow cache: every evaluation would
+    fail the same way) becomes one line naming the cache folder and how it is rebuilt."""
+    try:
+        yield
+    except Exception as err:
+        module = type(err).__module__ or ""
+        if not module.startswith(("pyarrow", "datasets")):
+            raise
+        first = (str(err).splitlines() or [""])[0][:160]
+        again = (f"fetch the task files under {data_dir} again: reproduce.py prefetch" if data_dir else
+                 "restore the smoke task files from git")
+        raise UserError(f"the dataset cache cannot be read ({type(err).__name__}: {first})", where=str(cache),
+                        fix=f"delete that folder (rm -rf {cache}) and run the same command again: the evaluation "
+                            f"rebuilds it from the offline task files (if it fails again, {again})") from None
 
 
 def _offline_env(cache: Path) -> contextlib.AbstractContextManager:

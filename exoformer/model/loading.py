@@ -82,8 +82,9 @@ def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def check_tensor_shapes(state: dict, config: ModelConfig, *, where: str, reshape_ok: bool = False) -> None:
-    """Refuse, in one line, a state dict whose tensors are not exactly those of `config` (names and shapes),
-    before any real model is built. `reshape_ok`: a tensor may differ in shape with the same number of values."""
+    """Refuse, in one line, a state dict whose tensors are not exactly those of `config` (names, shapes and a
+    floating-point dtype), before any real model is built. `reshape_ok`: a tensor may differ in shape with the same
+    number of values."""
     expected = expected_shapes(config)
     missing = sorted(set(expected) - set(state))
     if missing:
@@ -97,6 +98,10 @@ def check_tensor_shapes(state: dict, config: ModelConfig, *, where: str, reshape
         shape = tuple(getattr(tensor, "shape", ()))
         if not isinstance(tensor, torch.Tensor):
             raise UserError(f"entry {name} is not a tensor", where=where, fix="the file is damaged")
+        if not tensor.is_floating_point():  # integer, bool or complex values would be cast silently into a model
+            raise UserError(f"tensor {name} has dtype {str(tensor.dtype).removeprefix('torch.')}; a model's weights "
+                            "are floating point (float32, bfloat16, float16)", where=where,
+                            fix="the file is damaged or not a model checkpoint; use the checkpoint as saved")
         if shape != expected[name] and not (reshape_ok and tensor.numel() == math.prod(expected[name])):
             raise UserError(f"tensor {name} has shape {shape}, but the declared model needs {expected[name]}",
                             where=where, fix="the checkpoint does not match its model config; check the file")

@@ -10,6 +10,7 @@ docs/official_code.md) become data. `format_checkpoint_info` prints it. Every re
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,7 @@ def describe_checkpoint(path: str | os.PathLike, ckpt: dict | None = None) -> di
     where = str(p)
     config = model_config_of(ckpt, where=where)
     kind = checkpoint_kind(ckpt)
+    check_declared_counts(ckpt, where=where)
     state = {k.removeprefix("_orig_mod."): v for k, v in ckpt["model"].items()}
     dtypes = sorted({str(v.dtype).removeprefix("torch.") for v in state.values() if hasattr(v, "dtype")})
     info: dict[str, Any] = {
@@ -165,10 +167,30 @@ def format_checkpoint_info(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+COUNT_KEYS = ("step", "tokens", "tokens_processed")
+"""The counts a checkpoint declares about its training (ours: step, tokens; official: step, tokens_processed)."""
+
+
+def check_declared_counts(ckpt: dict, *, where: str) -> None:
+    """A one-line UserError when a declared count is a number that is not finite or is negative (NaN tokens
+    would be recorded as the run's training tokens)."""
+    for key in COUNT_KEYS:
+        value = ckpt.get(key)
+        if hasattr(value, "item") and getattr(value, "numel", lambda: 1)() == 1:
+            value = value.item()
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not (math.isfinite(value)
+                                                                                    and value >= 0):
+            raise UserError(f"the checkpoint declares {key} = {value!r}, not a finite count", where=where,
+                            fix="the file is damaged: use the checkpoint as its training saved it")
+
+
 def _int(value: Any) -> int | None:
-    if hasattr(value, "item"):
+    """A count the checkpoint declares (step, tokens); None when it is absent or not a finite number (NaN, inf)."""
+    if hasattr(value, "item") and getattr(value, "numel", lambda: 1)() == 1:
         value = value.item()
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return int(value) if math.isfinite(value) else None
 
 
 def _plain(value: Any) -> Any:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
+from exoformer.registry.profile_bounds import check_profile_bounds
 from exoformer.registry.registry import REPO_ROOT
 from exoformer.registry.spec import check_type
 from exoformer.limits import MAX_NAME_LEN, NAME_RE
@@ -165,8 +166,10 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     _check_dist_timeout(slurm, file)
     if cpu is not None and not cpu.gflops > 0:
         raise UserError("cpu.gflops must be > 0", where=file, fix="fix the value")
-    return Profile(name=name, description=str(data.get("description", "")), gpu=gpu, slurm=slurm, cpu=cpu,
-                   source=file)
+    profile = Profile(name=name, description=str(data.get("description", "")), gpu=gpu, slurm=slurm, cpu=cpu,
+                      source=file)
+    check_profile_bounds(profile, where=file)
+    return profile
 
 
 def _check_dist_timeout(slurm: SlurmProfile, where: str) -> None:

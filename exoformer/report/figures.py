@@ -207,7 +207,8 @@ def plot_curves(selection: Selection, figure: Figure, refs: list[RunRef], out_di
     registry = selection.registry
     plt = pyplot()
     rows = first_per_row(registry, figure, refs)
-    curves = {rid: RunDir(ref[2]).val_curve() for rid, ref in rows}
+    damaged: list[str] = []  # metrics lines that could not be read: the figure says so, with file:line
+    curves = {rid: RunDir(ref[2]).val_curve(problems=damaged) for rid, ref in rows}
     labels = {rid: ref[1] for rid, ref in rows}
     ratios = {ref: {rid: r for rid, r in by_row.items() if rid in labels}
               for ref, by_row in efficiency_ratios(selection, figure).items() if ref in labels and curves[ref][0]}
@@ -229,6 +230,9 @@ def plot_curves(selection: Selection, figure: Figure, refs: list[RunRef], out_di
             lines += textwrap.wrap(f"data efficiency vs {labels.get(ref, ref)} (its tokens / a model's tokens to "
                                    f"reach its final "
                                    f"val loss): " + ", ".join(parts), width=120)
+    if damaged:
+        lines += textwrap.wrap(f"damaged metrics lines left out ({len(damaged)}): " + "; ".join(damaged[:3])
+                               + (" ..." if len(damaged) > 3 else ""), width=120)
     add_below(fig, "\n".join(lines), fontsize=6, color="black")
     written = save(fig, out_dir, figure.id)
     from exoformer.io import atomic_write_json

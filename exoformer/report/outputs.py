@@ -9,9 +9,11 @@ its run directory: a symlink among a run's files to a file elsewhere (/etc/shado
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from exoformer.errors import UserError
@@ -71,3 +73,28 @@ def read_run_file(path: str | os.PathLike, run_dir: str | os.PathLike, *, tail_b
         size = os.fstat(handle.fileno()).st_size
         handle.seek(max(0, size - tail_bytes))
         return handle.read(), size
+
+
+_STORAGE_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                   errno.EROFS: "the file system is read-only"}
+
+
+@contextmanager
+def output_errors(out_dir: str | os.PathLike, *, option: str = "--out") -> Iterator[None]:
+    """Within, an OSError writing into `out_dir` (a full disk, a quota, a read-only folder, a pseudo-file system
+    such as /proc or /sys) is one UserError line naming the file and the fix, never a traceback. Writes are
+    atomic (exoformer.io), so a file already there is left whole."""
+    try:
+        yield
+    except OSError as err:
+        from exoformer.io import TEMP_NAME
+
+        target = os.fspath(err.filename) if isinstance(err.filename, (str, os.PathLike)) else None
+        held, out = (None, _resolved(out_dir)) if target is None else (_resolved(target), _resolved(out_dir))
+        if (held is None or not (_inside(held, out) or _inside(out, held))) and err.errno not in _STORAGE_ERRNOS:
+            raise
+        if target is not None and TEMP_NAME.match(Path(target).name):  # name the folder, not the temporary file
+            target = str(Path(target).parent)
+        why = _STORAGE_ERRNOS.get(err.errno) or err.strerror or type(err).__name__
+        raise UserError(f"cannot write the output: {why} (nothing there was changed)", where=target or str(out_dir),
+                        fix=f"free space on that disk, or name a writable directory with {option} DIR") from None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from exoformer import limits
 from exoformer.errors import UserError
 from exoformer.report import power as pw
 
@@ -36,7 +37,7 @@ KINDS = {"accuracy": "higher", "loss": "lower"}
 """Which side is better for each kind of metric."""
 ALPHA = pw.ALPHA
 DEFAULT_ITEM_RESAMPLES = 2000
-ITEM_RESAMPLES_RANGE = (200, 100_000)
+ITEM_RESAMPLES_RANGE = limits.OPTION_BOUNDS["--bootstrap"]
 """Bounds on the item resamples: fewer gives a percentile interval noisier than its width; more buys nothing."""
 _CHUNK_CELLS = 1 << 22
 """Index cells drawn at once by the item resampling (bounded memory however many items)."""

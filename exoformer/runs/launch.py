@@ -22,8 +22,8 @@ from exoformer.runs import locking, rundirs as runs
 from exoformer.runs.device_checks import check_placement
 from exoformer.runs.plan import ACTIVE, LAUNCHING, RERUN, PlannedRun, assess
 from exoformer.runs.status import SlurmView, reconcile
-from exoformer.io import remove_temp_files
-from exoformer.rundir import RunDir
+from exoformer.io import check_real_directories, remove_temp_files
+from exoformer.rundir import JOBS_DIR, RUN_INDEX_DIR, RunDir
 
 
 class Interrupted(Exception):
@@ -51,6 +51,11 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
         runs.check_writable(root)
     for p in planned:
         runs.check_identity(p.spec, p.run_dir)
+        if p.launches:  # before anything is written or moved: no folder of the run may be a link or a file
+            RunDir(p.run_dir).check_real_layout()
+    for root in roots:
+        check_real_directories([root / JOBS_DIR, root / RUN_INDEX_DIR],
+                               fix="move it away (nothing was written); the harness creates it")
     backend.check([p.spec for p in planned])
     check_placement([p.spec for p in planned], backend.profile, backend.name)
     command = list(command) if command is not None else [Path(sys.argv[0]).name, *sys.argv[1:]]

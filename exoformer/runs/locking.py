@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError
-from exoformer.io import atomic_write_json
+from exoformer.io import atomic_write_json, read_regular_text
 from exoformer.rundir import LAUNCH_LOCK, MANIFEST
 
 MANIFEST_FORMAT = "exoformer.manifest/1"
@@ -55,7 +55,7 @@ def launch_lock(root: Path, *, timeout_s: float = 600.0) -> Iterator[None]:
     """Exclusive lock on the runs root; waits up to `timeout_s` (a launcher holds it for seconds at most)."""
     try:
         root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(root / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(root / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as err:
         raise UserError(f"cannot open the launch lock ({err.strerror or type(err).__name__})",
                         where=str(root / LAUNCH_LOCK),
@@ -79,7 +79,7 @@ def read_manifest(root: Path) -> dict[str, Claim]:
     """Claims by spec hash; {} when there is no manifest. A file that is not ours is a UserError (kept as is)."""
     path = Path(root) / MANIFEST
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular_text(path))  # a FIFO there must not block `run` or `status`
     except (FileNotFoundError, NotADirectoryError):
         return {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):

@@ -294,8 +294,18 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
                 except RunDirectoryGone as gone:
                     log.info(f"{stage}: {gone}")
                     raise
+                except SystemExit:  # submitit's handler of a time-limit or preemption signal: requeued, not failed
+                    log.info(f"{stage}: stopped by a signal; requeued")
+                    rd.update_status(state=runs.PENDING, reason=f"stopped by a signal during {stage}; requeued",
+                                     pid=None)
+                    raise
                 except BaseException as err:
                     check_run_dir(rd.path)
+                    if type(err).__name__ == "UncompletedJobError":  # submitit: not requeued (again) after a signal
+                        what = "timed out" if "timed-out" in str(err) else "stopped by a signal"
+                        rd.update_status(state=runs.INTERRUPTED, pid=None, reason=f"{what} during {stage} ("
+                                         f"{' '.join(str(err).split())[:200]}); run the same command to resume")
+                        raise
                     if is_machine_fault(err):  # the checkpoints are intact: a plain `run` resumes once it is fixed
                         log.info(f"{stage}: stopped: {err}")
                         reason = f"interrupted during {stage}: {' '.join(str(err).split())}"[:500]

@@ -7,7 +7,9 @@ A run is damaged when (checked in this order, the first problem found is its rea
   fractions in [0, 1], perplexities >= 1, losses >= 0);
 - two rows of the run name the same (task, metric): a duplicate, or a conflict when their values differ;
 - a row disagrees with the stage record that wrote it (`stages/evaluate.json` metrics,
-  `stages/validate.json` val_ppl / val_loss / val_ppl_ce), or a recorded metric has no row.
+  `stages/validate.json` val_ppl / val_loss / val_ppl_ce), or a recorded metric has no row;
+- its per-sample results, identity file or metrics log disagree with the rows, the spec file or the stage
+  records (exoformer/runs/verify.py).
 The rows are read by the one strict reader (RunDir.result_files), so a file the reading verbs could not read
 is a reason too. The run index (exoformer/runs/run_index.py) asks once per change of a run's files.
 Torch-free; reads only the run directory.
@@ -21,6 +23,7 @@ from typing import Any
 
 from exoformer.errors import UserError
 from exoformer.rundir import DAMAGED, SUCCEEDED, RunDir
+from exoformer.runs.verify import run_files_problem
 
 RANGES = {"acc": (0.0, 1.0), "acc_norm": (0.0, 1.0), "ppl": (1.0, math.inf), "ppl_ce": (1.0, math.inf),
           "loss": (0.0, math.inf), "loss_ce": (0.0, math.inf)}
@@ -30,8 +33,10 @@ VALIDATION_RECORD = {"ppl": "val_ppl", "loss": "val_loss", "ppl_ce": "val_ppl_ce
 RELATIVE = 1e-9
 
 
-def integrity_problem(run: RunDir, spec_name: str) -> str | None:
-    """What makes the run's rows untrustworthy (one line), or None when they are what its stages recorded."""
+def integrity_problem(run: RunDir, spec: dict[str, Any]) -> str | None:
+    """What makes the run's rows untrustworthy (one line), or None when they are what its stages recorded.
+    `spec`: its spec file as the run index read it."""
+    spec_name = str(spec["name"])
     if run.path.parent.name != spec_name:
         return f"its spec file names {spec_name!r} but the run lives under {run.path.parent.name!r}"
     try:
@@ -54,7 +59,8 @@ def integrity_problem(run: RunDir, spec_name: str) -> str | None:
     eval_values = {f"{r.get('task')}/{r.get('metric')}": r.get("value") for r in files.get("eval_rows", [])}
     validation_values = {key: seen[("validation", metric)] for metric, key in VALIDATION_RECORD.items()
                          if ("validation", metric) in seen}
-    return _disagrees(run, "evaluate", eval_values) or _disagrees(run, "validate", validation_values)
+    return (_disagrees(run, "evaluate", eval_values) or _disagrees(run, "validate", validation_values)
+            or run_files_problem(run, files.get("eval_rows", []), spec))
 
 
 def _out_of_range(key: tuple[str, str], value: Any) -> str | None:
@@ -88,14 +94,14 @@ def _disagrees(run: RunDir, stage: str, rows: dict[str, Any]) -> str | None:
     return None
 
 
-def reading_state(run: RunDir, state: str | None, spec_name: str, problem: str | None = None
+def reading_state(run: RunDir, state: str | None, spec: dict[str, Any], problem: str | None = None
                   ) -> tuple[str | None, str | None]:
     """(state, reason) as the reading verbs show a run: a SUCCEEDED run whose rows fail the checks (or with
-    another `problem` its reader found, such as a damaged identity file) is DAMAGED. `spec_name` is its spec
-    file's `name`. Other states pass unchanged."""
+    another `problem` its reader found, such as a damaged identity file) is DAMAGED. `spec` is its spec file as
+    the run index read it. Other states pass unchanged."""
     if state != SUCCEEDED:
         return state, None
-    problem = problem or integrity_problem(run, spec_name)
+    problem = problem or integrity_problem(run, spec)
     if problem is None:
         return state, None
     return DAMAGED, f"{problem}; its numbers are not shown (fix: re-run it with --force)"

@@ -32,9 +32,10 @@ from typing import Any, Protocol, TypeVar
 import yaml
 
 from exoformer.errors import UserError
-from exoformer.io import atomic_write_json
+from exoformer.io import atomic_write_json, check_real_directories, read_regular, read_regular_text, remove_temp_files
 from exoformer.registry.registry import Registry
 from exoformer.run_identity import CHECKPOINT, OURS, SOURCES, RunIdentity
+from exoformer.runs import verify
 from exoformer.rundir import RunDir, index_file, run_dirs_of_spec, spec_names_under
 from exoformer.runs.row_integrity import reading_state
 from exoformer.runs.rundirs import derive_identity
@@ -42,7 +43,10 @@ from exoformer.runs.rundirs import derive_identity
 __all__ = ["CHECKPOINT", "OURS", "SOURCES", "RunInfo", "entry_of", "find_runs", "identity_of", "one_view",
            "pick_run", "runs_by_spec", "read_run_spec"]
 
-INDEX_VERSION = 4
+INDEX_VERSION = 5
+STALE_TEMP_S = 60.0
+"""A temporary file of an index write older than this was left by a reader killed while writing (a write takes
+milliseconds), so the next writer removes it."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -146,7 +150,7 @@ def read_run_spec(run: RunDir) -> dict:
     """The run's spec file as a mapping; a damaged one is a UserError naming it."""
     spec_file = run.spec_file
     try:
-        data = yaml.load(spec_file.read_text(encoding="utf-8"), Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
+        data = yaml.load(read_regular_text(spec_file), Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise UserError(f"the run's spec file cannot be read ({err.__class__.__name__})", where=str(spec_file),
                         fix="the run directory is damaged: re-run it with --force") from None
@@ -174,7 +178,7 @@ def read_run_info(run: RunDir) -> RunInfo:
     except UserError as err:
         identity, problem = None, f"{err.where}: {err.problem}"
     status = run.read_status()
-    state, damage = reading_state(run, None if status is None else status.state, str(data["name"]), problem)
+    state, damage = reading_state(run, None if status is None else status.state, data, problem)
     try:
         mtime = run.path.stat().st_mtime
     except OSError:
@@ -205,14 +209,6 @@ def _relative(*names: str) -> tuple[str, ...]:
 _KEY_FOLDERS = _relative("eval_dir", "analysis_dir", "stages_dir")
 
 
-def _file_stamp(path: str) -> list[int]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return [0, -1]
-    return [st.st_mtime_ns, st.st_size]
-
-
 _KEY_FILES = _relative("spec_file", "status_file", "identity_file", "eval_rows", "validation", "analysis_rows")
 
 
@@ -226,15 +222,15 @@ def entry_key(run: RunDir) -> list[int] | None:
     except OSError:
         return None
     stamps = [top.st_ino, top.st_mtime_ns, *(_mtime_ns(os.path.join(top_path, f)) for f in _KEY_FOLDERS)]
-    for name in _KEY_FILES:
-        stamps.extend(_file_stamp(os.path.join(top_path, name)))
+    for path in [*(os.path.join(top_path, name) for name in _KEY_FILES), *verify.key_paths(run)]:
+        stamps.extend(verify.file_stamp(path))
     return stamps
 
 
 def _load_index(path: Path) -> dict[str, Any]:
     """The cached entries of one spec directory; {} when the file is missing, unreadable or not ours."""
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_regular(path))
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("version") != INDEX_VERSION or not isinstance(data.get("runs"), dict):
@@ -271,6 +267,7 @@ def spec_runs(root: Path, name: str) -> list[RunInfo]:
 def _spec_runs(root: Path, name: str) -> list[RunInfo]:
     dirs = run_dirs_of_spec(root, name)
     cache_path = index_file(root, name)
+    check_real_directories([cache_path.parent], fix="move it away; the index is a cache the reading verbs rebuild")
     cached = _load_index(cache_path)
     entries: dict[str, Any] = {}
     out: list[RunInfo] = []
@@ -281,7 +278,7 @@ def _spec_runs(root: Path, name: str) -> list[RunInfo]:
             changed = True
             continue
         old = cached.get(rd.path.name)
-        if isinstance(old, dict) and old.get("key") == key:
+        if isinstance(old, dict) and old.get("key") == key and verify.sealed(old):
             if old.get("info") is None:  # a directory without a spec file: not a run (yet)
                 entries[rd.path.name] = old
                 continue
@@ -292,12 +289,13 @@ def _spec_runs(root: Path, name: str) -> list[RunInfo]:
                 continue
         changed = True
         if not rd.spec_file.is_file():
-            entries[rd.path.name] = {"key": key, "info": None}
+            entries[rd.path.name] = {"key": key, "info": None, "seal": verify.seal(key, None)}
             continue
         info = read_run_info(rd)
-        entries[rd.path.name] = {"key": key, "info": info.to_json()}
+        entries[rd.path.name] = {"key": key, "info": info.to_json(), "seal": verify.seal(key, info.to_json())}
         out.append(info)
     if changed:
+        remove_temp_files(cache_path.parent, older_than_s=STALE_TEMP_S)  # a reader killed mid-write of the index
         try:
             atomic_write_json(cache_path, {"version": INDEX_VERSION, "runs": entries})
         except OSError:  # a read-only runs root still reads, without the cache
@@ -342,6 +340,7 @@ def _remember(info: RunInfo) -> None:
     entry = cached.get(info.path.name)
     if isinstance(entry, dict) and entry.get("key") == entry_key(info.run):
         entry["info"] = info.to_json()
+        entry["seal"] = verify.seal(entry["key"], entry["info"])
         with contextlib.suppress(OSError):
             atomic_write_json(cache_path, {"version": INDEX_VERSION, "runs": cached})
 

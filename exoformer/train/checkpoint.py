@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tempfile
 import warnings
 from pathlib import Path
@@ -29,7 +30,7 @@ import torch
 
 from exoformer.errors import UserError
 from exoformer.faults import MACHINE_ERRNOS, ResumableFault, check_run_dir
-from exoformer.io import atomic_write_text, fsync_dir, sha256_file, sha256_of
+from exoformer.io import atomic_write_text, check_real_directories, fsync_dir, sha256_file, sha256_of
 from exoformer.rundir import RunDir
 from exoformer.train.distributed import working_alone
 
@@ -118,8 +119,10 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, An
     """
     directory = Path(directory)
     path = directory / checkpoint_name(step)
-    fix = "free space on that disk (or point --out at another one) and run the same command again to resume"
+    fix = "free space on that disk (or raise the quota) and run the same command again to resume"
     check_run_dir(directory.parent)  # a run directory removed under its job is not recreated here
+    check_real_directories([directory.parent, directory], fix="move it away (nothing was written or deleted); "
+                                                              "checkpoints go into a folder the job creates")
     with working_alone(f"saving checkpoint step {step}"):  # the other ranks wait for it, however long it takes
         _write(directory, path, step, state, fix)
     _prune(directory, keep)
@@ -171,10 +174,23 @@ def _prune(directory: Path, keep: int) -> None:
     verified = 0
     for old in _checkpoints(directory):
         if verified >= keep:
-            old.unlink(missing_ok=True)
-            Path(f"{old}.sha256").unlink(missing_ok=True)
+            for path in (old, Path(f"{old}.sha256")):
+                if _ours_to_delete(path, directory):
+                    path.unlink(missing_ok=True)
         elif verify(old) is None:
             verified += 1
+
+
+def _ours_to_delete(path: Path, directory: Path) -> bool:
+    """Whether retention may delete `path`: a regular file (not a link to one elsewhere) in the checkpoint folder
+    itself, both resolved, with a name this module writes. Anything else is left where it is."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    home = os.path.realpath(directory)
+    return (stat.S_ISREG(info.st_mode) and os.path.dirname(os.path.realpath(path)) == home
+            and (NAME.match(path.name) is not None or NAME.match(path.name.removesuffix(".sha256")) is not None))
 
 
 def checkpoint_files(directory: str | os.PathLike) -> list[Path]:
@@ -232,15 +248,18 @@ def _load_verified(path: Path, map_location) -> tuple[dict[str, Any] | None, str
         return _torch_load(f, path, map_location), None
 
 
+DAMAGED_FIX = "delete it (training resumes from the newest intact checkpoint), or run the same command with --force"
+
+
 def _torch_load(source: Any, where: Path, map_location) -> dict[str, Any]:
     try:
         state = torch.load(source, map_location=map_location, weights_only=True)
     except Exception as error:  # a foreign or damaged file
         raise UserError(f"cannot read checkpoint ({type(error).__name__}: {str(error).splitlines()[0][:200]})",
-                        where=str(where), fix="delete it or point --out at another directory") from None
+                        where=str(where), fix=DAMAGED_FIX) from None
     if not isinstance(state, dict):
         raise UserError(f"not a checkpoint of this harness (holds a {type(state).__name__})", where=str(where),
-                        fix="delete it or point --out at another directory")
+                        fix=DAMAGED_FIX)
     return state
 
 
@@ -319,7 +338,8 @@ def check_resumable(state: dict[str, Any], model_config: dict, train_config: dic
         shown = ", ".join(f"{f} (checkpoint {_get(state, f)!r}, requested {_get_req(f, model_config, train_config)!r})"
                           for f in differing[:4]) + (", ..." if len(differing) > 4 else "")
         raise UserError(f"checkpoint was made for a different run: {shown}", where=where,
-                        fix="use another --out directory, or the original settings to resume")
+                        fix="run with the original settings to resume, or with --force to start over (the old run is "
+                            "kept aside)")
 
 
 def world_size_change(written_by: int, world_size: int) -> str:

@@ -30,6 +30,8 @@ def with_samples(run: Path, acc: float, *, shift: int = 0) -> None:
     tasks = {task: {"doc_id": list(range(N_DOCS)), "acc": values,
                     **({} if task == "winogrande" else {"acc_norm": values})} for task in TASKS}
     (run / "eval" / "samples.json").write_text(json.dumps({"format": 1, "tasks": tasks}))
+    rows = [json.loads(line) for line in (run / "eval" / "long.jsonl").read_text().splitlines()]
+    (run / "eval" / "long.jsonl").write_text("".join(json.dumps({**r, "n": N_DOCS}) + "\n" for r in rows))
 
 
 def seeded_rows(root: Path, row: str, accs: list[float], ppls: list[float]) -> None:
@@ -93,6 +95,9 @@ def test_more_items_narrow_the_item_figure(tmp_path):
             for key in body:
                 body[key] = list(range(4 * N_DOCS)) if key == "doc_id" else body[key] * 4
         path.write_text(json.dumps(data))
+        rows_file = run / "eval" / "long.jsonl"  # the rows count the documents the samples hold
+        rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
+        rows_file.write_text("".join(json.dumps({**r, "n": 4 * N_DOCS}) + "\n" for r in rows))
     narrow = verdicts_of(tmp_path)[("gated", "avg6")].comparison
     assert (narrow.item_ci[1] - narrow.item_ci[0]) < 0.7 * (wide.item_ci[1] - wide.item_ci[0])
 

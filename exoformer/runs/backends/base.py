@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from exoformer.io import open_regular
 from exoformer.runs import locking
 from exoformer.registry.spec import Spec
 from exoformer.rundir import Status
@@ -80,7 +81,7 @@ def said_timed_out(log: Path | None) -> bool:
     if log is None:
         return False
     try:
-        with log.open("rb") as f:
+        with open_regular(log, limit=1 << 62) as f:  # a FIFO there must not block `status`
             f.seek(0, 2)
             f.seek(max(0, f.tell() - (1 << 20)))
             tail = f.read()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from exoformer.environ import quiet_progress_env, temporary_env
 from exoformer.errors import UserError
+from exoformer.limits import check_option
 from exoformer.runs import locking
 from exoformer.runs.backends.base import Item, Liveness, launcher_liveness, said_timed_out
 from exoformer.registry.profiles import Profile
@@ -48,6 +49,9 @@ class LocalBackend:
         if not (0 < timeout_min < float("inf")):  # also NaN
             raise UserError(f"must be a positive number of minutes, got {timeout_min}", where="--timeout-min",
                             fix="e.g. --timeout-min 60")
+        for value, option in ((concurrency, "--jobs"), (threads_per_job, "--threads"), (timeout_min, "--timeout-min")):
+            if value is not None:
+                check_option(value, option)
         self.concurrency = concurrency or default_concurrency()
         self.parallel_jobs = self.concurrency
         self.timeout_min = float(timeout_min)
