@@ -26,7 +26,7 @@ from torch import nn
 from exoformer.data.loader import Batch, TrainBatches, validation_batches
 from exoformer.errors import UserError
 from exoformer.model.config import ModelConfig
-from exoformer.rundir import RunDir
+from exoformer.rundir import VAL_CE_KEY, VAL_CURVE_KEY, RunDir
 from exoformer.train import distributed as dist_util
 from exoformer.train import tensorboard
 from exoformer.train.checkpoint import (
@@ -267,13 +267,13 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
                 if cfg.val_every and (step % cfg.val_every == 0 or step == cfg.steps):
                     val = validation_conventions(batch_criteria(model, val_set, device=device, precision=precision,
                                                                 doc_masking=cfg.doc_masking), cfg.z_loss)
-                    ce = val["val_loss_ce"]
+                    official, ce = val["val_loss"], val["val_loss_ce"]
                     if metrics:
-                        metrics.write({"kind": "val", "step": step, "tokens": tokens, "val_loss": ce,
-                                       "val_loss_official": val["val_loss"]})
-                    progress.note(f"step {step}: val_loss {ce:.4f}")
+                        metrics.write({"kind": "val", "step": step, "tokens": tokens, VAL_CURVE_KEY: official,
+                                       VAL_CE_KEY: ce})
+                    progress.note(f"step {step}: {VAL_CURVE_KEY} {official:.4f}")
                     if board:
-                        board.scalars(step, {"val/loss": ce})
+                        board.scalars(step, {"val/loss_official": official, "val/loss_ce": ce})
                 if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop_now:
                     check_finite_model(step, model)
                     save(step)
