@@ -9,7 +9,7 @@ continuation character, lm-eval's first-maximum tie rule) that equal the referen
 requests whose bf16 log-likelihood is bit-identical. The reference is batch 1 with full logits (the author's
 layout); `fp32` (batch 1) is shown as the named alternative.
 
-    python benchmarks/bench_bf16_batching.py --run-dir RUN_DIR [--batch-sizes 4 32] [--device cpu]
+    python benchmarks/bench_bf16_batching.py --run-dir RUN_DIR [--batch-sizes 4 32] [--limit N] [--fp32] [--device cpu]
     python benchmarks/bench_bf16_batching.py --random-init      # a small random-init model instead
 
 RUN_DIR is a trained smoke run (`reproduce.py run gated-s42 --preset smoke`). Prints one JSON object.
@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import sys
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -90,6 +92,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--fewshot", type=int, default=5)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--full-logits-batches", action="store_true", help="also batched layouts with full logits")
+    parser.add_argument("--fp32", action="store_true", help="also fp32 at batch 1")
     args = parser.parse_args(argv)
     if not args.run_dir and not args.random_init:
         parser.error("give --run-dir RUN_DIR (a trained smoke run) or --random-init")
@@ -103,13 +107,17 @@ def main(argv: list[str] | None = None) -> dict:
     layouts = {"batch1_full_logits (reference)": ("bf16", 1, True), "batch1 (lean head)": ("bf16", 1, False)}
     for bs in args.batch_sizes:
         layouts[f"batch{bs} right-padded (lean head)"] = ("bf16", bs, False)
-        layouts[f"batch{bs} right-padded (full logits)"] = ("bf16", bs, True)
-    layouts["fp32 batch1"] = ("fp32", 1, False)
+        if args.full_logits_batches:
+            layouts[f"batch{bs} right-padded (full logits)"] = ("bf16", bs, True)
+    if args.fp32:
+        layouts["fp32 batch1"] = ("fp32", 1, False)
     scores = {}
     for name, (precision, bs, full) in layouts.items():
         lm = ExoLM(models[precision], tokenizer, batch_size=bs, device=args.device, full_logits=full,
                    precision=precision, data_parallel=False)
+        started = time.perf_counter()
         scores[name] = [ll for ll, _ in lm.loglikelihood(instances, disable_tqdm=True)]
+        print(f"{name}: {len(instances)} requests in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     ref_name = next(iter(layouts))
     ref = decisions(instances, scores[ref_name])
     report: dict[str, Any] = {"model": what, "requests": len(instances), "reference": ref_name, "layouts": {}}

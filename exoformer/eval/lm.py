@@ -60,7 +60,7 @@ class ExoLM(TemplateLM):
     `precision` is the scoring precision (the caller casts the weights: exoformer.eval.scoring.scoring_model).
     """
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | None = None, batch_size: int = 32,
+    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | None = None, batch_size: int = 1,
                  device: str | torch.device = "cpu", full_logits: bool = False, precision: str = "fp32",
                  data_parallel: bool = True) -> None:
         super().__init__()

@@ -169,3 +169,16 @@ def test_bf16_sum_accumulates_in_fp32_and_rounds_once():
         values = torch.log_softmax(torch.randn(n, 64) * 3, -1)[:, 0].to(torch.bfloat16)
         assert bf16_sum(values.tolist()) == float(values.sum())  # torch's bf16 reduction: fp32 accumulator
     assert bf16_sum([]) == 0.0
+
+
+def test_the_default_eval_batch_size_scores_every_request_as_the_authors_batch_one():
+    """Batched bf16 scoring is not batch 1: right padding and other matmul shapes move a few bf16 sums by a
+    step (benchmarks/bench_bf16_batching.py). The spec's default batch size must give the author's numbers."""
+    from exoformer.eval.scoring import scoring_model
+    from exoformer.registry.spec import EvalConfig
+
+    model = scoring_model(perturbed_model(vocab_size=256, seq_len=64).eval(), "bf16")
+    requests = token_requests(40, 64, 256, seed=5)
+    got = ExoLM(model, CharTokenizer(), batch_size=EvalConfig().batch_size,
+                precision="bf16")._loglikelihood_tokens(requests, disable_tqdm=True)
+    assert got == [author_loglikelihood(model, ctx, cont) for _, ctx, cont in requests]
