@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from exoformer.registry.registry import Registry
+from exoformer.rundir import VAL_CURVE_KEY
 from exoformer.train.loop import train
 
 
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> dict:
         result = train(spec.model, recipe, out)
         lines = [json.loads(line) for line in (Path(out) / "metrics.jsonl").read_text().splitlines()]
     record = {"steps": args.steps, "final_train_loss": result.final_train_loss,
-              "val_losses": [line["val_loss"] for line in lines if line["kind"] == "val"],
+              "val_losses": [line[VAL_CURVE_KEY] for line in lines if line["kind"] == "val"],
               "seconds": round(time.perf_counter() - started, 1)}
     print(json.dumps(record))
     return record

@@ -15,7 +15,11 @@ becomes a row with its error, and the remaining checks still run):
 - 30 bf16 training steps eager against compiled (largest loss difference, speed-up);
 - eval loglikelihood requests/s and peak memory, batched against batch 1, and lean scoring against full
   (B, T, V) logits;
-- process-group init with the ranks present (NCCL, one rank per visible GPU).
+- process-group init with the ranks present (NCCL, one rank per visible GPU);
+- numerics as the author's code: bf16 scoring at batch 1 against run_eval.py's loglikelihood on this device
+  (its own log_softmax kernel, a bf16 sum), batched against batch 1, CUDA against CPU (decision agreement per
+  multiple-choice question); Polar Express on a bf16 update against a transcription of the official kernels'
+  rounding (and the rounding after every op, for scale).
 MFU = (6N + attention) FLOPs per token (exoformer.budget.cost.flops_per_token) x tokens/s over the
 device's dense bf16 peak from PEAK_BF16_TFLOPS; a device not in that table gets "unknown peak", never a
 guess. Once results/gpu_check.json holds an MFU, `plan` uses it instead of the assumed 40%.
@@ -875,6 +879,180 @@ def fix_rows() -> list[tuple[str, Callable[[Context], Row]]]:
             ("loss peak memory chunked / unchunked", row_chunked_loss)]
 
 
+# ----------------------------------------------------------------------------- numerics as the author's code
+
+def multiple_choice(cfg: ModelConfig, questions: int, window: int, seed: int = 0) -> list[list[tuple]]:
+    """Per question, 4 (context, continuation) pairs: one random context of `window` tokens and continuations
+    of 1-8 random tokens, the shape of an ARC / HellaSwag request."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(questions):
+        context = torch.randint(1, cfg.vocab_size, (window,), generator=g).tolist()
+        out.append([(context, torch.randint(1, cfg.vocab_size, (int(torch.randint(1, 9, (1,), generator=g)),),
+                                            generator=g).tolist()) for _ in range(4)])
+    return out
+
+
+def author_loglikelihood(model: torch.nn.Module, context: list[int], continuation: list[int],
+                         device: torch.device) -> float:
+    """run_eval.py's loglikelihood (docs/official_code.md section 5): one sequence on bf16 weights, no autocast,
+    this device's own log_softmax kernel on the bf16 logits, the continuation's bf16 log-probs summed as a bf16
+    tensor."""
+    tokens = (context + continuation)[-(model.config.seq_len + 1):]
+    with torch.no_grad():
+        logits = model(torch.tensor([tokens[:-1]], device=device))[0, -len(continuation):]
+    logp = torch.log_softmax(logits, dim=-1)
+    return float(logp.gather(-1, torch.tensor(continuation, device=device)[:, None]).sum())
+
+
+def decisions(questions: list[list[tuple]], lls: list[float]) -> list[tuple[int, int]]:
+    """(argmax log-likelihood, argmax log-likelihood per continuation token) per question, first maximum wins."""
+    out, i = [], 0
+    for choices in questions:
+        scores = lls[i:i + len(choices)]
+        lengths = [len(c) for _, c in choices]
+        out.append((max(range(len(scores)), key=lambda k: (scores[k], -k)),
+                    max(range(len(scores)), key=lambda k: (scores[k] / lengths[k], -k))))
+        i += len(choices)
+    return out
+
+
+def bf16_scoring(ctx: Context) -> dict:
+    """bf16 scoring (exoformer/eval/scoring.py) at the default batch size 1, batched, against the author's
+    loglikelihood on this device, and (on CUDA) against the same scoring on the CPU."""
+    from exoformer.eval.scoring import Scorer, scoring_model
+
+    scale = ctx.scale
+    cfg = config("dynamic-e-exoformer", scale.eval_shape if not scale.cpu else scale.family_shape)
+    model = build_model(cfg, torch.device("cpu"))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    model = scoring_model(model.eval(), "bf16")
+    questions = multiple_choice(cfg, 8 if scale.cpu else 64, min(scale.eval_window, cfg.seq_len - 9))
+    pairs = [pair for choices in questions for pair in choices]
+    model.to(ctx.device)
+    ours = [ll for ll, _ in Scorer(model, pad_id=0, device=ctx.device, precision="bf16").score(pairs, 1)]
+    batched = [ll for ll, _ in Scorer(model, pad_id=0, device=ctx.device,
+                                      precision="bf16").score(pairs, scale.eval_batch)]
+    author = [author_loglikelihood(model, c, t, ctx.device) for c, t in pairs]
+    return {"pairs": len(pairs), "questions": len(questions), "model": f"{cfg.n_layer}x{cfg.d_model}, vocab "
+            f"{cfg.vocab_size}, random init", "ours": ours, "batched": batched, "author": author}
+
+
+CROSS_DEVICE_SHAPE = {"shape": "proxy"}
+"""A model small enough for bf16 matmuls on the CPU (8 x 256, vocab 2,048, seq 512)."""
+
+
+def bf16_scoring_across_devices(ctx: Context) -> dict:
+    """The same bf16 model and requests scored at batch 1 on this device and on the CPU."""
+    from exoformer.eval.scoring import Scorer, scoring_model
+
+    cfg = config("dynamic-e-exoformer", CROSS_DEVICE_SHAPE)
+    model = build_model(cfg, torch.device("cpu"))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    model = scoring_model(model.eval(), "bf16")
+    questions = multiple_choice(cfg, 32, 256, seed=1)
+    pairs = [pair for choices in questions for pair in choices]
+    on_cpu = [ll for ll, _ in Scorer(model, pad_id=0, device="cpu", precision="bf16").score(pairs, 1)]
+    model.to(ctx.device)
+    on_device = [ll for ll, _ in Scorer(model, pad_id=0, device=ctx.device, precision="bf16").score(pairs, 1)]
+    return {"questions": questions, "cpu": on_cpu, "device": on_device}
+
+
+def _agreement(ref: list[float], got: list[float], shape: list[list[tuple]]) -> tuple[float, str]:
+    """(the smaller of the acc and acc_norm decision agreements, a note) of `got` against `ref`."""
+    a, b = decisions(shape, ref), decisions(shape, got)
+    acc = sum(x[0] == y[0] for x, y in zip(a, b)) / len(a)
+    norm = sum(x[1] == y[1] for x, y in zip(a, b)) / len(a)
+    same = sum(x == y for x, y in zip(ref, got)) / len(ref)
+    return min(acc, norm), (f"acc {acc:.4f}, acc_norm {norm:.4f} of {len(a)} questions; {same:.4f} of "
+                            "log-likelihoods bit-identical")
+
+
+def bf16_scoring_rows() -> list[tuple[str, Callable[[Context], Row]]]:
+    def run(ctx: Context) -> dict:
+        return ctx.once("bf16_scoring", lambda: bf16_scoring(ctx))
+
+    def shape_of(ctx: Context, r: dict) -> list[list[tuple]]:
+        cfg = config("dynamic-e-exoformer", ctx.scale.eval_shape if not ctx.scale.cpu else ctx.scale.family_shape)
+        return multiple_choice(cfg, r["questions"], min(ctx.scale.eval_window, cfg.seq_len - 9))
+
+    def author(ctx: Context) -> Row:
+        r = run(ctx)
+        value, notes = _agreement(r["author"], r["ours"], shape_of(ctx, r))
+        on_cuda = ctx.device.type == "cuda"
+        return ctx.row(value, "share", (value >= 0.995) if on_cuda else None,
+                       f"{notes}; {r['model']}; ours = batch 1, explicit bf16 log-softmax and sum"
+                       + ("" if on_cuda else "; judged on CUDA (the CPU log_softmax kernel rounds differently)"))
+
+    def batched(ctx: Context) -> Row:
+        r = run(ctx)
+        value, notes = _agreement(r["ours"], r["batched"], shape_of(ctx, r))
+        return ctx.row(value, "share", None, f"{notes}; batch {ctx.scale.eval_batch} right-padded vs batch 1 "
+                                              "(the default, eval.batch_size 1)")
+
+    def cpu(ctx: Context) -> Row:
+        if ctx.device.type != "cuda":
+            return ctx.row(None, "", None, "needs CUDA")
+        r = ctx.once("bf16_scoring_across_devices", lambda: bf16_scoring_across_devices(ctx))
+        value, notes = _agreement(r["cpu"], r["device"], r["questions"])
+        cfg = config("dynamic-e-exoformer", CROSS_DEVICE_SHAPE)
+        return ctx.row(value, "share", None, f"{notes}; {cfg.n_layer}x{cfg.d_model} random init, batch 1 on both")
+
+    return [("bf16 scoring batch 1 vs the author's loglikelihood: decisions agreeing", author),
+            ("bf16 scoring batched vs batch 1: decisions agreeing", batched),
+            ("bf16 scoring CUDA vs CPU: decisions agreeing", cpu)]
+
+
+def author_polar_express_step(x: torch.Tensor, a: float, b: float, c: float) -> torch.Tensor:
+    """The official Triton formulation of one Polar Express iteration (docs/official_code.md 4.3), transcribed
+    with fp32 matmuls of bf16 values: A = XX^T rounded once, bA + cA^2 rounded once, aX + BX rounded once."""
+    xf = x.float()
+    gram = (xf @ xf.T).bfloat16().float()
+    poly = (c * (gram @ gram) + b * gram).bfloat16().float()
+    return (poly @ xf + a * xf).bfloat16()
+
+
+def polar_express_numerics(ctx: Context) -> dict:
+    """Ours (exoformer.train.optim.polar_express on a bf16 update, as official-pure-bf16 runs it) and the
+    rounding after every bf16 op, each against the transcription, relative Frobenius difference."""
+    from exoformer.train.optim import POLAR_EXPRESS_COEFFICIENTS, polar_express
+
+    rows, cols = (256, 64) if ctx.scale.cpu else (4096, 1024)  # c_attn of the 450M shape: 4C x C
+    torch.manual_seed(0)
+    with torch.no_grad():
+        update = torch.randn(rows, cols, device=ctx.device).bfloat16()
+        x = update.float().T
+        x = (x / (torch.linalg.vector_norm(x) * 1.02 + 1e-6)).bfloat16()
+        for a, b, c in POLAR_EXPRESS_COEFFICIENTS:
+            x = author_polar_express_step(x, a, b, c)
+        want = x.T.float()
+        per_op = update.T / (update.norm() * 1.02 + 1e-6)
+        for a, b, c in POLAR_EXPRESS_COEFFICIENTS:
+            gram = per_op @ per_op.T
+            per_op = a * per_op + (b * gram + c * (gram @ gram)) @ per_op
+        ours = polar_express(update).float()
+
+    def rel(t: torch.Tensor) -> float:
+        return float((t.float() - want).norm() / want.norm())
+
+    return {"ours": rel(ours), "per_op": rel(per_op.T), "shape": f"{rows}x{cols}"}
+
+
+def row_polar_express(ctx: Context) -> Row:
+    r = ctx.once("polar_express", lambda: polar_express_numerics(ctx))
+    try:
+        import triton  # noqa: F401
+        triton_note = "Triton present; the official kernels are not vendored, the transcription stands in"
+    except ImportError:
+        triton_note = "no Triton: against the transcription"
+    return ctx.row(r["ours"], "rel", r["ours"] <= 0.5 * r["per_op"],
+                   f"{r['shape']} bf16 update; rounding after every bf16 op: {r['per_op']:.3g}; {triton_note}")
+
+
 # ----------------------------------------------------------------------------- runner
 
 def checks() -> list[tuple[str, Callable[[Context], Row]]]:
@@ -894,6 +1072,8 @@ def checks() -> list[tuple[str, Callable[[Context], Row]]]:
                     eval_rows(), strict=True))
     out.append(("process group init + all-reduce (NCCL; gloo with --cpu)", row_process_group))
     out += fix_rows()
+    out += bf16_scoring_rows()
+    out.append(("Polar Express bf16 vs the official kernels' rounding: rel |diff|", row_polar_express))
     out += [("flex doc mask vs dense SDPA, bf16: max |diff|", row_flex_diff), ("flex / dense SDPA time", row_flex_time),
             ("model loss, attention flex vs sdpa", model_flex_against_sdpa)]
     out += [("30 bf16 steps eager vs compiled: max |loss diff|", row_steps_loss),

@@ -46,6 +46,14 @@ JOBS_DIR = ".jobs"
 RUN_INDEX_DIR = ".index"
 """The reading verbs' derived cache of the runs, one file per spec directory (exoformer/runs/run_index.py)."""
 
+VAL_CURVE_KEY = "val_loss_official"
+"""metrics.jsonl key of the validation curve: the author's estimate_loss convention, the per-batch mean of
+CE + 2 x z-loss (docs/official_code.md 4.4-4.5, hazard H3), the convention of the final `val_loss`/`val_ppl`."""
+VAL_CE_KEY = "val_loss_ce"
+"""metrics.jsonl key of the same validation points as pure cross-entropy."""
+LEGACY_VAL_KEY = "val_loss"
+"""The one validation key of metrics.jsonl lines written before VAL_CURVE_KEY: pure cross-entropy."""
+
 _SUBDIRS = ("stages", "checkpoints", "eval", "analysis", "logs")
 _JOB_LOCK = ".job.lock"
 _STOP = ".stop-requested"
@@ -437,12 +445,19 @@ class RunDir:
                 return row
         return None
 
-    def val_curve(self, *, problems: list[str] | None = None) -> tuple[list[float], list[float]]:
-        """(tokens, val_loss) of the validation lines of metrics.jsonl, in step order (one per step); damaged lines
-        are described as `file:line: why` in `problems` when given."""
+    def val_curve(self, convention: str = "official", *, problems: list[str] | None = None
+                  ) -> tuple[list[float], list[float]]:
+        """(tokens, validation loss) of the validation lines of metrics.jsonl, in step order (one per step);
+        damaged lines are described as `file:line: why` in `problems` when given.
+
+        `official` (what figures and data-efficiency ratios read): VAL_CURVE_KEY, the author's estimate_loss
+        convention. `ce`: VAL_CE_KEY, pure cross-entropy. A line written before these keys has only
+        LEGACY_VAL_KEY (pure cross-entropy) and is read as it is under either convention.
+        """
+        key = {"official": VAL_CURVE_KEY, "ce": VAL_CE_KEY}[convention]
         by_step: dict[int, tuple[float, float]] = {}
         for row in self.metrics("val", problems=problems):
-            step, tokens, loss = row.get("step"), row.get("tokens"), row.get("val_loss")
+            step, tokens, loss = row.get("step"), row.get("tokens"), row.get(key, row.get(LEGACY_VAL_KEY))
             if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (step, tokens, loss)):
                 by_step[int(step)] = (float(tokens), float(loss))
         ordered = [by_step[s] for s in sorted(by_step)]

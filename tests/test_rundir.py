@@ -67,3 +67,17 @@ def test_damaged_result_rows_are_one_line_errors(tmp_path):
     rd.eval_rows.write_bytes(b"\xff\xfe")
     with pytest.raises(UserError, match="not a UTF-8 text file"):
         rd.result_rows("gated-s42")
+
+
+def test_val_curve_reads_the_author_convention_and_cross_entropy_by_name_and_old_lines_still(tmp_path):
+    from exoformer.rundir import LEGACY_VAL_KEY, VAL_CE_KEY, VAL_CURVE_KEY
+
+    rd = RunDir(tmp_path)
+    lines = [{"kind": "val", "step": 1, "tokens": 10, LEGACY_VAL_KEY: 3.0},  # before either key: pure CE
+             {"kind": "val", "step": 2, "tokens": 20, LEGACY_VAL_KEY: 2.0, VAL_CURVE_KEY: 2.002},  # CE + official
+             {"kind": "val", "step": 3, "tokens": 30, VAL_CURVE_KEY: 1.5015, VAL_CE_KEY: 1.5},  # today's lines
+             {"kind": "train", "step": 3, "tokens": 30, "loss": 9.0}]
+    rd.metrics_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert rd.val_curve() == ([10.0, 20.0, 30.0], [3.0, 2.002, 1.5015])
+    assert rd.val_curve("official") == rd.val_curve()
+    assert rd.val_curve("ce") == ([10.0, 20.0, 30.0], [3.0, 2.0, 1.5])

@@ -7,8 +7,9 @@ context spaces move into the continuation, context+continuation are encoded toge
 How this differs from the author's adapter (docs/official_code.md section 5), on purpose:
 - batched: requests sorted by total length (longest first), right-padded, one forward per batch, results
   put back in request order; the author scores one request per forward (batch size 1);
-- the log-softmax follows the scoring precision (exoformer/eval/precision.py: `bf16` on bf16 logits as the
-  author's, `fp32` in fp32), and is taken only at the positions that predict a continuation token: with a
+- the log-softmax and the sum of a continuation's log-probs follow the scoring precision
+  (exoformer/eval/precision.py: `bf16` on bf16 logits and summed in bf16 as the author's, `fp32` in fp32
+  and float64), and the log-softmax is taken only at the positions that predict a continuation token: with a
   model that has `hidden_states` and `lm_head` (ExoTransformer) the head runs on those rows alone, so
   (B, T, V) logits never exist (`exoformer.eval.scoring`);
 - the context/continuation split is lm-eval's (encode whole, split at len(encode(context))), not a binary
@@ -67,7 +68,7 @@ class ExoLM(TemplateLM):
     `precision` is the scoring precision (the caller casts the weights: exoformer.eval.scoring.scoring_model).
     """
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | None = None, batch_size: int = 32,
+    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | None = None, batch_size: int = 1,
                  device: str | torch.device = "cpu", full_logits: bool = False, precision: str = "fp32",
                  data_parallel: bool = True) -> None:
         super().__init__()

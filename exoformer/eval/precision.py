@@ -2,7 +2,9 @@
 
 `bf16` (the default for every source, our runs and checkpoint rows alike) scores as the author's run_eval.py
 does (docs/official_code.md section 5 and hazard H4): every Linear and Embedding weight cast to bf16
-(`to_mixed_precision`), matmuls in bf16, and the log-softmax taken on bf16 logits. Cells scored so are
+(`to_mixed_precision`), no autocast (matmuls in bf16, bf16 logits), the log-softmax taken on bf16 logits and
+a continuation's log-probs summed in bf16, each step written out in exoformer/eval/scoring.py so that CPU and
+CUDA compute the same thing. Cells scored so are
 comparable with the paper's. `fp32` is the named alternative: fp32 weights, fp32 matmuls and an fp32
 log-softmax, for when accuracy matters more than matching the paper (H4: bf16 log-probs can flip close
 multiple-choice decisions). A cell scored at another precision than its table's reference recipe is marked
@@ -15,7 +17,8 @@ from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 
-SCORING_PRECISIONS = {"bf16": "the author's run_eval.py: bf16 weights, bf16 matmuls, log-softmax on bf16 logits",
+SCORING_PRECISIONS = {"bf16": "the author's run_eval.py: bf16 weights, no autocast, log-softmax on bf16 logits, "
+                             "log-probs summed in bf16",
                       "fp32": "fp32 weights, matmuls and log-softmax"}
 DEFAULT_SCORING = "bf16"
 

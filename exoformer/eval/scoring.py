@@ -5,9 +5,13 @@ at batch 16, 1,024 tokens and the checkpoints' 57,601-row vocabulary that is 3.8
 thrown away. Here the LM head runs only on the hidden states of the positions that predict a continuation
 token, a bounded number of rows at a time.
 
-The scoring precision (exoformer/eval/precision.py) decides the numerics: `fp32` takes each chunk's
-log-softmax in fp32; `bf16` runs the forward under bf16 autocast on bf16 weights (`scoring_model`) and takes
-the log-softmax on bf16 logits, as the author's run_eval.py does (docs/official_code.md hazard H4).
+The scoring precision (exoformer/eval/precision.py) decides the numerics. `fp32`: fp32 weights, each chunk's
+log-softmax in fp32 and a request's log-probs summed in float64. `bf16` is the author's run_eval.py
+(docs/official_code.md section 5 and hazard H4), spelled out so that every device computes the same thing:
+bf16 Linear/Embedding weights (`scoring_model`) and no autocast, so the logits are bf16; the log-softmax of
+the bf16 logits rounded once to bf16 (`bf16_log_softmax`, the arithmetic of torch's CPU and CUDA kernels);
+a request's bf16 log-probs summed in fp32 and rounded once to bf16 (`bf16_sum`, as `Tensor.sum` of a bf16
+tensor does), on the host in a fixed order. Under autocast CUDA would take the log-softmax in fp32 instead.
 
 `Scorer` is the token side of the lm-eval adapter (`exoformer.eval.lm.ExoLM`) without lm-eval: requests
 sorted by length (longest first), right-padded batches, results in request order. Benchmarks use it
@@ -19,6 +23,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 
 from exoformer.eval.precision import check_scoring_precision
@@ -43,10 +48,28 @@ def scoring_model(model: torch.nn.Module, precision: str) -> torch.nn.Module:
 
 
 def forward_context(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """bf16 autocast for `bf16` (the model mixes bf16 weights with fp32 gains), nothing for `fp32`."""
-    if precision == "bf16":
-        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+    """No autocast at either precision: under `bf16` the model computes in its weights' dtype (bf16 matmuls,
+    norm gains and coefficients cast to the activation dtype), as the author's to_mixed_precision model does.
+    Autocast would differ by device (CUDA autocast takes log_softmax in fp32; CPU autocast does not)."""
+    check_scoring_precision(precision)
     return contextlib.nullcontext()
+
+
+def bf16_log_softmax(logits: torch.Tensor) -> torch.Tensor:
+    """log_softmax over the last dim of bf16 logits, rounded once to bf16: x - max - log(sum(exp(x - max)))
+    in fp32, the arithmetic torch's log_softmax kernels use for a bf16 input on CPU and CUDA alike."""
+    x = logits.to(torch.bfloat16).float()
+    shifted = x - x.amax(dim=-1, keepdim=True)
+    return (shifted - shifted.exp().sum(dim=-1, keepdim=True).log()).to(torch.bfloat16)
+
+
+def bf16_sum(values: Sequence[float]) -> float:
+    """The bf16 sum of bf16 `values` as `Tensor.sum` of a bf16 tensor computes it: accumulated in fp32, in
+    order, and rounded once to bf16. Runs on the host, so every device gives the same bits."""
+    total = np.float32(0.0)
+    for value in values:
+        total = np.float32(total + np.float32(value))
+    return float(torch.tensor(float(total), dtype=torch.float32).to(torch.bfloat16))
 
 
 def continuation_logprobs(rows: torch.Tensor, targets: torch.Tensor, vocab_size: int,
@@ -57,9 +80,9 @@ def continuation_logprobs(rows: torch.Tensor, targets: torch.Tensor, vocab_size:
 
     `to_logits` maps a block of rows to (n, vocab_size) logits (the LM head on hidden states); None means
     `rows` already are logits. At most `chunk_elements` logits exist at a time. The log-softmax is taken in
-    fp32 (`fp32`) or on bf16 logits (`bf16`, the author's bf16 log-probs).
+    fp32 (`fp32`) or by `bf16_log_softmax` (`bf16`: each log-prob is a bf16 value, held exactly in float64).
     """
-    logit_dtype = torch.bfloat16 if check_scoring_precision(precision) == "bf16" else torch.float32
+    bf16 = check_scoring_precision(precision) == "bf16"
     if rows.shape[0] != targets.shape[0]:
         raise ValueError(f"{rows.shape[0]} rows for {targets.shape[0]} targets")
     step = max(1, chunk_elements // vocab_size)
@@ -67,7 +90,7 @@ def continuation_logprobs(rows: torch.Tensor, targets: torch.Tensor, vocab_size:
     for start in range(0, rows.shape[0], step):
         block, block_targets = rows[start:start + step], targets[start:start + step]
         logits = block if to_logits is None else to_logits(block)
-        logp = torch.log_softmax(logits.to(logit_dtype), dim=-1)
+        logp = bf16_log_softmax(logits) if bf16 else torch.log_softmax(logits.float(), dim=-1)
         del logits
         logprobs.append(logp.gather(-1, block_targets[:, None])[:, 0].double())
         greedy.append(logp.argmax(-1) == block_targets)
@@ -172,7 +195,9 @@ class Scorer:
                 token_logprobs, greedy = continuation_logprobs(picked, flat_targets, picked.shape[-1],
                                                                precision=self.precision)
         counts = [len(t) for t in targets]
-        sums = [float(s.sum()) for s in torch.split(token_logprobs.cpu(), counts)]
+        split = torch.split(token_logprobs.cpu(), counts)
+        sums = ([bf16_sum(values.tolist()) for values in split] if self.precision == "bf16"
+                else [float(values.sum()) for values in split])
         all_greedy = [bool(g.all()) for g in torch.split(greedy.cpu(), counts)]
         return list(zip(sums, all_greedy, strict=True))
 

@@ -20,6 +20,7 @@ from torch import nn
 
 from exoformer.data.loader import TrainBatches
 from exoformer.model.config import ModelConfig
+from exoformer.rundir import VAL_CE_KEY, VAL_CURVE_KEY
 from exoformer.train import distributed as dist_util
 from exoformer.train.checkpoint import save_checkpoint
 from exoformer.train.config import TrainConfig
@@ -140,13 +141,13 @@ def validation_due(state: TrainState, update: Update) -> bool:
 def validate(state: TrainState, update: Update) -> None:
     """Validation loss on the run's validation batches: its line of metrics.jsonl, a note, TensorBoard."""
     val = state.validation_losses()
-    ce = val["val_loss_ce"]
+    official, ce = val["val_loss"], val["val_loss_ce"]
     if state.metrics:
-        state.metrics.write({"kind": "val", "step": update.step, "tokens": update.tokens, "val_loss": ce,
-                             "val_loss_official": val["val_loss"]})
-    state.progress.note(f"step {update.step}: val_loss {ce:.4f}")
+        state.metrics.write({"kind": "val", "step": update.step, "tokens": update.tokens, VAL_CURVE_KEY: official,
+                             VAL_CE_KEY: ce})
+    state.progress.note(f"step {update.step}: {VAL_CURVE_KEY} {official:.4f}")
     if state.board:
-        state.board.scalars(update.step, {"val/loss": ce})
+        state.board.scalars(update.step, {"val/loss_official": official, "val/loss_ce": ce})
 
 
 def checkpoint_due(state: TrainState, update: Update) -> bool:

@@ -60,18 +60,43 @@ def param_groups(model: nn.Module) -> dict[str, list[tuple[str, nn.Parameter]]]:
 def polar_express(update: Tensor) -> Tensor:
     """Approximate the orthogonal polar factor U V^T of `update` (5 Polar Express iterations).
 
-    Runs in bf16 on CUDA (as the official code) and in fp32 on CPU, where bf16 matmuls are slow and fp32
-    keeps the exact-resume tests bitwise. Works on the wide orientation (transposed when rows > cols).
+    In bf16 when `update` is bf16 (official-pure-bf16 weights, on any device) or on CUDA, rounded as the
+    official Triton kernels round (`polar_express_step_bf16`); in fp32 otherwise (fp32 weights on the CPU,
+    where fp32 keeps the exact-resume tests bitwise). Works on the wide orientation (transposed when rows > cols).
     """
-    x = update.to(torch.bfloat16 if update.is_cuda else torch.float32)
+    bf16 = update.dtype == torch.bfloat16 or update.is_cuda
+    x = update.float()
     transposed = x.size(-2) > x.size(-1)
     if transposed:
         x = x.mT
     x = x / (x.norm() * 1.02 + 1e-6)
-    for a, b, c in POLAR_EXPRESS_COEFFICIENTS:
-        gram = x @ x.mT
-        x = a * x + (b * gram + c * (gram @ gram)) @ x
+    if bf16:
+        x = x.to(torch.bfloat16)
+        for a, b, c in POLAR_EXPRESS_COEFFICIENTS:
+            x = polar_express_step_bf16(x, a, b, c)
+    else:
+        for a, b, c in POLAR_EXPRESS_COEFFICIENTS:
+            gram = x @ x.mT
+            x = a * x + (b * gram + c * (gram @ gram)) @ x
     return x.mT if transposed else x
+
+
+def polar_express_step_bf16(x: Tensor, a: float, b: float, c: float) -> Tensor:
+    """One Polar Express iteration X <- aX + (bA + cA^2)X, A = XX^T, on bf16 X, as the official kernels round
+    (docs/official_code.md 4.3): A accumulated in fp32 and rounded once to bf16 (the XX^T kernel); bA + cA^2
+    accumulated in fp32 from the bf16 A and rounded once (the fused kernel); aX + BX accumulated in fp32 and
+    rounded once (addmm). On CUDA the two large products are bf16 matmuls (fp32 accumulation, one rounding);
+    on the CPU every product is an fp32 matmul of the bf16 values, rounded at the same three points.
+    """
+    if x.is_cuda:
+        gram = x @ x.mT
+        gram32 = gram.float()
+        poly = torch.addmm(gram32, gram32, gram32, beta=b, alpha=c).to(torch.bfloat16)
+        return torch.addmm(x, poly, x, beta=a)
+    x32 = x.float()
+    gram32 = (x32 @ x32.mT).to(torch.bfloat16).float()
+    poly32 = (b * gram32 + c * (gram32 @ gram32)).to(torch.bfloat16).float()
+    return (a * x32 + poly32 @ x32).to(torch.bfloat16)
 
 
 class Muon(torch.optim.Optimizer):

@@ -24,10 +24,26 @@ def test_the_check_list_covers_every_required_measurement():
                    "30 bf16 steps eager vs compiled", "eval requests/s, batch 1", "eval peak memory, batched",
                    "eval peak memory lean / full logits", "process group init",
                    "resume official-pure-bf16", "eval on the job's device", "train step FlexAttention / sdpa",
-                   "Muon shared by 2 ranks vs replicated", "loss peak memory chunked / unchunked"):
+                   "Muon shared by 2 ranks vs replicated", "loss peak memory chunked / unchunked",
+                   "bf16 scoring batch 1 vs the author's loglikelihood", "bf16 scoring batched vs batch 1",
+                   "bf16 scoring CUDA vs CPU", "Polar Express bf16 vs the official kernels' rounding"):
         assert needed in text
     assert all(f"compiled vs eager loss: {v}" in ROW_NAMES for v in gpu_check.FAMILIES.values())
     assert len(set(ROW_NAMES)) == len(ROW_NAMES)
+
+
+def test_polar_express_row_on_the_cpu_is_the_transcription_bit_for_bit():
+    import torch
+
+    ctx = gpu_check.Context(gpu_check.CPU_SCALE, torch.device("cpu"), "CPU", None)
+    row = gpu_check.row_polar_express(ctx)
+    assert row.value == 0.0 and row.ok is True and "rounding after every bf16 op" in row.notes
+
+
+def test_scoring_decisions_follow_lm_evals_first_maximum_rule():
+    questions = [[([1], [2]), ([1], [3, 4]), ([1], [5])], [([1], [2]), ([1], [2, 3])]]
+    lls = [-2.0, -3.0, -2.0, -4.0, -4.0]
+    assert gpu_check.decisions(questions, lls) == [(0, 1), (0, 1)]
 
 
 def test_document_mask_batches_give_each_row_its_own_boundaries():

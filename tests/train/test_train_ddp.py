@@ -11,6 +11,7 @@ import pytest
 import torch
 from train_tiny import tiny_model, tiny_train
 
+from exoformer.rundir import VAL_CURVE_KEY
 from exoformer.train.checkpoint import latest_checkpoint, load_checkpoint
 from exoformer.train.loop import train
 
@@ -25,7 +26,7 @@ def free_port() -> int:
 
 def losses(run: Path) -> list[float]:
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return [line["loss"] if line["kind"] == "train" else line["val_loss"] for line in lines]
+    return [line["loss"] if line["kind"] == "train" else line[VAL_CURVE_KEY] for line in lines]
 
 
 @pytest.mark.slow

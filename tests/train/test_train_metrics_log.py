@@ -53,3 +53,22 @@ def test_resume_works_past_a_garbage_line(tiny_data, tmp_path):
                 for line in path.read_text().splitlines()]
 
     assert without_timing(metrics) == without_timing(reference / "metrics.jsonl")
+
+
+def test_validation_lines_carry_the_author_convention_under_its_own_key(tiny_data, tmp_path):
+    """The curve figures and ratios read (RunDir.val_curve) is estimate_loss's: per-batch mean of CE + 2 x z-loss,
+    the final validation's `val_loss` on the same batches; pure cross-entropy sits beside it under VAL_CE_KEY."""
+    from exoformer.rundir import VAL_CE_KEY, VAL_CURVE_KEY, RunDir
+    from exoformer.train.loop import final_validation
+
+    cfg = tiny_train(tiny_data)
+    train(tiny_model(), cfg, tmp_path)
+    vals = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"val"' in line]
+    assert [v["step"] for v in vals] == [4, 8, 12]
+    assert all(set(v) == {"kind", "step", "tokens", VAL_CURVE_KEY, VAL_CE_KEY} for v in vals)
+    same_batches = final_validation(tiny_model(), cfg, tmp_path,
+                                    tokens=cfg.val_batches * cfg.micro_batch_seqs * cfg.seq_len)
+    assert vals[-1][VAL_CURVE_KEY] == pytest.approx(same_batches["val_loss"], rel=1e-9)
+    assert vals[-1][VAL_CE_KEY] == pytest.approx(same_batches["val_loss_ce"], rel=1e-9)
+    assert all(v[VAL_CURVE_KEY] > v[VAL_CE_KEY] for v in vals)  # the z-loss term, counted twice, is positive
+    assert RunDir(tmp_path).val_curve()[1] == [v[VAL_CURVE_KEY] for v in vals]

@@ -9,6 +9,7 @@ import pytest
 from exoformer.data import resolve_data
 from exoformer.data.shards import find_shards, read_shard
 from exoformer.registry.registry import Registry
+from exoformer.rundir import VAL_CE_KEY
 from exoformer.train.loop import train
 
 
@@ -27,7 +28,7 @@ def test_smoke_shape_learns_the_smoke_corpus(tmp_path):
     recipe = dataclasses.replace(spec.train, steps=60, val_every=30, checkpoint_every=60)
     result = train(spec.model, recipe, tmp_path)
     assert result.step == 60 and not result.interrupted
-    vals = [json.loads(line)["val_loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+    vals = [json.loads(line)[VAL_CE_KEY] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
             if '"val"' in line]
     assert len(vals) == 2 and vals[1] < vals[0]
     assert vals[-1] < 0.75 * entropy, (vals, entropy)
