@@ -120,7 +120,7 @@ def _per_sample(run_dir: str, tasks: tuple[str, ...], convention: dict[str, str]
 
 
 @dataclass(kw_only=True, slots=True)
-class _Claimed:
+class Claimed:
     """One claim's paired seeds: (a, b) per seed and item for replication.compare_all, and the items' tasks."""
 
     claim: PaperDifference
@@ -144,7 +144,7 @@ def _row_values(built: BuiltTable, selection: Selection, column: str) -> dict[st
     return out
 
 
-def _claimed(built: BuiltTable, selection: Selection, claim: PaperDifference) -> _Claimed | None:
+def claimed_pairs(built: BuiltTable, selection: Selection, claim: PaperDifference) -> Claimed | None:
     """The paired seeds of one claim; None when no seed pair has both values."""
     table = built.table
     rows = {r.id: r for r in table.rows}
@@ -168,13 +168,13 @@ def _claimed(built: BuiltTable, selection: Selection, claim: PaperDifference) ->
         b_items = [_per_sample(str(rb.path), tasks, table.convention) for _, rb, *_ in pairs]
         if all(x is not None for x in [*a_items, *b_items]):
             a, b, strata = rep.paired_items(a_items, b_items, tasks=list(tasks))
-            return _Claimed(claim=claim, a=a, b=b, strata=strata, why=why)
+            return Claimed(claim=claim, a=a, b=b, strata=strata, why=why)
     a = np.array([[va] for *_, va, _ in pairs])
     b = np.array([[vb] for *_, vb in pairs])
-    return _Claimed(claim=claim, a=a, b=b, strata=None, why=why)
+    return Claimed(claim=claim, a=a, b=b, strata=None, why=why)
 
 
-def _pooled(built: BuiltTable, selection: Selection, claimed: _Claimed) -> rep.PooledVariance | None:
+def pooled_variance(built: BuiltTable, selection: Selection, claimed: Claimed) -> rep.PooledVariance | None:
     """The seed variance of a paired difference in the claim's column, pooled over the table's rows that have its
     K seeds (replication.pooled_seed_variance); None with one seed or fewer than two such rows."""
     k = claimed.a.shape[0]
@@ -190,12 +190,12 @@ def table_verdicts(registry: Registry, built: BuiltTable, *, n_boot: int = DEFAU
     """The Verdicts of the paper's differences within `built`'s table, Holm-adjusted as one family."""
     selection = selection or built.selection
     claims = [c for c in paper_differences(registry) if c.table == built.table.id]
-    claimed = [_claimed(built, selection, claim) for claim in claims]
+    claimed = [claimed_pairs(built, selection, claim) for claim in claims]
     have = [c for c in claimed if c is not None]
     out = [Verdict(claim=claim) for claim in claims]
     if have:
         kinds = ["accuracy" if registry.metrics[c.claim.column].better == "higher" else "loss" for c in have]
-        pooled = [_pooled(built, selection, c) for c in have]
+        pooled = [pooled_variance(built, selection, c) for c in have]
         comparisons = rep.compare_all([(c.a, c.b, c.claim.value) for c in have], kind=kinds, pooled=pooled,
                                       item_resamples=n_boot, item_strata=[c.strata for c in have],
                                       resample_seed=RESAMPLE_SEED)

@@ -1,0 +1,74 @@
+"""`power TABLE`: seeds per row for 80% power at the paper's effect from the seed spread of the runs we have,
+priced by the cost model; the same t test as the verdicts (report/power.py, proved by simulation in
+tests/report/test_replication.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exoformer.cli import main
+from exoformer.report import power as pw
+from exoformer.report.seed_plan import measured_spreads, plan_claims, table_hours
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from synthetic import registry  # noqa: E402
+from test_verdicts import seeded_rows  # noqa: E402
+
+ACCS = {"dynamic-e-exoformer": [0.515, 0.52, 0.525], "gated": [0.50, 0.505, 0.51], "base": [0.50, 0.51, 0.50]}
+PPLS = {"dynamic-e-exoformer": [14.0, 14.1, 13.9], "gated": [14.5, 14.7, 14.5], "base": [14.9, 14.8, 14.9]}
+
+
+def three_seeds(root: Path) -> None:
+    for row in ACCS:
+        seeded_rows(root, row, ACCS[row], PPLS[row])
+
+
+def test_the_spread_is_pooled_over_the_table_rows_and_planned_at_holms_level(tmp_path):
+    three_seeds(tmp_path)
+    spreads = {(s.claim.subtrahend, s.claim.column): s for s in measured_spreads(registry(), tmp_path, "table1")}
+    gain = spreads[("gated", "avg6")]
+    values = np.array([[100 * a for a in ACCS[row]] for row in ACCS])  # rows x seeds, in %
+    resid = values - values.mean(1, keepdims=True) - values.mean(0, keepdims=True) + values.mean()
+    assert gain.seeds == 3 and gain.sd == pytest.approx(np.sqrt(2 * (resid ** 2).sum() / 4))
+    plans = plan_claims(list(spreads.values()), hours_per_run={"dynamic-e-exoformer": 10.0, "gated": 20.0,
+                                                               "base": 30.0})
+    planned = {(p.spread.claim.subtrahend, p.spread.claim.column): p for p in plans}
+    k = pw.seeds_needed(1.47, sd=gain.sd, alpha=0.05 / 3)
+    assert planned[("gated", "avg6")].seeds_per_row == k and planned[("gated", "avg6")].gpu_hours == k * 30.0
+    need = {}
+    for p in plans:
+        for row in (p.spread.claim.minuend, p.spread.claim.subtrahend):
+            need[row] = max(need.get(row, 0), p.seeds_per_row)
+    assert table_hours(plans, {"dynamic-e-exoformer": 10.0, "gated": 20.0, "base": 30.0}) == pytest.approx(
+        need["dynamic-e-exoformer"] * 10 + need["gated"] * 20 + need["base"] * 30)
+
+
+def test_one_seed_is_not_a_measured_spread_and_a_given_one_plans_it(tmp_path, capsys):
+    for row in ACCS:
+        seeded_rows(tmp_path, row, ACCS[row][:1], PPLS[row][:1])
+    assert main(["power", "table1", "--runs-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("one seed: the seed spread is not measured; give --seed-sd") == 3
+    assert "table total: not known" in out
+    assert main(["power", "table1", "--runs-dir", str(tmp_path), "--seed-sd", "0.8", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    gain = next(c for c in got["claims"] if c["claim"] == "dynamic-e-exoformer - gated" and c["column"] == "avg6")
+    assert gain["seeds_per_row"] == pw.seeds_needed(1.47, sd=0.8, alpha=0.05 / 3) and gain["gpu_hours"] > 0
+    assert got["priced_preset"] == "450m" and got["profile"] == "h100" and got["gpu_hours_total"] > 0
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["power", "nonexistent"], "unknown table"),
+    (["power", "table1", "--effect", "x=1"], "not both"),
+    (["power"], "nothing to plan"),
+    (["power", "table1", "--seed-sd", "-1"], "--seed-sd"),
+])
+def test_bad_power_input_is_one_line(tmp_path, capsys, argv, words):
+    assert main([*argv, "--runs-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and words in err
