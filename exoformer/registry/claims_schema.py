@@ -13,6 +13,8 @@ and wrong types are one-line errors with file:line; names are checked against th
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +28,7 @@ row (min where lower is better; its read names no row)."""
 TABLE_CLAIMS = ("difference", "column_max")
 """Comparisons read from a table's cells (their metric is a column of the table), shown by `diff` and the verdicts."""
 FORMATS = ("number", "percent", "ratio")
-CLAIM_KEYS = ("claim", "compare", "reads", "paper", "format", "approximate")
+CLAIM_KEYS = ("claim", "compare", "reads", "paper", "format", "approximate", "margin")
 READ_KEYS = ("table", "row", "metric", "label")
 CELL_KEYS = ("table", "row", "column")
 DERIVED_KEYS = ("estimator", "reference", "input")
@@ -70,6 +72,9 @@ class DeclaredClaim:
     """How a value is shown: number, percent (a fraction shown in %) or ratio (1.23x)."""
     approximate: bool = False
     """The paper says "about" (shown as ~)."""
+    margin: float | None = None
+    """A `difference` claim of "no loss" or "matches": the equivalence margin in the metric's units (the verdict
+    is `equivalent` when our 90% interval lies inside +-margin, docs/replication.md); None: a directional claim."""
     source: str = ""
 
 
@@ -195,8 +200,14 @@ def parse_claim(cid: Any, body: Any, file: str, where: str) -> DeclaredClaim:
     if not isinstance(approximate, bool):
         raise UserError(f"{what}: approximate must be true or false", where=_line(file, body, "approximate"),
                         fix="write approximate: true when the paper says 'about'")
+    margin = body.get("margin")
+    if margin is not None and (compare != "difference" or isinstance(margin, bool)
+                               or not isinstance(margin, int | float) or not math.isfinite(margin) or margin <= 0):
+        raise UserError(f"{what}: margin must be a positive number on a difference claim, got {margin!r}",
+                        where=_line(file, body, "margin"),
+                        fix="write margin: 0.5 (in the column's units) on a `compare: difference` claim, or leave it out")
     return DeclaredClaim(id=str(cid), claim=text, compare=compare, reads=reads, paper=paper, format=fmt,
-                         approximate=approximate, source=where)
+                         approximate=approximate, margin=None if margin is None else float(margin), source=where)
 
 
 def parse_claims(section: Any, file: str) -> dict[str, DeclaredClaim]:

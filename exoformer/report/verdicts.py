@@ -48,6 +48,8 @@ class PaperDifference:
     value: float
     source: str
     note: str = ""
+    margin: float | None = None
+    """Equivalence margin of a "no loss" / "matches" claim (claims.yaml `margin`); None: directional."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -86,7 +88,7 @@ def paper_differences(registry: Registry) -> list[PaperDifference]:
             paper = claim.paper[0]
             out.append(PaperDifference(table=minuend.table, minuend=minuend.row, subtrahend=subtrahend.row,
                                        column=minuend.metric, value=float(paper.value), source=paper.source,
-                                       note=paper.note))
+                                       note=paper.note, margin=claim.margin))
     return out
 
 
@@ -197,6 +199,7 @@ def table_verdicts(registry: Registry, built: BuiltTable, *, n_boot: int = DEFAU
         kinds = ["accuracy" if registry.metrics[c.claim.column].better == "higher" else "loss" for c in have]
         pooled = [pooled_variance(built, selection, c) for c in have]
         comparisons = rep.compare_all([(c.a, c.b, c.claim.value) for c in have], kind=kinds, pooled=pooled,
+                                      margins=[c.claim.margin for c in have],
                                       item_resamples=n_boot, item_strata=[c.strata for c in have],
                                       resample_seed=RESAMPLE_SEED)
         position = {id(c): i for i, c in enumerate(claimed)}

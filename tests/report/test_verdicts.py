@@ -189,3 +189,40 @@ def test_the_headline_counts_the_holm_adjusted_verdicts_and_the_claims_not_run(t
     got = list(verdicts_of(tmp_path).values())
     assert headline(got) == "0 of 2 claims replicate (2 one seed); 1 not run"
     assert "0 of 2 claims replicate (2 one seed); 1 not run" in verdicts_html(got)
+
+
+def test_a_claim_with_a_margin_reads_equivalent_when_our_interval_is_inside_it(tmp_path, capsys):
+    import shutil
+
+    from exoformer.registry.registry import REPO_ROOT, Registry
+
+    directory = tmp_path / "experiments"
+    shutil.copytree(REPO_ROOT / "experiments", directory)
+    claims = directory / "claims.yaml"
+    text = claims.read_text()
+    anchor = "  avg6-dynamic-e-exoformer-vs-base:\n"
+    assert anchor in text
+    claims.write_text(text.replace(anchor, (
+        "  avg6-resformer-matches-base:\n"
+        '    claim: "table1: resformer - base, avg6 (no loss)"\n'
+        "    compare: difference\n"
+        "    margin: 2.0\n"
+        "    reads: [{table: table1, row: resformer, metric: avg6}, {table: table1, row: base, metric: avg6}]\n"
+        "    paper: [{value: 0.0, source: WEB, version: v4}]\n") + anchor, 1))
+    runs = tmp_path / "runs"
+    seeded_rows(runs, "resformer", [0.500, 0.505, 0.510], [14.0, 14.1, 13.9])
+    seeded_rows(runs, "base", [0.500, 0.505, 0.505], [14.0, 14.1, 13.9])
+    reg = Registry(directory)
+    selection = read(reg, runs, reg.tables["table1"].spec_names(), what="table table1")
+    built = build_table(reg, "table1", preset=selection.preset, runs_root=runs, selection=selection)
+    got = {v.claim.minuend: v for v in table_verdicts(reg, built, n_boot=400) if v.claim.column == "avg6"}
+    match = got["resformer"].comparison
+    assert match.margin == 2.0 and match.head == "equivalent", match.verdict
+    assert -2.0 < match.equivalence_ci[0] and match.equivalence_ci[1] < 2.0
+    bad = text.replace(anchor, "  x:\n    claim: x\n    compare: column_max\n    margin: 1\n"
+                               "    reads: [{table: table1, metric: avg6}]\n    paper: [{value: 1, source: WEB}]\n"
+                       + anchor, 1)
+    claims.write_text(bad)
+    assert main(["claims", "--registry", str(directory), "--runs-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "margin must be a positive number on a difference claim" in err
