@@ -44,20 +44,16 @@ def checkpoint_bytes(model: ModelConfig, precision: str) -> int:
     """Estimated size of one training checkpoint: the weights, Muon's momentum (and its small second moment) and
     AdamW's two moments, each in its parameter's dtype (exoformer/train/optim.py), plus the file's own overhead
     (RNG states, configs, a few hundred bytes a tensor): 1%, 48 KiB and 256 bytes a stored tensor."""
-    from exoformer.budget.memory import parameter_tensors, param_bytes
+    from exoformer.budget.module_figures import parameters
 
-    tensors = parameter_tensors(model)
+    tensors = parameters(model)  # the real model's, built on the meta device (cached per model config)
     total = 48 * 1024 + 3 * 256 * len(tensors)
     for p in tensors:
-        numel = 1
-        for size in p.shape:
-            numel *= size
-        width = param_bytes(p, precision)
         if p.group == "muon":
             rows, cols = p.shape
-            total += width * (2 * numel + (rows if rows >= cols else cols))
+            total += p.nbytes(precision) * 2 + (p.nbytes(precision) // p.numel) * max(rows, cols)
         else:
-            total += width * 3 * numel
+            total += p.nbytes(precision) * 3
     return int(total * 1.01)
 
 
