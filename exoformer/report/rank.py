@@ -12,9 +12,12 @@ from collections.abc import Sequence
 
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """tau-b of paired values; None when it is undefined (fewer than 2 pairs, or one side all tied)."""
+    """tau-b of the pairs where both values are finite numbers (a missing value ranks nowhere); None when it is
+    undefined (fewer than 2 such pairs, or one side all tied)."""
     if len(x) != len(y):
         raise ValueError(f"x and y differ in length ({len(x)} vs {len(y)})")
+    pairs = [(a, b) for a, b in zip(x, y) if _finite(a) and _finite(b)]
+    x, y = [a for a, _ in pairs], [b for _, b in pairs]
     n = len(x)
     concordant = discordant = tied_x = tied_y = 0
     for i in range(n):
@@ -35,3 +38,7 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
     if denominator == 0:
         return None
     return (concordant - discordant) / denominator
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -130,8 +130,8 @@ def test_spike_table_sits_beside_the_papers_values(tmp_path):
     assert [(r["spec"], r["ours grad (%)"], r["paper grad"]) for r in rows] == [
         ("resformer-s42", "0.0500 (1 spikes)", "0.0458"),
         ("gated-s42", "not run", "0.0085"),
-        ("base-s42", "not enough steps", "not reported"),
-        ("extra-s42", "0.0000 (0 spikes)", "not reported")]
+        ("base-s42", "not enough steps", "not known"),
+        ("extra-s42", "0.0000 (0 spikes)", "not known")]
     fig = {"id": "spike-scores", "title": "Spikes", "kind": "table", "specs": ["table:spike-scores"],
            "series": ["analysis.spike_scores", "grad_norm", "loss"]}
     written = ap.KIND_PLOTS[fig["kind"]](fig, runs, tmp_path / "out")

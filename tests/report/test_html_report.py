@@ -155,7 +155,7 @@ def check_numbers_equal_csv(page: Page, out: Path) -> int:
                 assert float(cell["data-ours"]) == pytest.approx(line.reproduced, rel=1e-12)
                 assert cell["text"].startswith(f"{line.reproduced:.2f}")
             if pd.isna(line.reported):
-                assert cell["data-paper"] == "" and "not reported" in cell["text"]
+                assert cell["data-paper"] == "" and "not known" in cell["text"]
             else:
                 assert float(cell["data-paper"]) == pytest.approx(line.reported)
                 assert f"/ {line.reported:.2f}" in cell["text"]
@@ -194,7 +194,7 @@ def test_smoke_cells_are_rank_only_and_marked_not_comparable_by_the_table_note(b
     _, index = built_report
     page = Page(index.read_text())
     statuses = {c["data-status"] for c in page.tables["table1"] if c["data-row"] in ROWS}
-    assert statuses <= {"rank only", "not reported"} and "rank only" in statuses
+    assert statuses <= {"rank only", "not known"} and "rank only" in statuses
     assert {c["data-status"] for c in page.tables["table1"] if c["data-row"] not in ROWS} == {"not run"}
     assert "not comparable: preset smoke (paper 450m)" in index.read_text()
     assert all(c["data-comparable"] == "no" for c in page.tables["table1"] if c["data-ours"])

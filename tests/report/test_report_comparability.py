@@ -197,8 +197,8 @@ def test_without_a_checkpoint_the_markdown_keeps_its_layout(tmp_path):
     make_run(tmp_path, "base-s42", accuracies=uniform(0.40), acc_norm_offset=0.02, ppl=15.25)
     text = render(_built(tmp_path), "md")
     assert "ckpt" not in text and MARK not in text
-    assert ("| Base Transformer | 15.25 / 14.79 | 42.00 / not reported | 42.00 / not reported | 42.00 / not reported | "
-            "42.00 / not reported | 42.00 / not reported | 40.00 / not reported | 41.67 / 48.14 |") in text
+    assert ("| Base Transformer | 15.25 / 14.79 | 42.00 / not known | 42.00 / not known | 42.00 / not known | "
+            "42.00 / not known | 42.00 / not known | 40.00 / not known | 41.67 / 48.14 |") in text
 
 
 def test_checkpoint_naming_an_unknown_row_is_a_one_line_error(tmp_path):

@@ -36,7 +36,7 @@ def test_missing_runs_read_not_run_and_the_rest_renders(tmp_path, capsys):
     base = next(line for line in out.splitlines() if line.startswith("| Base Transformer"))
     gated = next(line for line in out.splitlines() if line.startswith("| Gated Attention"))
     assert "15.25 / 14.79" in base
-    assert "42.00 / not reported" in base  # arc_challenge uses acc_norm by default: 0.40 + 0.02
+    assert "42.00 / not known" in base  # arc_challenge uses acc_norm by default: 0.40 + 0.02
     # avg6: five acc_norm (42) and WinoGrande acc (40) -> 41.67
     assert "41.67 / 48.14" in base
     assert gated.count("not run") == 8
@@ -140,4 +140,13 @@ def test_a_table_without_reported_numbers_reads_not_reported(tmp_path):
                                                  "    rows:\n      - {id: base, label: Base, specs: [base-s42]}\n")
     make_run(tmp_path / "runs", "base-s42", ppl=15.0)
     built = build_table(reg, "ours-only", collect(tmp_path / "runs"), runs_root=tmp_path)
-    assert "| Base | 15.00 / not reported |" in render(built, "md")
+    assert "| Base | 15.00 / not known |" in render(built, "md")
+
+
+def test_rank_agreement_counts_only_rows_with_both_values():
+    from exoformer.report.rank import kendall_tau_b
+
+    nan = float("nan")
+    assert kendall_tau_b([nan] * 5, [1.0, 2.0, 3.0, 4.0, 5.0]) is None  # nothing to rank: no agreement, not -1.00
+    assert kendall_tau_b([1.0, nan, 3.0, 2.0], [1.0, 9.0, 3.0, 2.0]) == 1.0
+    assert kendall_tau_b([1.0, None, 2.0], [2.0, 1.0, 1.0]) == -1.0
