@@ -13,12 +13,16 @@ export (the first node's name) cannot start this job.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from datetime import datetime
+from pathlib import Path
 
 import torch
-
 from test_backend_slurm import cli, specs_of, tiny, wait_ended
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
+from test_train_resume import assert_same_tensors  # noqa: E402
 
 from exoformer.runs import rundirs as runs
 from exoformer.train.checkpoint import latest_checkpoint, load_checkpoint
@@ -28,21 +32,6 @@ from exoformer.train.loop import train
 TWO_NODES = ["--backend", "slurm", "--profile", "testcluster-2nodes"]
 BATCH = ["--set", "train.batch_tokens=1024", "--set", "eval.limit=1"]  # 4 sequences of 256 a step
 KILL_WAIT_S = 5  # slurm/testcluster/start.sh: SIGTERM -> SIGKILL
-
-
-def assert_same_tensors(a, b, where: str) -> None:
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            assert_same_tensors(a[key], b[key], f"{where}.{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same_tensors(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 def submitit_time(line: str) -> datetime:
