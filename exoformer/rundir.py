@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import fcntl
 import json
+import math
 import os
 import stat
 from collections.abc import Iterator
@@ -458,8 +459,12 @@ class RunDir:
         by_step: dict[int, tuple[float, float]] = {}
         for row in self.metrics("val", problems=problems):
             step, tokens, loss = row.get("step"), row.get("tokens"), row.get(key, row.get(LEGACY_VAL_KEY))
-            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (step, tokens, loss)):
+            numbers = (step, tokens, loss)
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in numbers):
                 by_step[int(step)] = (float(tokens), float(loss))
+            elif problems is not None:
+                problems.append(f"{self.metrics_file}: a validation line of step {step!r} has a value that is not a "
+                                "finite number")
         ordered = [by_step[s] for s in sorted(by_step)]
         return [t for t, _ in ordered], [v for _, v in ordered]
 

@@ -32,8 +32,17 @@ class ClaimSpread:
     """Paired seeds with both rows' values (0: not run)."""
     sd: float | None
     """sd of one seed's paired difference; None when not measured (fewer than two seeds)."""
+    df: float | None
+    """Its degrees of freedom: (rows - 1)(seeds - 1) when pooled over the table's rows, else seeds - 1."""
     how: str
     preset: str | None
+
+    def df_of(self, seeds: int) -> float:
+        """The test's degrees of freedom with `seeds` per row, as the verdict counts them (replication.py): a
+        spread pooled over R rows grows by R - 1 with each seed."""
+        if self.df is None or self.seeds < 2:
+            return float(seeds - 1)
+        return self.df * (seeds - 1) / (self.seeds - 1)
 
 
 def measured_spreads(registry: Registry, runs_root: str | os.PathLike, table_id: str, *, preset: str | None = None,
@@ -45,18 +54,19 @@ def measured_spreads(registry: Registry, runs_root: str | os.PathLike, table_id:
     for claim in (c for c in paper_differences(registry) if c.table == table_id):
         pairs = claimed_pairs(built, selection, claim)
         if pairs is None:
-            out.append(ClaimSpread(claim=claim, seeds=0, sd=None, how="not run", preset=selection.preset))
+            out.append(ClaimSpread(claim=claim, seeds=0, sd=None, df=None, how="not run", preset=selection.preset))
             continue
         k = pairs.a.shape[0]
         pooled = pooled_variance(built, selection, pairs)
         if pooled is not None:
-            sd, how = math.sqrt(float(pooled.var)), f"pooled over the table's rows, {k} seeds ({pooled.df:g} df)"
+            sd, df = math.sqrt(float(pooled.var)), pooled.df
+            how = f"pooled over the table's rows, {k} seeds ({df:g} df)"
         elif k >= 2:
-            sd = float(np.std((pairs.a - pairs.b).mean(axis=1), ddof=1))
+            sd, df = float(np.std((pairs.a - pairs.b).mean(axis=1), ddof=1)), float(k - 1)
             how = f"its own {k} paired seeds ({k - 1} df)"
         else:
-            sd, how = None, "one seed: the seed spread is not measured"
-        out.append(ClaimSpread(claim=claim, seeds=k, sd=sd, how=how, preset=selection.preset))
+            sd, df, how = None, None, "one seed: the seed spread is not measured"
+        out.append(ClaimSpread(claim=claim, seeds=k, sd=sd, df=df, how=how, preset=selection.preset))
     return out
 
 
@@ -89,7 +99,8 @@ def plan_claims(spreads: list[ClaimSpread], *, hours_per_run: dict[str, float | 
     out = []
     for spread in spreads:
         sd = seed_sd if seed_sd is not None else spread.sd
-        k = None if sd is None else pw.seeds_needed(spread.claim.value, sd=sd, alpha=level)
+        df_of = pw.own_seeds_df if seed_sd is not None else spread.df_of
+        k = None if sd is None else pw.seeds_needed(spread.claim.value, sd=sd, alpha=level, df_of=df_of)
         rows = (spread.claim.minuend, spread.claim.subtrahend)
         prices = [hours_per_run.get(row) for row in rows]
         hours = None if k is None or any(p is None for p in prices) else k * sum(prices)

@@ -38,7 +38,7 @@ def test_the_spread_is_pooled_over_the_table_rows_and_planned_at_holms_level(tmp
     plans = plan_claims(list(spreads.values()), hours_per_run={"dynamic-e-exoformer": 10.0, "gated": 20.0,
                                                                "base": 30.0})
     planned = {(p.spread.claim.subtrahend, p.spread.claim.column): p for p in plans}
-    k = pw.seeds_needed(1.47, sd=gain.sd, alpha=0.05 / 3)
+    k = pw.seeds_needed(1.47, sd=gain.sd, alpha=0.05 / 3, df_of=lambda n: 4 * (n - 1) / 2)  # pooled: 3 rows x 3 seeds
     assert planned[("gated", "avg6")].seeds_per_row == k and planned[("gated", "avg6")].gpu_hours == k * 30.0
     need = {}
     for p in plans:
@@ -46,6 +46,22 @@ def test_the_spread_is_pooled_over_the_table_rows_and_planned_at_holms_level(tmp
             need[row] = max(need.get(row, 0), p.seeds_per_row)
     assert table_hours(plans, {"dynamic-e-exoformer": 10.0, "gated": 20.0, "base": 30.0}) == pytest.approx(
         need["dynamic-e-exoformer"] * 10 + need["gated"] * 20 + need["base"] * 30)
+
+
+def test_power_and_the_verdict_name_the_same_seed_count(tmp_path):
+    from exoformer.report.selection import read
+    from exoformer.report.tables import build_table
+    from exoformer.report.verdicts import table_verdicts
+
+    three_seeds(tmp_path)
+    reg = registry()
+    selection = read(reg, tmp_path, reg.tables["table1"].spec_names(), what="table table1")
+    built = build_table(reg, "table1", preset=selection.preset, runs_root=tmp_path, selection=selection)
+    verdicts = {(v.claim.subtrahend, v.claim.column): v.comparison.seeds_needed
+                for v in table_verdicts(reg, built, n_boot=400)}
+    plans = {(p.spread.claim.subtrahend, p.spread.claim.column): p.seeds_per_row
+             for p in plan_claims(measured_spreads(reg, tmp_path, "table1"), hours_per_run={})}
+    assert plans == verdicts
 
 
 def test_one_seed_is_not_a_measured_spread_and_a_given_one_plans_it(tmp_path, capsys):
