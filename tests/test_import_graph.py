@@ -23,6 +23,18 @@ def _package_of(module: str) -> str | None:
     return parts[1] if len(parts) > 1 and parts[0] == "exoformer" else None
 
 
+def _imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, the names taken from it) of every absolute import in the file, in functions too; a plain
+    `import x.y` takes no names."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.module, [a.name for a in node.names]))
+    return out
+
+
 def _edges() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for path in ROOT.rglob("*.py"):
@@ -30,13 +42,8 @@ def _edges() -> dict[str, set[str]]:
         source = rel.parts[0].removesuffix(".py")
         if source in ENTRY_PACKAGES or path.name == "__main__.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module] + ([f"{node.module}.{a.name}" for a in node.names]
-                                         if node.module == "exoformer" else [])
+        for module, members in _imports(path):
+            names = [module] + ([f"{module}.{m}" for m in members] if module == "exoformer" else [])
             for name in names:
                 target = _package_of(name)
                 if target and target != source:
@@ -66,12 +73,8 @@ def _file_edges() -> dict[str, set[str]]:
     for module, path in modules.items():
         if module.split(".")[1:2] == list(ENTRY_PACKAGES) or path.name == "__main__.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [f"{node.module}.{a.name}" for a in node.names]
+        for imported, members in _imports(path):
+            names = [f"{imported}.{m}" for m in members] if members else [imported]
             for name in names:
                 target = file_of(name) if name.startswith("exoformer.") else None
                 if target and target != module:
