@@ -24,7 +24,6 @@ from exoformer.report.selection import (  # noqa: F401 - the long layout, re-exp
     Selection,
     check_outputs,
     frame_of,
-    row_spec,
     run_rows,
 )
 from exoformer.runs.run_index import CHECKPOINT, find_runs
