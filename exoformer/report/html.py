@@ -77,6 +77,11 @@ figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; 
 .state-SUCCEEDED { color: #1a7f37; } .state-FAILED, .state-DAMAGED { color: #b00; font-weight: bold; }
 .state-RUNNING, .state-PENDING { color: #9a6700; }
 nav a { margin-right: 1em; }
+table.verdicts td { white-space: normal; text-align: left; max-width: 44em; }
+tr.verdict-replicates td { background: #d9f2d9; } tr.verdict-contradicts td { background: #f8d0d0; }
+tr.verdict-direction-only td { background: #eaf3e0; } tr.verdict-not-powered td { background: #fff4cc; }
+tr.verdict-inconclusive td { background: #fff4cc; } tr.verdict-not-run td { color: #999; }
+p.headline { font-size: 1.05em; font-weight: 600; }
 """
 
 

@@ -296,7 +296,7 @@ def verdicts_html(verdicts: list[Verdict]) -> str:
     rows = verdict_rows(verdicts)
     head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours [95% interval], one seed's interval: verdict",
                                              "method"))
-    body = "".join(f'<tr class="verdict-{html.escape(r["verdict"].split()[0])}"><td class="label">'
+    body = "".join(f'<tr class="verdict-{html.escape(r["verdict"].replace(" ", "-"))}"><td class="label">'
                    f'{html.escape(r["claim"])}</td><td>{html.escape(r["paper"])}</td><td>{html.escape(r["line"])}'
                    f'</td><td>{html.escape(r["method"])}</td></tr>' for r in rows)
     notes = "".join(f'<p class="note">{MARK} {html.escape(r["claim"])}: not comparable: {html.escape(r["why"])}</p>'
