@@ -58,7 +58,8 @@ def table_verb(args: argparse.Namespace) -> int:
         from exoformer.report.outputs import output_errors
 
         with output_errors(args.out):
-            print(f"wrote {write_table(text, args.table, args.format, args.out)}")
+            path = write_table(text, args.table, args.format, args.out, preset=args.preset, overrides=args.overrides)
+            print(f"wrote {path}")
     else:
         print(text, end="")
     return 0

@@ -486,7 +486,28 @@ def check_out_dir(out_dir: str | os.PathLike, option: str = "--out") -> Path:
     return out
 
 
-def write_table(text: str, table_id: str, fmt: str, out_dir: str | os.PathLike) -> Path:
+def write_table(text: str, table_id: str, fmt: str, out_dir: str | os.PathLike, *, preset: str | None = None,
+                overrides: list[str] | tuple[str, ...] = ()) -> Path:
+    """Write a rendered table as <table>[.<preset>][.<overrides>].<suffix>: the file of a variant (--preset, --set)
+    is named by it, so it never overwrites the default reading's file or another variant's."""
     from exoformer.io import atomic_write_text
 
-    return atomic_write_text(check_out_dir(out_dir) / f"{table_id}.{SUFFIX[fmt]}", text)
+    return atomic_write_text(check_out_dir(out_dir) / f"{table_id}{variant_suffix(preset, overrides)}.{SUFFIX[fmt]}",
+                             text)
+
+
+def variant_suffix(preset: str | None, overrides: list[str] | tuple[str, ...]) -> str:
+    """".smoke", ".train.steps-30", ... for a file name: the preset asked for, then the --set overrides in a
+    fixed order, each reduced to [A-Za-z0-9._-]; a long one ends in a digest of the whole so names stay short and
+    distinct."""
+    import hashlib
+    import re
+
+    parts = ([preset] if preset else []) + sorted(overrides)
+    if not parts:
+        return ""
+    text = "+".join(re.sub(r"[^A-Za-z0-9._-]+", "-", part.replace("=", "-")) for part in parts)
+    if len(text) > 80:
+        digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+        text = f"{text[:60]}-{digest}"
+    return f".{text}"

@@ -70,6 +70,21 @@ def test_table_out_writes_a_file(tmp_path, capsys):
     assert (tmp_path / "o" / "table1.csv").is_file()
 
 
+def test_a_variant_table_is_written_beside_the_default_never_over_it(tmp_path, capsys):
+    (tmp_path / "runs").mkdir()
+    out = tmp_path / "o"
+    common = ["--runs-dir", str(tmp_path / "runs"), "--format", "md", "--out", str(out)]
+    assert main(["table", "table1", *common]) == 0
+    default = (out / "table1.md").read_text()
+    assert main(["table", "table1", *common, "--set", "train.steps=30", "--preset", "smoke"]) == 0
+    assert (out / "table1.md").read_text() == default
+    assert (out / "table1.smoke+train.steps-30.md").is_file()
+    long_sets = [arg for i in range(12) for arg in ("--set", f"train.warmup_steps={i}")]
+    assert main(["table", "table1", *common, *long_sets]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert len(names) == 3 and all(len(n) < 100 for n in names), names
+
+
 def test_run_without_eval_results_is_a_one_line_error(tmp_path, capsys):
     make_run(tmp_path, "base-s42", accuracies=None, ppl=None)
     assert main(["table", "table1", "--runs-dir", str(tmp_path)]) == 2
