@@ -59,6 +59,12 @@ def power_verb(args: argparse.Namespace) -> int:
         if args.effect:
             raise UserError("give a TABLE or --effect, not both", where="--effect",
                             fix="leave --effect out to plan the table's own claims")
+        given = [flag for flag, value, default in (("--item-sd", args.item_sd, 0.0), ("--items", args.items, 1),
+                                                   ("--hours-per-run", args.hours_per_run, 0.0),
+                                                   ("--no-holm", args.no_holm, False)) if value != default]
+        if given:
+            raise UserError(f"{given[0]} applies to --effect claims only; a TABLE's spread and prices are measured",
+                            where=given[0], fix="leave it out (use --seed-sd, --to, --profile with a TABLE)")
         return _table_power(args)
     if not args.effect or args.seed_sd is None:
         raise UserError("nothing to plan", where="power",

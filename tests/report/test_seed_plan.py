@@ -83,6 +83,7 @@ def test_one_seed_is_not_a_measured_spread_and_a_given_one_plans_it(tmp_path, ca
     (["power", "table1", "--effect", "x=1"], "not both"),
     (["power"], "nothing to plan"),
     (["power", "table1", "--seed-sd", "-1"], "--seed-sd"),
+    (["power", "table1", "--hours-per-run", "5"], "--hours-per-run applies to --effect claims only"),
 ])
 def test_bad_power_input_is_one_line(tmp_path, capsys, argv, words):
     assert main([*argv, "--runs-dir", str(tmp_path)]) == 2
