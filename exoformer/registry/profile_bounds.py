@@ -25,6 +25,7 @@ SLURM_BOUNDS: dict[str, tuple[int, int]] = {
     "array_parallelism": (1, 100_000),
     "signal_delay_s": (0, 86_400),
     "max_requeues": (0, 1_000),
+    "dist_timeout_s": (10, 86_400),  # a real collective takes seconds; one not done in a day never will be
 }
 """slurm field -> (lowest, highest) accepted, inclusive."""
 GPU_BOUNDS: dict[str, tuple[float, float]] = {"peak_bf16_tflops": (0.0, 1e6), "memory_gb": (0.0, 1e5)}
