@@ -307,6 +307,7 @@ VERBS = [
                  "GPU-hours", plan_arguments, plan_verb),
     options.Verb("run", "run a spec, glob, table or figure (train -> validate -> evaluate -> analyse), skipping "
                  "finished runs", run_arguments, run_verb),
-    options.Verb("status", "progress of runs and their jobs (all runs under the runs root, or those of a TARGET)",
+    options.Verb("status", "progress of runs and their jobs, with each run's preset and --set overrides (all runs "
+                 "under the runs root, or those of a TARGET)",
                  status_arguments, status_verb),
 ]

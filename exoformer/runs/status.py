@@ -27,7 +27,8 @@ from exoformer.registry.hashing import hash12
 from exoformer.runs.run_index import RunInfo, find_runs, read_run_info
 from exoformer.rundir import DAMAGED, SUCCEEDED, RunDir
 
-__all__ = ["Liveness", "SlurmView", "claim_alive", "collect", "format_table", "liveness", "reconcile", "row_for"]
+__all__ = ["Liveness", "SlurmView", "claim_alive", "collect", "format_table", "liveness", "reconcile", "row_for",
+           "set_words"]
 
 RESUME_FIX = "run the same command again to resume from the last checkpoint"
 
@@ -111,7 +112,8 @@ def claim_alive(run_dir: Path, claim: locking.Claim | None, view: SlurmView) -> 
 
 def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = None,
             total_steps: int | None = None, indexed: RunInfo | None = None) -> dict[str, Any]:
-    """One row of `status`: state, progress (step / total, last loss), elapsed, job id, log path.
+    """One row of `status`: state, preset and `--set` overrides (the run's identity, exoformer/run_identity.py: two
+    variants of one spec otherwise read alike), progress (step / total, last loss), elapsed, job id, log path.
 
     `indexed`: the run as the run index read it (exoformer/runs/run_index.py); a finished run then shows the
     index's integrity verdict, checked against the same files. Without it (or when the run finished since the
@@ -132,7 +134,10 @@ def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = N
     damage = problem or (info.damage if info is not None else None)
     if finished and damage:
         status = runs.Status(**{**status.to_dict(), "state": DAMAGED, "reason": damage})
+    identity = info.identity if info is not None else None
     return {"spec": spec_name or run_dir.parent.name, "hash": run_dir.name,
+            "preset": identity.preset if identity else None,
+            "overrides": dict(identity.overrides) if identity else {},
             "state": status.state if status else "NEW", "stage": status.stage if status else None,
             "step": last.get("step") if last else 0, "total_steps": total_steps,
             "loss": last.get("loss") if last else None, "elapsed_s": elapsed,
@@ -186,13 +191,37 @@ def collect(run_dirs: list[tuple[Path, str | None, int | None]], root_of: dict[P
     return rows
 
 
+def set_words(overrides: dict[str, Any]) -> list[str]:
+    """The `--set` words of a run's recorded overrides (`train.steps=60`), values written as YAML reads them back."""
+    return [f"{key}={_yaml_word(value)}" for key, value in overrides.items()]
+
+
+def _yaml_word(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(map(_yaml_word, value)) + "]"
+    return str(value)
+
+
+def _variant(row: dict) -> tuple[str, str]:
+    """(preset, overrides) of a row as the table shows them; "-" where the run has no identity yet."""
+    words = set_words(row.get("overrides") or {})
+    return row.get("preset") or "-", ",".join(words) or "-"
+
+
 def format_table(rows: list[dict]) -> str:
     if not rows:
         return "no runs"
     w = max(4, *(len(r["spec"]) for r in rows))
-    lines = [f"{'SPEC':<{w}}  {'HASH':<12}  {'STATE':<9}  {'PROGRESS':<16}  {'LOSS':>7}  {'ELAPSED':>8}  "
-             f"{'JOB':<10}  LOG / REASON"]
-    for r in rows:
+    variants = [_variant(r) for r in rows]
+    pw = max(6, *(len(p) for p, _ in variants))
+    sw = max(3, *(len(s) for _, s in variants))
+    lines = [f"{'SPEC':<{w}}  {'HASH':<12}  {'PRESET':<{pw}}  {'SET':<{sw}}  {'STATE':<9}  {'PROGRESS':<16}  "
+             f"{'LOSS':>7}  {'ELAPSED':>8}  {'JOB':<10}  LOG / REASON"]
+    for r, (preset, sets) in zip(rows, variants):
         progress = f"{r['step'] or 0}/{r['total_steps'] or '?'}"
         if r["stage"] and r["state"] in runs.ACTIVE_STATES:
             progress += f" {r['stage']}"
@@ -202,8 +231,8 @@ def format_table(rows: list[dict]) -> str:
             tail = f"{r['reason']} | {tail}"
         elif r["state"] == runs.SUCCEEDED and r["reason"]:
             tail = r["reason"]
-        lines.append(f"{r['spec']:<{w}}  {r['hash']:<12}  {r['state']:<9}  {progress:<16}  {loss:>7}  "
-                     f"{_duration(r['elapsed_s']):>8}  {str(r['job_id'] or '-'):<10}  {tail}")
+        lines.append(f"{r['spec']:<{w}}  {r['hash']:<12}  {preset:<{pw}}  {sets:<{sw}}  {r['state']:<9}  "
+                     f"{progress:<16}  {loss:>7}  {_duration(r['elapsed_s']):>8}  {str(r['job_id'] or '-'):<10}  {tail}")
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
