@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from exoformer.errors import UserError
 
 VERB_MODULES = ("exoformer.cli.registry", "exoformer.cli.runs", "exoformer.cli.preflight", "exoformer.cli.report",
-                "exoformer.cli.power", "exoformer.cli.forecast", "exoformer.cli.data", "exoformer.cli.checkpoints")
+                "exoformer.cli.compare", "exoformer.cli.power", "exoformer.cli.forecast", "exoformer.cli.data",
+                "exoformer.cli.checkpoints")
 """Modules whose VERBS lists make up the command line, in help order."""
 
 EXIT_BAD_INPUT = 2

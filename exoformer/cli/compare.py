@@ -1,0 +1,86 @@
+"""`compare A B [C...]`: runs or variants side by side (exoformer/report/compare.py), their validation curves
+overlaid with --curves (exoformer/report/compare_figure.py). Torch-free."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from exoformer.cli import options
+from exoformer.errors import UserError
+
+FORMATS = ("md", "csv")
+FIGURE_SUFFIX = ".png"
+
+
+def compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("operands", nargs="+", metavar="RUN",
+                        help="a run: SPEC (read as `table` reads it, under --preset), SPEC@PRESET, "
+                             "SPEC[@PRESET]+key=value,... (that --set variant) or a run directory path; 2 to 8")
+    parser.add_argument("--format", default="md", choices=FORMATS,
+                        help="md (header lines, then a markdown table; default) or csv (the table only)")
+    parser.add_argument("--curves", nargs="?", const="", default=None, metavar="PATH",
+                        help="also overlay the runs' validation-loss curves into PATH (.png, with a .pdf beside it; "
+                             "default figures/compare-<runs>.png); put it after the runs or write --curves=PATH")
+    options.add_registry(parser)
+    options.add_preset(parser, reading=True)
+    options.add_runs_dir(parser)
+
+
+def _curves_path(args: argparse.Namespace, registry, runs) -> Path | None:
+    from exoformer.report.compare_figure import default_path
+    from exoformer.report.outputs import check_apart
+    from exoformer.report.tables import check_out_dir
+
+    if args.curves is None:
+        return None
+    path = Path(args.curves) if args.curves else default_path(runs)
+    check_out_dir(path.parent, option="--curves")
+    roots = [options.runs_root(args), *(c.picked.path.parent.parent for c in runs)]
+    check_apart(path.parent, runs_roots=roots, registries=[registry.directory], option="--curves")
+    return path
+
+
+def _check_curves_option(value: str | None) -> None:
+    """A --curves value that is no .png path is most often a run that argparse took as PATH."""
+    if value and not value.endswith(FIGURE_SUFFIX):
+        raise UserError(f"{value!r} is not a {FIGURE_SUFFIX} path", where="--curves",
+                        fix="name a .png file, or put --curves after the runs (or write --curves=PATH)")
+
+
+def compare_verb(args: argparse.Namespace) -> int:
+    from exoformer.report.compare import render
+    from exoformer.report.compare_operands import check_count, parse_operand, read_operands
+    from exoformer.report.outputs import output_errors
+    from exoformer.runs.run_index import one_view
+
+    _check_curves_option(args.curves)
+    check_count(args.operands)
+    registry = options.registry(args)
+    if any(parse_operand(text).path is None for text in args.operands):
+        root = options.existing_runs_root(args)
+    else:
+        root = options.runs_root(args)
+    flag = f" --runs-dir {args.runs_dir}" if args.runs_dir else ""
+    with one_view():
+        runs = read_operands(registry, root, list(args.operands), preset=args.preset, runs_dir_flag=flag)
+        path = _curves_path(args, registry, runs)
+        for note in dict.fromkeys(c.preset_note for c in runs if c.preset_note):
+            print(note, file=sys.stderr, flush=True)
+        print(render(runs, args.format), end="")
+        if path is not None:
+            from exoformer.report.compare_figure import draw_compare
+
+            with output_errors(path.parent, option="--curves"):
+                written = draw_compare(registry, runs, path)
+            for out in written:
+                print(f"wrote {out}", file=sys.stderr if args.format == "csv" else sys.stdout)
+    return 0
+
+
+VERBS = [
+    options.Verb("compare", "runs or variants side by side: every table metric of each, its difference to the "
+                 "first, what differs between them; --curves overlays their validation loss", compare_arguments,
+                 compare_verb),
+]
