@@ -23,7 +23,7 @@ from exoformer.report import NO_VALUE, NOT_RUN
 from exoformer.report.compare_operands import Compared
 from exoformer.report.tables import AVERAGE, run_values
 from exoformer.run_identity import flat_fields
-from exoformer.runs.status import set_words
+from exoformer.runs.status import set_words, yaml_word
 
 NOT_EVALUATED = "not evaluated"
 NOT_RECORDED = "not recorded"
@@ -96,14 +96,10 @@ def config_diff(runs: list[Compared]) -> list[tuple[str, list[str]]]:
     keys = list(dict.fromkeys(key for flat in flats for key in flat))
     out = []
     for key in keys:
-        shown = [_word(flat[key]) if key in flat else "absent" for flat in flats]
+        shown = [yaml_word(flat[key]) if key in flat else "absent" for flat in flats]
         if len(set(shown)) > 1:
             out.append((key, shown))
     return out
-
-
-def _word(value: object) -> str:
-    return set_words({"": value})[0][1:]
 
 
 def header_lines(runs: list[Compared]) -> list[str]:

@@ -65,7 +65,8 @@ def draw_compare(registry: Any, runs: list[Compared], path: str | Path) -> list[
         ax.plot(tokens, losses, label=f"{c.letter} {c.label}", color=colour, linestyle=linestyle, linewidth=1.5)
     ax.set_xlabel("training tokens")
     ax.set_ylabel("validation loss")
-    ax.set_title("validation loss: " + " vs ".join(c.letter for c in runs), fontsize=9, loc="left")
+    ax.set_title(f"validation loss (the paper's convention) of {', '.join(c.letter for c in runs)}", fontsize=9,
+                 loc="left")
     ax.grid(alpha=0.3)
     if len(missing) < len(runs):
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False, fontsize=7)

@@ -28,7 +28,7 @@ from exoformer.runs.run_index import RunInfo, find_runs, read_run_info
 from exoformer.rundir import DAMAGED, SUCCEEDED, RunDir
 
 __all__ = ["Liveness", "SlurmView", "claim_alive", "collect", "format_table", "liveness", "reconcile", "row_for",
-           "set_words"]
+           "set_words", "yaml_word"]
 
 RESUME_FIX = "run the same command again to resume from the last checkpoint"
 
@@ -193,16 +193,17 @@ def collect(run_dirs: list[tuple[Path, str | None, int | None]], root_of: dict[P
 
 def set_words(overrides: dict[str, Any]) -> list[str]:
     """The `--set` words of a run's recorded overrides (`train.steps=60`), values written as YAML reads them back."""
-    return [f"{key}={_yaml_word(value)}" for key, value in overrides.items()]
+    return [f"{key}={yaml_word(value)}" for key, value in overrides.items()]
 
 
-def _yaml_word(value: Any) -> str:
+def yaml_word(value: Any) -> str:
+    """One value as a --set word writes it (`true`, `null`, `[q,k]`)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(map(_yaml_word, value)) + "]"
+        return "[" + ",".join(map(yaml_word, value)) + "]"
     return str(value)
 
 
