@@ -198,3 +198,12 @@ def test_a_stale_run_named_by_its_path_is_told_apart_and_noted_once(runs, capsys
     assert f"| metric | A base-s42@smoke#{plain.name} | B base-s42@smoke#000000000000 | B - A |" in out
     notes = [line for line in out.splitlines() if line.startswith("note: ")]
     assert len(notes) == 1 and "results from run 000000000000, not the current spec hash" in notes[0]
+
+
+def test_a_damaged_run_is_an_error_line_not_a_column_of_numbers(runs, capsys):
+    root, *_ = runs
+    make_run(root, "resformer-s42", preset="smoke", accuracies={"piqa": 7.5})  # an accuracy outside [0, 1]
+    assert main(["compare", "base-s42", "resformer-s42", "--preset", "smoke", "--runs-dir", str(root)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and ERROR_LINE.match(err[0]), err
+    assert "operand resformer-s42: its run " in err[0] and "is DAMAGED" in err[0] and "--force" in err[0]
