@@ -124,7 +124,7 @@ def _pick_spec(registry: Registry, runs_root: Path, operand: Operand, preset: st
     if asked is not None and asked not in registry.presets:
         raise UserError(f"unknown preset {asked!r}", where=where, fix=did_you_mean(asked, registry.presets))
     try:
-        selection = read(registry, runs_root, [name], preset=asked, overrides=operand.overrides, what=f"operand {operand.text}")
+        selection = read(registry, runs_root, [name], preset=asked, overrides=operand.overrides, what=where)
         picked = selection.pick(name)
         spec = selection.spec(name)
     except UserError as err:

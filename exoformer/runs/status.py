@@ -233,7 +233,8 @@ def format_table(rows: list[dict]) -> str:
         elif r["state"] == runs.SUCCEEDED and r["reason"]:
             tail = r["reason"]
         lines.append(f"{r['spec']:<{w}}  {r['hash']:<12}  {preset:<{pw}}  {sets:<{sw}}  {r['state']:<9}  "
-                     f"{progress:<16}  {loss:>7}  {_duration(r['elapsed_s']):>8}  {str(r['job_id'] or '-'):<10}  {tail}")
+                     f"{progress:<16}  {loss:>7}  {_duration(r['elapsed_s']):>8}  {str(r['job_id'] or '-'):<10}  "
+                     f"{tail}")
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1

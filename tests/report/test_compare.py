@@ -87,7 +87,7 @@ def test_a_run_directory_path_reads_the_same_run_and_missing_numbers_say_so(runs
     assert main(["compare", str(plain), str(variant), str(bare), "--format", "csv"]) == 0
     got = _csv(capsys)
     assert got["metric"][:3] == ["A base-s42@smoke", "B base-s42@smoke+train.steps=30,eval.limit=8",
-                                 "C base-s42@smoke"]  # another root's run of A's hash: its letter and path tell it apart
+                                 "C base-s42@smoke"]  # another root's run of A's hash: letter and path tell it apart
     assert float(got["val_ppl"][0]) == 21.5
     assert got["avg6 (%)"][2] == "not evaluated" and got["piqa acc_norm (%)"][2] == "not evaluated"
     assert got["val loss, last curve point"][2] == "not run"
@@ -106,7 +106,8 @@ def test_the_header_names_exactly_the_keys_that_differ(runs, capsys):
     out = capsys.readouterr().out
     assert sorted(_differs(out)) == ["eval.limit", "train.steps"]
     assert "train.steps (A 150, B 30)" in out and "eval.limit (A null, B 8)" in out
-    assert "B: base-s42@smoke+train.steps=30,eval.limit=8  (run " in out and "overrides train.steps=30,eval.limit=8" in out
+    assert "B: base-s42@smoke+train.steps=30,eval.limit=8  (run " in out
+    assert "overrides train.steps=30,eval.limit=8" in out
     notes = [line for line in out.splitlines() if line.startswith("not comparable")]
     assert len(notes) == 1 and notes[0].count("preset smoke (paper 450m) [A, B]") == 1  # each note once
     assert main(["compare", "base-s42", "gated-s42", "--preset", "smoke", "--runs-dir", str(root)]) == 0
