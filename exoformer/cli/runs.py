@@ -279,10 +279,15 @@ def status_verb(args: argparse.Namespace) -> int:
         specs = resolve_target(options.registry(args), args.target, preset=args.preset, overrides=args.overrides,
                                all_seeds=args.all_seeds)
         targeted = [(runs.run_dir_for(s, root), s.name, s.train.steps) for s in specs]
+        asked = _asked_variant(specs, root, args.overrides)
     while True:
         with one_view():  # one read of each spec directory per refresh
             dirs = targeted if targeted is not None else [(run.path, run.spec, run.steps) for run in find_runs(root)]
             rows = collect(dirs, {d: root for d, _, _ in dirs})
+            if targeted is not None:
+                for row in rows:  # a run not launched yet has no identity: the variant this command names
+                    if row["preset"] is None:
+                        row["preset"], row["overrides"] = asked[row["run_dir"]]
         if args.json:
             for row in rows:
                 print(json.dumps(row))
@@ -300,6 +305,15 @@ def status_verb(args: argparse.Namespace) -> int:
         if not args.json:
             print()
     return 1 if any(r["state"] == runs.FAILED for r in rows) else 0
+
+
+def _asked_variant(specs, root, overrides: list[str]) -> dict[str, tuple[str, dict]]:
+    """run directory -> (preset, {key: value} of the --set words) of each targeted spec, as its identity will
+    record them once it is launched."""
+    from exoformer.registry.spec import parse_override
+
+    sets = dict(parse_override(text) for text in split_overrides(overrides)[0])
+    return {str(runs.run_dir_for(s, root)): (s.preset, sets) for s in specs}
 
 
 VERBS = [

@@ -52,3 +52,10 @@ def test_a_run_without_identity_yet_shows_dashes_not_a_guess(tmp_path):
 def test_set_words_write_values_as_yaml_reads_them():
     assert status.set_words({"a.b": True, "c": None, "d": [1, 2], "e": 0.5}) == ["a.b=true", "c=null", "d=[1,2]",
                                                                                  "e=0.5"]
+
+
+def test_a_targeted_run_not_launched_yet_shows_the_variant_the_command_names(tmp_path, capsys):
+    assert main(["status", "base-s42", "--preset", "smoke", "--set", "train.steps=7", "--json", "--runs-dir",
+                 str(tmp_path)]) == 0
+    [row] = map(json.loads, capsys.readouterr().out.splitlines())
+    assert (row["state"], row["preset"], row["overrides"]) == ("NEW", "smoke", {"train.steps": 7})
