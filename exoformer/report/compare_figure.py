@@ -2,10 +2,12 @@
 
 Two variants of one spec share its model colour (exoformer/report/style.py), so each run gets its own: the model
 colour for the first run of a model, then the first colour of style's fallback palette no run holds yet, and a
-linestyle of its own, so runs stay apart in grey print too. The legend names each run by its letter and
-spec@preset[+overrides]; a run without a curve is named under the plot, never drawn as a made-up line. The
-curve is the one Selection.curve reads (RunDir.val_curve, the paper's convention). Written through
-exoformer/report/canvas.py `save` (PNG + PDF, with the comparability footnote). matplotlib (Agg); torch-free.
+linestyle of its own, so runs stay apart in grey print too. Each run has its marker at its validation points
+and a line narrower than the one before, so a run that follows another's curve stays visible on it. The legend
+names each run by its letter and spec@preset[+overrides]; a run without a curve is named under the plot, never
+drawn as a made-up line. The curve is the one Selection.curve reads (RunDir.val_curve, the paper's convention).
+Written through exoformer/report/canvas.py `save` (PNG + PDF, with the comparability footnote). matplotlib (Agg);
+torch-free.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from exoformer.report.canvas import add_below, notes, pyplot, save
 from exoformer.report.compare import comparability_lines
 from exoformer.report.compare_operands import Compared
 
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+"""One per operand, at each validation point: two variants share their curve until they part, and the markers
+show both there."""
 LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 2)), (0, (3, 1, 3, 3)))
 """One per operand (exoformer/report/compare_operands.py MAX_OPERANDS of them)."""
 PALETTE = ("#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2", "#7F7F7F", "#BCBD22",
@@ -57,12 +62,14 @@ def draw_compare(registry: Any, runs: list[Compared], path: str | Path) -> list[
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     missing = []
-    for c, (colour, linestyle) in zip(runs, run_styles(registry, runs)):
+    for k, (c, (colour, linestyle)) in enumerate(zip(runs, run_styles(registry, runs))):
         tokens, losses = c.selection.curve(c.picked)
         if not tokens:
             missing.append(f"{c.letter} {c.label}")
             continue
-        ax.plot(tokens, losses, label=f"{c.letter} {c.label}", color=colour, linestyle=linestyle, linewidth=1.5)
+        ax.plot(tokens, losses, label=f"{c.letter} {c.label}", color=colour, linestyle=linestyle,
+                linewidth=max(0.8, 2.4 - 0.4 * k), marker=MARKERS[k % len(MARKERS)], markersize=3.5,
+                markerfacecolor="none" if k else colour)
     ax.set_xlabel("training tokens")
     ax.set_ylabel("validation loss")
     ax.set_title(f"validation loss (the paper's convention) of {', '.join(c.letter for c in runs)}", fontsize=9,

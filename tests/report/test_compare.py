@@ -135,6 +135,7 @@ def test_the_overlay_has_one_line_per_run_each_in_its_own_colour_and_linestyle(r
     assert [line.get_label() for line in lines] == ["A base-s42@smoke", "B base-s42@smoke+train.steps=30,eval.limit=8",
                                                    "C gated-s42@smoke"]
     assert len({line.get_color() for line in lines}) == 3 and len({line.get_linestyle() for line in lines}) == 3
+    assert len({line.get_marker() for line in lines}) == 3
     assert list(lines[1].get_xdata()) == [1000, 2000] and list(lines[1].get_ydata()) == [5.1, 3.8]
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
     assert legend == [line.get_label() for line in lines]
@@ -208,3 +209,15 @@ def test_a_damaged_run_is_an_error_line_not_a_column_of_numbers(runs, capsys):
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and ERROR_LINE.match(err[0]), err
     assert "operand resformer-s42: its run " in err[0] and "is DAMAGED" in err[0] and "--force" in err[0]
+
+
+def test_a_run_without_a_curve_is_named_under_the_overlay_not_drawn(runs, monkeypatch, tmp_path):
+    root, plain, *_ = runs
+    bare = make_run(tmp_path / "other", "gated-s42", preset="smoke", accuracies=uniform(0.5))  # no metrics.jsonl
+    drawn = {}
+    monkeypatch.setattr(compare_figure, "save", lambda fig, out_dir, stem: drawn.setdefault("fig", fig) and [])
+    compared = read_operands(registry(), root, [str(plain), str(bare)])
+    compare_figure.draw_compare(registry(), compared, tmp_path / "x.png")
+    fig = drawn["fig"]
+    assert [line.get_label() for line in fig.axes[0].get_lines()] == ["A base-s42@smoke"]
+    assert any("no validation curve (not drawn): B gated-s42@smoke" in text.get_text() for text in fig.texts)
