@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     for module_name in VERB_MODULES:
         for verb in importlib.import_module(module_name).VERBS:
-            parser_ = sub.add_parser(verb.name, help=verb.help, description=verb.help)
+            # argparse %-formats help strings: a verb's one line may say "95%".
+            parser_ = sub.add_parser(verb.name, help=verb.help.replace("%", "%%"), description=verb.help)
             verb.add_arguments(parser_)
             parser_.set_defaults(_run=verb.run)
     return parser
