@@ -452,7 +452,7 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
                          "</li>")
             continue
         read_dirs |= {p.path for p in picked}
-        table_specs |= {p.run.name for p in picked}
+        table_specs |= {p.run.name if p.run.run is None else p.run.run.spec for p in picked}  # a checkpoint's own
         presets_read.add(built.preset)
         csv_path = atomic_write_text(out / "tables" / f"{tid}.csv", to_frame(built).to_csv(index=False))
         section = table_html(diff_table(built), csv_path.relative_to(out).as_posix())
