@@ -364,9 +364,10 @@ def plural(n: int, unit: str, units: str | None = None) -> str:
     return f"{n} {unit}" if n == 1 else f"{n} {units or unit + 's'}"
 
 
-def rows_named(rows: list[str]) -> str:
-    """Who a shared note applies to: "base" for one row, "rows base, gated, resformer" for several."""
-    return rows[0] if len(rows) == 1 else f"rows {', '.join(rows)}"
+def rows_named(rows: list[str], kind: str = "rows", sep: str = ", ") -> str:
+    """Who a shared note applies to: "base" for one row, "rows base, gated, resformer" for several (`kind` "claims"
+    with `sep` "; " for claims, whose texts hold commas)."""
+    return rows[0] if len(rows) == 1 else f"{kind} {sep.join(rows)}"
 
 
 def fold(pairs: list[tuple[str, str]]) -> list[tuple[list[str], str]]:

@@ -26,7 +26,17 @@ from exoformer.registry.registry import Registry
 from exoformer.registry.tables import TASKS
 from exoformer.report import replication as rep
 from exoformer.report.selection import Selection
-from exoformer.report.tables import AVERAGE, MARK, BuiltTable, _per_seed, build_table, fold, plural, run_values
+from exoformer.report.tables import (
+    AVERAGE,
+    MARK,
+    BuiltTable,
+    _per_seed,
+    build_table,
+    fold,
+    plural,
+    rows_named,
+    run_values,
+)
 
 DEFAULT_BOOTSTRAP = rep.DEFAULT_ITEM_RESAMPLES
 RESAMPLE_SEED = 0
@@ -262,8 +272,8 @@ RULE = ("replicates = same direction, significant after Holm, the paper's value 
 
 def why_lines(rows: list[dict[str, str]]) -> list[tuple[str, str]]:
     """(the claims, what differs) once per distinct reason (tables.fold): at smoke scale every claim shares one."""
-    return [(claims[0] if len(claims) == 1 else f"claims {'; '.join(claims)}", why)
-            for claims, why in fold([(r["claim"], r["why"]) for r in rows if r["why"]])]
+    return [(rows_named(claims, "claims", "; "), why) for claims, why in fold([(r["claim"], r["why"]) for r in rows
+                                                                              if r["why"]])]
 
 
 def render_verdicts(verdicts: list[Verdict]) -> list[str]:
