@@ -452,7 +452,8 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
                          "</li>")
             continue
         read_dirs |= {p.path for p in picked}
-        table_specs |= {p.run.name if p.run.run is None else p.run.run.spec for p in picked}  # a checkpoint's own
+        # a checkpoint run counts under its own spec, not under the row's first spec its numbers are filed under
+        table_specs |= {p.run.name if p.run.run is None else p.run.run.spec for p in picked}
         presets_read.add(built.preset)
         csv_path = atomic_write_text(out / "tables" / f"{tid}.csv", to_frame(built).to_csv(index=False))
         section = table_html(diff_table(built), csv_path.relative_to(out).as_posix())

@@ -234,8 +234,7 @@ def build_table(registry: Registry, table_id: str, frame: pd.DataFrame | None = 
     shown = preset or selection.preset or (", ".join(sorted(presets_used)) if presets_used else "none")
     return BuiltTable(table=table, preset=shown, runs_root=str(runs_root), cells=cells,
                       notes=list(dict.fromkeys([*notes, *stale_notes(stale), *damaged])),
-                      checkpoint_cells=checkpoint_cells,
-                      selection=selection)
+                      checkpoint_cells=checkpoint_cells, selection=selection)
 
 
 def stale_notes(stale: list[tuple[str, str, str | None, str]]) -> list[str]:
