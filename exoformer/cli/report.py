@@ -172,7 +172,7 @@ def report_verb(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def phase_lines(stream=None):
-    """On a terminal, one short stderr line per phase of the report (`report: figures (12)`, with the seconds
+    """On a terminal, one short stderr line per phase of the report (`report: drawing 12 figures`, with the seconds
     since the start); nothing in a pipe or a log."""
     import logging
     import time
