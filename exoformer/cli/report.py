@@ -88,12 +88,14 @@ def diff_verb(args: argparse.Namespace) -> int:
     registry, report = _composed(args, _table_check(args.target), tables=[args.target])
     built = report.tables[args.target].built
     result = diff_table(built)
+    verdicts = render_verdicts(table_verdicts(registry, built, n_boot=n_boot))
+    if verdicts:  # the paper's claimed differences lead: the point of the comparison, before its cells
+        print("\n".join(verdicts) + "\n")
     print(render_diff(result), end="")
     better = {m: registry.metrics[m].better for m in built.table.columns if m in registry.metrics}
-    extra = [*render_maxima(built, column_maxima(registry).get(args.target, {}), better),
-             *render_verdicts(table_verdicts(registry, built, n_boot=n_boot))]
-    if extra:
-        print("\n" + "\n".join(extra))
+    maxima = render_maxima(built, column_maxima(registry).get(args.target, {}), better)
+    if maxima:
+        print("\n" + "\n".join(maxima))
     return exit_code(result)
 
 
@@ -141,9 +143,11 @@ def claims_verb(args: argparse.Namespace) -> int:
 
     n_boot = check_bootstrap(args.bootstrap)
     _, report = _composed(args, check_claims, claims=True, n_boot=n_boot)
+    verdicts = render_verdicts(report.verdicts)
+    if verdicts:  # the verdicts lead, as in `diff` and the HTML report
+        print("\n".join(verdicts) + "\n")
     print(render_markdown(report.claims, preset=report.claims_selection.preset,
                           notes=report.claims_selection.notes()), end="")
-    print("\n" + "\n".join(render_verdicts(report.verdicts)))
     return 0
 
 
@@ -168,7 +172,7 @@ def report_verb(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def phase_lines(stream=None):
-    """On a terminal, one short stderr line per phase of the report (`report: figures (12)`, with the seconds
+    """On a terminal, one short stderr line per phase of the report (`report: drawing 12 figures`, with the seconds
     since the start); nothing in a pipe or a log."""
     import logging
     import time

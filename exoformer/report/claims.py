@@ -21,7 +21,7 @@ from exoformer.registry.reported import load_reported
 from exoformer.report import NOT_REPORTED, NOT_RUN
 from exoformer.report.derived import reference_specs, row_derived, run_metric
 from exoformer.report.selection import Selection
-from exoformer.report.tables import MARK, why_not_comparable
+from exoformer.report.tables import MARK, fold, rows_named, why_not_comparable
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -155,7 +155,8 @@ def render_markdown(claims: list[Claim], *, preset: str | None, notes: list[str]
     lines = [f"# Mechanistic claims (preset: {which})", "",
              "| claim | paper | ours | runs |", "|---|---|---|---|"]
     lines += [f"| {c.claim} | {c.paper} | {c.ours}{MARK if c.why else ''} | {c.runs} |" for c in claims]
-    lines += [f"{MARK} {c.claim}: not comparable: {c.why}" for c in claims if c.why]
+    lines += [f"{MARK} {rows_named(names, 'claims', '; ')}: not comparable: {why}"
+              for names, why in fold([(c.claim, c.why) for c in claims if c.why])]
     lines += [f"note: {note}" for note in notes]
     lines += ["", "PCA counts depend on d_model: compare them across models of one shape, not with the paper's "
               "numbers at another scale. Paper sources: results/paper/reported.yaml."]

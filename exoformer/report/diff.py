@@ -40,6 +40,8 @@ from exoformer.report.tables import (
     PERPLEXITY,
     BuiltTable,
     Cell,
+    fold,
+    rows_named,
     swapped_convention,
 )
 
@@ -295,8 +297,8 @@ def _section_lines(section: Section) -> list[str]:
     skipped = sum(1 for c in section.cells if c.status == NOT_REPORTED)
     if skipped:
         lines.append(f"({skipped} cells with no reported value are not compared: {NOT_REPORTED})")
-    whys = dict.fromkeys((c.row, c.why) for c in section.cells if c.why)
-    lines.extend(f"{MARK} {row}: not comparable: {why}" for row, why in whys)
+    whys = fold([(c.row, c.why) for c in section.cells if c.why])
+    lines.extend(f"{MARK} {rows_named(rows)}: not comparable: {why}" for rows, why in whys)
     lines.append("")
     lines.append(f"rank agreement with the {section.right}'s row order (Kendall tau-b, rows with both values):")
     for column, (tau, n) in section.taus.items():

@@ -29,6 +29,7 @@ from exoformer.report.diff import OUTSIDE, WITHIN, CellDiff, TableDiff, diff_tab
 from exoformer.report.outputs import check_apart, read_run_file
 from exoformer.report.selection import Selection
 from exoformer.report.tables import (
+    AVERAGE,
     PERCENT_COLUMNS,
     BuiltTable,
     Cell,
@@ -37,6 +38,7 @@ from exoformer.report.tables import (
     convention_line,
     fmt_reported,
     fmt_value,
+    plural,
     to_frame,
 )
 
@@ -67,6 +69,12 @@ th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; vertical-a
 td.label, th.label { white-space: normal; } .delta { font-size: 0.8em; color: #555; margin-left: 3px; }
 .ours { font-weight: 600; } ul.empty { font-size: 0.9em; color: #555; } ul.empty code { color: #222; }
 th { background: #f0f0f0; } td.label, th.label { text-align: left; }
+div.scroll { overflow-x: auto; max-width: 100%; }
+div.scroll th.label, div.scroll td.label { position: sticky; left: 0; z-index: 1; min-width: 8em; max-width: 12em;
+  background: #fff; box-shadow: 1px 0 0 #ccc; } div.scroll th.label { background: #f0f0f0; }
+div.scroll th.key, div.scroll td.key { position: sticky; right: 0; z-index: 1; box-shadow: -2px 0 0 #999; }
+td.cell { background-color: #fff; } td.cell .line { display: block; font-size: 0.9em; }
+.tag { font-size: 0.8em; color: #777; margin-right: 2px; }
 td.within { background: #d9f2d9; } td.outside { background: #f8d0d0; } td.rank-only { background: #eef0f6; }
 td.not-run { color: #999; } td.not-reported { background: #fafafa; } td.no-tolerance { background: #fff4cc; }
 td.not-comparable { background-image: repeating-linear-gradient(45deg, transparent 0 6px, #0000000d 6px 9px); }
@@ -78,10 +86,14 @@ figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; 
 .state-RUNNING, .state-PENDING { color: #9a6700; }
 nav a { margin-right: 1em; }
 table.verdicts td { white-space: normal; text-align: left; max-width: 44em; }
-tr.verdict-replicates td { background: #d9f2d9; } tr.verdict-contradicts td { background: #f8d0d0; }
-tr.verdict-direction-only td { background: #eaf3e0; } tr.verdict-not-powered td { background: #fff4cc; }
-tr.verdict-inconclusive td { background: #fff4cc; } tr.verdict-not-run td { color: #999; }
-p.headline { font-size: 1.05em; font-weight: 600; }
+tr.verdict-replicates td, .chip.verdict-replicates, tr.verdict-equivalent td, .chip.verdict-equivalent {
+  background: #d9f2d9; } tr.verdict-contradicts td, .chip.verdict-contradicts { background: #f8d0d0; }
+tr.verdict-direction-only td, .chip.verdict-direction-only { background: #eaf3e0; }
+tr.verdict-not-powered td, .chip.verdict-not-powered, tr.verdict-inconclusive td, .chip.verdict-inconclusive {
+  background: #fff4cc; } tr.verdict-one-seed td, .chip.verdict-one-seed { background: #eef0f6; }
+tr.verdict-not-run td, .chip.verdict-not-run { color: #999; }
+p.headline { font-size: 1.05em; font-weight: 600; margin-bottom: 0.3em; }
+.chip { display: inline-block; padding: 1px 8px; margin: 0 6px 4px 0; border: 1px solid #ccc; border-radius: 3px; }
 """
 
 
@@ -174,12 +186,15 @@ def _number(value: float | None) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else repr(float(value))
 
 
-def cell_html(cell: Cell, verdict: CellDiff | None = None, checkpoint: Cell | None = None) -> str:
-    """One table cell: ours / the checkpoint evaluated as the row (when the table has one) / the paper's,
-    coloured by diff's verdict of ours against the paper, marked when not comparable. The one place a cell is
-    turned into HTML."""
+def cell_html(cell: Cell, verdict: CellDiff | None = None, checkpoint: Cell | None = None, *, key: bool = False
+              ) -> str:
+    """One table cell, one short line each: ours (bold), the checkpoint evaluated as the row (when the table has
+    one), the paper's with the delta beside it; coloured by diff's verdict of ours against the paper, marked when
+    not comparable. Stacked lines keep a column as narrow as one number, so a table with the checkpoint column still
+    fits the page (`key`: the column kept in view while the table scrolls). The one place a cell is turned into
+    HTML."""
     status = verdict.status if verdict is not None else ""
-    classes = ["cell", VERDICT_CLASS.get(status, "")]
+    classes = ["cell", VERDICT_CLASS.get(status, ""), "key" if key else ""]
     comparable = cell.comparable and (checkpoint is None or checkpoint.comparable)
     why = "; ".join(w for w in (cell.why, checkpoint.why if checkpoint is not None else "") if w)
     if not comparable:
@@ -199,15 +214,25 @@ def cell_html(cell: Cell, verdict: CellDiff | None = None, checkpoint: Cell | No
              "data-status": status, "data-comparable": "yes" if comparable else "no", "title": "; ".join(tip)}
     if checkpoint is not None:
         attrs["data-checkpoint"] = _number(checkpoint.value)
-    body = f'<span class="ours">{html.escape(_shown(cell))}</span>'
-    if checkpoint is not None:
-        body += f' / <span class="checkpoint">{html.escape(_shown(checkpoint))}</span>'
-    body += f' / <span class="paper">{html.escape(fmt_reported(cell))}</span>'
-    if verdict is not None and verdict.delta is not None and math.isfinite(verdict.delta):
-        body += f' <span class="delta">Δ{verdict.delta:+.2f}</span>'
+    first = f'<span class="ours">{html.escape(_shown(cell))}</span>'
     if not comparable:
-        body += f'<span class="mark" title="{html.escape(why or "not comparable", quote=True)}">≁</span>'
-    return f"<td {_attrs(attrs)}>{body}</td>"
+        first += f'<span class="mark" title="{html.escape(why or "not comparable", quote=True)}">≁</span>'
+    lines = [first]
+    if checkpoint is not None:
+        lines.append(f'<span class="line"><span class="tag">ckpt</span> <span class="checkpoint">'
+                     f"{html.escape(_shown(checkpoint))}</span></span>")
+    paper = f'<span class="line"><span class="tag">paper</span> <span class="paper">{html.escape(fmt_reported(cell))}'
+    paper += "</span>"
+    if verdict is not None and verdict.delta is not None and math.isfinite(verdict.delta):
+        paper += f' <span class="delta">Δ{verdict.delta:+.2f}</span>'
+    lines.append(paper + "</span>")
+    return f"<td {_attrs(attrs)}>" + "\n".join(lines) + "</td>"
+
+
+def _key(column: str, *classes: str) -> str:
+    """The class attribute of a header or cell: "key" for the column kept in view (avg6), beside `classes`."""
+    names = [*classes, *(["key"] if column == AVERAGE else [])]
+    return f' class="{" ".join(names)}"' if names else ""
 
 
 def _shown(cell: Cell) -> str:
@@ -219,6 +244,8 @@ def _attrs(attrs: dict[str, str]) -> str:
 
 
 def table_html(result: TableDiff, csv_href: str) -> str:
+    """A table's section: its title, one line on how to read a cell, each shared note once (tables.fold), then the
+    table in a horizontally scrolling box whose row names and key column (avg6) stay in view."""
     built: BuiltTable = result.built
     t = built.table
     verdicts = {(c.row, c.column): c for c in result.cells}
@@ -226,25 +253,27 @@ def table_html(result: TableDiff, csv_href: str) -> str:
     out = [f'<section class="table" id="table-{html.escape(t.id)}" data-table="{html.escape(t.id)}">',
            f"<h3>{html.escape(t.id)}: {html.escape(t.title)} <span class=\"note\">[{html.escape(t.paper_ref)}]"
            f"</span></h3>",
-           f'<p class="note">preset {html.escape(built.preset)}; each cell: ours'
-           f'{" / ckpt (a checkpoint evaluated as the row)" if built.has_checkpoint else ""} / paper, ours = mean '
-           f"over seeds with results (± seed std when there are several). {html.escape(convention)} "
-           f'<a href="{html.escape(csv_href)}">CSV</a></p>']
+           f'<p class="note">preset {html.escape(built.preset)}; each cell: ours (bold)'
+           f'{", ckpt (a trained checkpoint evaluated as the row)" if built.has_checkpoint else ""}, paper with Δ = '
+           f"ours - paper; ours = mean over seeds with results (± seed std when there are several). "
+           f'{html.escape(convention)} <a href="{html.escape(csv_href)}">CSV</a></p>']
     out += [f'<p class="note not-comparable-note">{html.escape(n)}</p>' for n in comparability_notes(built)]
-    out.append("<table>")
-    out.append('<tr><th class="label">Model</th>' + "".join(f"<th>{html.escape(c)}</th>" for c in t.columns)
+    out.append('<div class="scroll"><table class="results">')
+    out.append('<tr><th class="label">Model</th>' + "".join(f"<th{_key(c)}>{html.escape(c)}</th>" for c in t.columns)
                + "</tr>")
     for row in t.rows:
         cells = "".join(cell_html(built.cell(row, c), verdicts.get((row.id, c)),
-                                  built.cell(row, c, CHECKPOINT) if built.has_checkpoint else None)
+                                  built.cell(row, c, CHECKPOINT) if built.has_checkpoint else None, key=c == AVERAGE)
                         for c in t.columns)
         out.append(f'<tr data-row="{html.escape(row.id)}"><td class="label">{html.escape(row.label)}</td>{cells}</tr>')
     taus = []
     for column in t.columns:
         tau, n = result.taus.get(column, (None, 0))
-        taus.append(f"<td>{'n/a' if tau is None else f'{tau:+.2f}'} ({n})</td>")
-    out.append('<tr class="tau"><td class="label">rank agreement, Kendall τ-b (rows)</td>' + "".join(taus) + "</tr>")
-    out.append("</table>")
+        shown = "n/a" if tau is None else f"{tau:+.2f}"
+        taus.append(f'<td{_key(column, "cell")}>{shown} ({n} {"row" if n == 1 else "rows"})</td>')
+    out.append('<tr class="tau"><td class="label">rank agreement with the paper, Kendall τ-b</td>' + "".join(taus)
+               + "</tr>")
+    out.append("</table></div>")
     out += [f'<p class="note">note: {html.escape(n)}</p>' for n in built.notes]
     out.append("</section>")
     return "\n".join(out)
@@ -255,6 +284,15 @@ LEGEND = ('<p class="legend note">colours (diff verdict per cell): <span class="
           'tolerance</span><span style="background:#eef0f6">rank only (not comparable)</span><span style="background:'
           '#fff4cc">no tolerance known</span><span>not run / not reported</span> <span class="mark">≁</span> not '
           "comparable (hover for why)</p>")
+
+
+def table_counts(tables: int, run_dirs: int, specs: int) -> str:
+    """How many tables have results and how many runs they read between them: tables share runs (table1's rows are
+    rows of other tables too), so the run count is of distinct run directories, never a sum over tables."""
+    if not tables:
+        return "no table has results"
+    return (f"{plural(tables, 'table')} with results, reading {plural(run_dirs, 'run directory', 'run directories')}"
+            f" of {plural(specs, 'spec')} between them")
 
 
 # ------------------------------------------------------------------------------------------ figures
@@ -280,6 +318,13 @@ def draw_figures(registry: Registry, figures: dict[str, Selection], *, out_dir: 
             item.error = f"{err.problem} ({'fix: ' + fix if fix else ''})" if fix else err.problem
         drawn.append(item)
     return drawn, used
+
+
+def figure_counts(drawn: list[DrawnFigure]) -> str:
+    """"12 figures: 10 drawn, 2 not drawn yet" (the heading of the figures)."""
+    done = sum(1 for item in drawn if not item.error)
+    text = plural(len(drawn), "figure")
+    return text + (f": {done} drawn, {len(drawn) - done} not drawn yet" if done < len(drawn) else "")
 
 
 def figure_html(item: DrawnFigure, out_dir: Path) -> str:
@@ -391,9 +436,10 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
                         "a runs root")
     chosen = select(registry, targets, runs)
     gpu = has_gpu() if gpu is None else gpu
-    sections, empty, read_dirs, presets_read = [], [], set(), set()
+    sections, empty, read_dirs, presets_read, table_specs = [], [], set(), set(), set()
     claimed = [tid for tid in chosen.tables if any(d.table == tid for d in paper_differences(registry))]
-    PHASES.info(f"tables ({len(chosen.tables)}), figures ({len(chosen.figures)})" + (", verdicts" if claimed else ""))
+    PHASES.info(f"building {plural(len(chosen.tables), 'table')}, {plural(len(chosen.figures), 'figure')}"
+                + (" and the verdicts" if claimed else ""))
     report = compose(registry, root, tables=chosen.tables, figures=chosen.figures, claims=bool(claimed), preset=preset,
                      overrides=overrides)
     for tid, table in report.tables.items():
@@ -406,41 +452,47 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
                          "</li>")
             continue
         read_dirs |= {p.path for p in picked}
+        # a checkpoint run counts under its own spec, not under the row's first spec its numbers are filed under
+        table_specs |= {p.run.name if p.run.run is None else p.run.run.spec for p in picked}
         presets_read.add(built.preset)
         csv_path = atomic_write_text(out / "tables" / f"{tid}.csv", to_frame(built).to_csv(index=False))
         section = table_html(diff_table(built), csv_path.relative_to(out).as_posix())
         if table.note:
             section = section.replace("</h3>", f'</h3>\n<p class="note">{html.escape(table.note)}</p>', 1)
         sections.append(section)
-    PHASES.info(f"drawing the figures ({len(chosen.figures)})")
+    table_dirs = len(read_dirs)
+    PHASES.info(f"drawing {plural(len(chosen.figures), 'figure')}")
     drawn, used = draw_figures(registry, report.figures, out_dir=out, gpu=gpu)
     read_dirs |= used
     shown_runs = [r for r in runs if r.path in read_dirs]
     others = sum(1 for r in runs if r.path not in read_dirs)
     verdicts = verdicts_html(report.verdicts) if claimed else ""  # the same verdicts as the `claims` verb
     nav = "".join(f'<a href="#{anchor}">{name}</a>' for anchor, name in
-                  (("tables", "Tables"), ("figures", "Figures"), ("runs", "Runs")))
+                  ((("verdicts", "Verdicts"),) if verdicts else ()) + (("tables", "Tables"), ("figures", "Figures"),
+                                                                        ("runs", "Runs")))
     shown_preset = html.escape(preset) if preset else "each spec&#39;s own, else the one that has runs"
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    empty_block = ([f'<p class="note">{len(empty)} tables have no runs yet (on this machine: '
+    empty_block = ([f'<p class="note">{plural(len(empty), "table")} without runs yet (on this machine: '
                     f'{"a GPU" if gpu else "no GPU, so the smoke preset"}):</p>', '<ul class="empty">', *empty,
                     "</ul>"] if empty else [])
-    not_listed = (f'<p class="note">{others} other run directories under this root (other hashes, presets or '
-                  "variants) are not read by the tables and figures above; <code>reproduce.py status</code> lists "
-                  "them all.</p>" if others else "")
+    not_listed = (f'<p class="note">{plural(others, "other run directory", "other run directories")} under this root '
+                  "(other hashes, presets or variants) not read by the tables and figures above; <code>reproduce.py "
+                  "status</code> lists them all.</p>" if others else "")
     page = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         "<title>ExoFormer reproduction report</title>", f"<style>{PAGE_STYLE}</style>",
         f"<script>{PAGE_SCRIPT}</script></head><body>",
-        "<h1>ExoFormer reproduction report</h1>",
+        "<h1>ExoFormer reproduction report</h1>", verdicts,
         f'<p class="note">runs root {html.escape(str(root))}; preset {shown_preset}'
         f'{" (read: " + html.escape(", ".join(sorted(presets_read))) + ")" if presets_read else ""}; '
-        f"{len(shown_runs)} run directories read; built {when}. Static page: no server, no network.</p>",
+        f"{plural(len(shown_runs), 'run directory', 'run directories')} read; built {when}. Static page: no server, "
+        "no network.</p>",
         f"<nav>{nav}</nav>",
-        f'<h2 id="tables">Tables ({len(sections)} with runs, {len(empty)} without)</h2>',
-        *([LEGEND] if sections else []), *sections, *empty_block, verdicts,
-        f'<h2 id="figures">Figures ({len(drawn)})</h2>', *(figure_html(item, out) for item in drawn),
-        f'<h2 id="runs">Runs ({len(shown_runs)})</h2>',
+        f'<h2 id="tables">Tables</h2><p class="note counts">{table_counts(len(sections), table_dirs, len(table_specs))}'
+        f"{'; ' + plural(len(empty), 'table') + ' without runs' if empty else ''}.</p>",
+        *([LEGEND] if sections else []), *sections, *empty_block,
+        f'<h2 id="figures">Figures ({figure_counts(drawn)})</h2>', *(figure_html(item, out) for item in drawn),
+        f'<h2 id="runs">Runs ({plural(len(shown_runs), "run directory", "run directories")})</h2>',
         '<p class="note">state as each run&#39;s status record says (reproduce.py status reconciles it with '
         "the scheduler); files: copies of the run&#39;s spec, provenance, status and logs.</p>",
         run_rows_html(shown_runs, out), not_listed, "</body></html>", ""]

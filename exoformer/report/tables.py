@@ -199,6 +199,7 @@ def build_table(registry: Registry, table_id: str, frame: pd.DataFrame | None = 
     derived = derived_metrics(registry, table.columns)
     notes: list[str] = notes_for(derived)
     damaged: list[str] = []
+    stale: list[tuple[str, str, str | None, str]] = []
     cells: dict[tuple[str, str], Cell] = {}
     checkpoint_cells: dict[tuple[str, str], Cell] = {}
     presets_used: set[str] = set()
@@ -210,8 +211,11 @@ def build_table(registry: Registry, table_id: str, frame: pd.DataFrame | None = 
             picked = selection.pick(spec_name)
             if picked is None:
                 continue
-            if picked.note:
-                (damaged if picked.run.damage else notes).append(picked.note)
+            if picked.note and picked.run.damage:
+                damaged.append(picked.note)
+            elif picked.note:
+                stale.append((spec_name, picked.run.hash12, selection.current_hash(spec_name, spec.preset),
+                              picked.note))
             if not picked.rows.empty:
                 rows = with_derived(selection, picked, derived, row.specs, k) if derived else picked.rows
                 runs.append(_SpecRun(seed=spec.seed, name=spec_name, rows=run_values(rows), differs=picked.differs))
@@ -229,8 +233,18 @@ def build_table(registry: Registry, table_id: str, frame: pd.DataFrame | None = 
                 cell.value = row_value(selection, metric.derived, row.specs, reference_specs(selection, metric))
     shown = preset or selection.preset or (", ".join(sorted(presets_used)) if presets_used else "none")
     return BuiltTable(table=table, preset=shown, runs_root=str(runs_root), cells=cells,
-                      notes=list(dict.fromkeys([*notes, *damaged])), checkpoint_cells=checkpoint_cells,
-                      selection=selection)
+                      notes=list(dict.fromkeys([*notes, *stale_notes(stale), *damaged])),
+                      checkpoint_cells=checkpoint_cells, selection=selection)
+
+
+def stale_notes(stale: list[tuple[str, str, str | None, str]]) -> list[str]:
+    """The table's stale runs ((spec, run hash, current hash, the selection's note)) in one line when there are
+    several, instead of the same "stale run" sentence once per spec."""
+    picked = list(dict.fromkeys(stale))
+    if len(picked) <= 1:
+        return [note for *_, note in picked]
+    runs = ", ".join(f"{name} (run {hash12}, current hash {current})" for name, hash12, current, _ in picked)
+    return [f"{len(picked)} specs read from stale runs (the spec's definition changed since): {runs}"]
 
 
 def _fill(table: Table, row: TableRow, column: str, runs: list[_SpecRun], reported: Reported | None,
@@ -344,11 +358,34 @@ def header_lines(built: BuiltTable) -> list[str]:
     return lines
 
 
+def plural(n: int, unit: str, units: str | None = None) -> str:
+    """"1 claim", "3 claims", "2 run directories" (`units`: an irregular plural): a count that names its unit."""
+    return f"{n} {unit}" if n == 1 else f"{n} {units or unit + 's'}"
+
+
+def rows_named(rows: list[str], kind: str = "rows", sep: str = ", ") -> str:
+    """Who a shared note applies to: "base" for one row, "rows base, gated, resformer" for several (`kind` "claims"
+    with `sep` "; " for claims, whose texts hold commas)."""
+    return rows[0] if len(rows) == 1 else f"{kind} {sep.join(rows)}"
+
+
+def fold(pairs: list[tuple[str, str]]) -> list[tuple[list[str], str]]:
+    """(subject, note) pairs -> (subjects, note) once per distinct note, in the order the notes first arose: a
+    note shared by several rows is printed once, naming them, instead of once per row."""
+    by_note: dict[str, list[str]] = {}
+    for subject, note in pairs:
+        subjects = by_note.setdefault(note, [])
+        if subject not in subjects:
+            subjects.append(subject)
+    return [(subjects, note) for note, subjects in by_note.items()]
+
+
 def comparability_notes(built: BuiltTable) -> list[str]:
-    """One "† not comparable: ..." line per row and source whose cells are not comparable, saying why."""
+    """One "† not comparable: ..." line per source and reason, naming the rows it applies to (fold)."""
     out = []
     sources = (OURS, CHECKPOINT) if built.has_checkpoint else (OURS,)
     for source in sources:
+        pairs = []
         for row in built.table.rows:
             by_why: dict[str, list[str]] = {}
             for column in built.table.columns:
@@ -357,7 +394,8 @@ def comparability_notes(built: BuiltTable) -> list[str]:
                     by_why.setdefault(cell.why, []).append(column)
             for why, columns in by_why.items():
                 which = "" if len(columns) == len(built.table.columns) else f" [{', '.join(columns)}]"
-                out.append(f"{MARK} {row.id} ({source}){which}: not comparable: {why}")
+                pairs.append((row.id, f"({source}){which}: not comparable: {why}"))
+        out += [f"{MARK} {rows_named(rows)} {note}" for rows, note in fold(pairs)]
     return out
 
 

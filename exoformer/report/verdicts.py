@@ -26,7 +26,17 @@ from exoformer.registry.registry import Registry
 from exoformer.registry.tables import TASKS
 from exoformer.report import replication as rep
 from exoformer.report.selection import Selection
-from exoformer.report.tables import AVERAGE, MARK, BuiltTable, _per_seed, build_table, run_values
+from exoformer.report.tables import (
+    AVERAGE,
+    MARK,
+    BuiltTable,
+    _per_seed,
+    build_table,
+    fold,
+    plural,
+    rows_named,
+    run_values,
+)
 
 DEFAULT_BOOTSTRAP = rep.DEFAULT_ITEM_RESAMPLES
 RESAMPLE_SEED = 0
@@ -224,11 +234,18 @@ def all_verdicts(registry: Registry, frame: pd.DataFrame | None, *, preset: str 
 
 
 def headline(verdicts: list[Verdict]) -> str:
-    """"k of m claims replicate" over the verdicts with runs (Holm-adjusted within each table)."""
+    """"k of m claims replicate" over the verdicts with runs (Holm-adjusted within each table), then how many
+    claims have no runs."""
     compared = [v.comparison for v in verdicts if v.comparison is not None]
     text = rep.headline(compared) if compared else "no claim has runs"
     missing = len(verdicts) - len(compared)
-    return text + (f"; {missing} not run" if missing else "")
+    return text + (f"; {plural(missing, 'claim')} not run" if missing else "")
+
+
+def tally(verdicts: list[Verdict]) -> list[tuple[str, int]]:
+    """(verdict keyword, number of claims) in replication.VERDICTS order, then "not run"; only those that occur."""
+    counts = {v: sum(x.verdict == v for x in verdicts) for v in (*rep.VERDICTS, "not run")}
+    return [(v, n) for v, n in counts.items() if n]
 
 
 # ------------------------------------------------------------------------------------------------ rendering
@@ -253,6 +270,12 @@ RULE = ("replicates = same direction, significant after Holm, the paper's value 
         "(docs/replication.md)")
 
 
+def why_lines(rows: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """(the claims, what differs) once per distinct reason (tables.fold): at smoke scale every claim shares one."""
+    return [(rows_named(claims, "claims", "; "), why) for claims, why in fold([(r["claim"], r["why"]) for r in rows
+                                                                              if r["why"]])]
+
+
 def render_verdicts(verdicts: list[Verdict]) -> list[str]:
     """Text lines: the headline, one line per claim with its methods, then the † notes and the rule."""
     if not verdicts:
@@ -263,7 +286,7 @@ def render_verdicts(verdicts: list[Verdict]) -> list[str]:
         lines.append(f"  {r['claim']}: {r['line']}")
         if r["method"]:
             lines.append(f"      ({r['method']})")
-    lines.extend(f"{MARK} {r['claim']}: not comparable: {r['why']}" for r in rows if r["why"])
+    lines.extend(f"{MARK} {claims}: not comparable: {why}" for claims, why in why_lines(rows))
     lines.append(f"verdicts: {RULE}")
     return lines
 
@@ -299,8 +322,10 @@ def verdicts_html(verdicts: list[Verdict]) -> str:
     body = "".join(f'<tr class="verdict-{html.escape(r["verdict"].replace(" ", "-"))}"><td class="label">'
                    f'{html.escape(r["claim"])}</td><td>{html.escape(r["paper"])}</td><td>{html.escape(r["line"])}'
                    f'</td><td>{html.escape(r["method"])}</td></tr>' for r in rows)
-    notes = "".join(f'<p class="note">{MARK} {html.escape(r["claim"])}: not comparable: {html.escape(r["why"])}</p>'
-                    for r in rows if r["why"])
+    notes = "".join(f'<p class="note">{MARK} {html.escape(claims)}: not comparable: {html.escape(why)}</p>'
+                    for claims, why in why_lines(rows))
+    chips = "".join(f'<span class="chip verdict-{html.escape(v.replace(" ", "-"))}">{html.escape(v)}: '
+                    f'{plural(n, "claim")}</span>' for v, n in tally(verdicts))
     return (f'<section id="verdicts"><h2>Replication verdicts</h2><p class="headline">'
-            f'{html.escape(headline(verdicts))}</p><table class="verdicts"><tr>{head}</tr>{body}</table>{notes}'
-            f'<p class="note">{html.escape(RULE)}</p></section>')
+            f'{html.escape(headline(verdicts))}</p><p class="tally">{chips}</p><table class="verdicts"><tr>{head}'
+            f'</tr>{body}</table>{notes}<p class="note">{html.escape(RULE)}</p></section>')

@@ -158,7 +158,7 @@ def check_numbers_equal_csv(page: Page, out: Path) -> int:
                 assert cell["data-paper"] == "" and "not known" in cell["text"]
             else:
                 assert float(cell["data-paper"]) == pytest.approx(line.reported)
-                assert f"/ {line.reported:.2f}" in cell["text"]
+                assert f"\npaper {line.reported:.2f}" in cell["text"]  # the paper's value on its own line
             checked += 1
     return checked
 
@@ -209,7 +209,8 @@ def test_cell_html_colours_by_the_diff_verdict_and_shows_ours_and_paper():
     within = report_html.cell_html(_cell(61.234, 61.0), CellDiff(row="base", label="B", column="piqa",
                                                                   reproduced=61.234, reported=61.0, delta=0.234,
                                                                   tolerance=1.0, status="within"))
-    assert 'class="cell within"' in within and "61.23" in within and "/ <span class=\"paper\">61.00" in within
+    assert 'class="cell within"' in within and "61.23" in within
+    assert '<span class="line"><span class="tag">paper</span> <span class="paper">61.00' in within
     assert 'data-ours="61.234"' in within and "delta +0.23" in within and 'class="checkpoint"' not in within
     assert '61.00</span> <span class="delta">Δ+0.23</span>' in within  # the delta beside the paper's value
     undefined = report_html.cell_html(_cell(float("nan"), 0.05), CellDiff(row="base", label="B", column="piqa",
@@ -232,8 +233,12 @@ def test_cell_html_shows_ours_checkpoint_and_paper_and_marks_what_is_not_compara
     ckpt = Cell(row="base", column="piqa", value=60.0, source="checkpoint", comparable=False,
                 why="evaluated on a different suite")
     text = report_html.cell_html(ours, None, ckpt)
-    assert '<span class="ours">not run</span> / <span class="checkpoint">60.00†</span> / <span class="paper">61.00' \
-        in text
+    lines = text.split("\n")  # one short line each: ours, ckpt, paper (a narrow column)
+    assert lines[0].endswith('<span class="ours">not run</span><span class="mark" title="evaluated on a different '
+                             'suite">≁</span>')
+    assert lines[1:] == ['<span class="line"><span class="tag">ckpt</span> <span class="checkpoint">60.00†</span>'
+                         "</span>", '<span class="line"><span class="tag">paper</span> <span class="paper">61.00'
+                         "</span></span></td>"]
     assert 'data-checkpoint="60.0"' in text and 'data-comparable="no"' in text and "not-comparable" in text
     assert 'title="evaluated on a different suite"' in text
 

@@ -30,8 +30,9 @@ def test_report_phases_on_a_terminal_only(tmp_path):
     with phase_lines(pipe):
         report_html.build_report(registry(), ["table1"], runs_root=runs, out_dir=tmp_path / "out2", preset="smoke")
     lines = terminal.getvalue().splitlines()
-    assert [line.split(" (")[0] for line in lines][:3] == ["report: reading the runs", "report: tables",
-                                                          "report: drawing the figures"]
-    assert lines[1].startswith("report: tables (1), figures (") and all(line.endswith(" s)") for line in lines)
+    assert [line.split(" (")[0] for line in lines][:3] == ["report: reading the runs",
+                                                          "report: building 1 table, 8 figures and the verdicts",
+                                                          "report: drawing 8 figures"]  # each count names its unit
+    assert all(line.endswith(" s)") for line in lines)
     assert pipe.getvalue() == ""
     assert not report_html.PHASES.handlers  # the handler went with the command

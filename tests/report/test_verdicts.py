@@ -124,7 +124,9 @@ def test_diff_prints_the_verdicts_and_column_maxima(tmp_path, capsys):
     seeded_rows(tmp_path, "gated", [0.50], [14.5])
     main(["diff", "table1", "--runs-dir", str(tmp_path), "--bootstrap", "200"])
     out = capsys.readouterr().out
-    assert "row differences claimed by the paper: 0 of 2 claims replicate (2 one seed); 1 not run" in out
+    assert out.startswith("row differences claimed by the paper: 0 of 2 claims replicate (2 one seed); 1 claim not "
+                          "run\n")  # the verdicts lead, before the table's cells
+    assert out.index("diff table1:") > out.index("verdicts: replicates = ")
     assert "table1: dynamic-e-exoformer - gated, avg6: paper +1.47, ours +10: one seed" in out
     assert "column maxima" in out and "val_ppl        paper 14.09  ours 14.00 (dynamic-e-exoformer)" in out
     main(["claims", "--runs-dir", str(tmp_path), "--bootstrap", "200"])
@@ -187,8 +189,8 @@ def test_the_headline_counts_the_holm_adjusted_verdicts_and_the_claims_not_run(t
     seeded_rows(tmp_path, "dynamic-e-exoformer", [0.60], [14.0])
     seeded_rows(tmp_path, "gated", [0.50], [14.5])
     got = list(verdicts_of(tmp_path).values())
-    assert headline(got) == "0 of 2 claims replicate (2 one seed); 1 not run"
-    assert "0 of 2 claims replicate (2 one seed); 1 not run" in verdicts_html(got)
+    assert headline(got) == "0 of 2 claims replicate (2 one seed); 1 claim not run"
+    assert "0 of 2 claims replicate (2 one seed); 1 claim not run" in verdicts_html(got)
 
 
 def test_a_claim_with_a_margin_reads_equivalent_when_our_interval_is_inside_it(tmp_path, capsys):
