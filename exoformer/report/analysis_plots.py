@@ -380,7 +380,7 @@ def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os
         ax.set_ylabel("hidden state i")
     if image is not None:
         fig.colorbar(image, ax=list(axes.flat[:len(panels)]), shrink=0.8,
-                     label=f"mean token cosine (scale from {low:g}, the lowest value, to 1)")
+                     label=f"mean token cosine (scale: {low:g}, the lowest value rounded down, to 1)")
     fig.suptitle(str(_field(figure, "title") or _figure_id(figure)), fontsize=11)
     return save(fig, out_dir, _figure_id(figure))
 
@@ -464,7 +464,8 @@ def no_score_reason(runs: Sequence[RunRef], longer_preset: str | None = None, ta
     """Why no run of a spike figure has a score ("" when one has): the runs are shorter than the history a score
     needs (their spikes records say how long both are), naming the preset that trains long enough."""
     records = [data for _, _, run_dir in runs if (data := read_analysis(run_dir, "spikes"))]
-    if not records or any(r.get(key, {}).get("score_pct") is not None for r in records for key in ("grad_norm", "loss")):
+    scored = any(r.get(key, {}).get("score_pct") is not None for r in records for key in ("grad_norm", "loss"))
+    if not records or scored:
         return ""
     steps = max(int(r.get("grad_norm", {}).get("values") or 0) for r in records)
     need = max(int(r.get("min_history") or r.get("window") or 0) for r in records)
@@ -490,7 +491,9 @@ def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.Pat
             "and scale (450M or 1B) not stated.")
     out_dir = Path(out_dir)
     title = str(_field(figure, "title") or _figure_id(figure))
-    markdown = [f"# {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    why = no_score_reason(runs, _field(figure, "longer_preset"), _figure_id(figure))
+    markdown = [f"# {title}", "", *([why.replace("\n", " "), ""] if why else []),
+                "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     markdown += ["| " + " | ".join(row[h] for h in header) + " |" for row in rows]
     markdown += ["", note, ""]
     md_path = out_dir / f"{_figure_id(figure)}.md"
@@ -498,7 +501,6 @@ def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.Pat
     atomic_write_text(md_path, "\n".join(markdown))
 
     plt = pyplot()
-    why = no_score_reason(runs, _field(figure, "longer_preset"), _figure_id(figure))
     height = 0.25 * (max(len(rows), 1) + 1) + 0.5
     if why:  # the table alone would be a grid of "not enough steps": the reason comes first, in the figure
         fig, (top, ax) = plt.subplots(2, 1, figsize=(11, height + 0.9), height_ratios=[0.9, height])
