@@ -261,7 +261,7 @@ def look_of(figure: Any, model: str, index: int) -> style.ModelStyle:
 
 def _share_y(axes: Any, panels: Sequence[PanelData]) -> None:
     """Panels of one quantity (the PCA panels under each ablation) share their y range, so they compare at a glance;
-    a linear range includes zero."""
+    a linear range includes zero or says it does not (linear_range)."""
     groups: dict[str, list[Any]] = {}
     for ax, data in zip(axes, panels):
         if data.lines:
@@ -270,11 +270,32 @@ def _share_y(axes: Any, panels: Sequence[PanelData]) -> None:
     for ylabel, group in groups.items():
         low = min(ax.get_ylim()[0] for ax in group)
         high = max(ax.get_ylim()[1] for ax in group)
-        if ylabel not in log:  # a linear axis shows zero: a per-layer difference is never magnified by a cut axis
-            low, high = min(low, 0.0), max(high, 0.0)
+        cut = False
+        if ylabel not in log:
+            low, high, cut = linear_range(low, high)
         for ax in group[1:]:
             ax.sharey(group[0])
         group[0].set_ylim(low, high)
+        if cut:
+            for ax in group:
+                ax.set_ylabel(f"{ylabel}\n({AXIS_CUT})")
+
+
+AXIS_CUT = "axis not from 0"
+ZERO_SHARE = 0.25
+"""A linear axis starts at zero when the data then fill at least this share of it; otherwise it keeps the data's
+range and says so (AXIS_CUT), since lines that fill a sliver of their axis show no difference at all."""
+
+
+def linear_range(low: float, high: float) -> tuple[float, float, bool]:
+    """The y range of a linear per-layer axis and whether it is cut: from zero (or to zero, for negative data) when
+    the data's own range is at least ZERO_SHARE of it."""
+    if low <= 0.0 <= high:
+        return low, high, False
+    far = max(abs(low), abs(high))
+    if (high - low) >= ZERO_SHARE * far:
+        return min(low, 0.0), max(high, 0.0), False
+    return low, high, True
 
 
 def _series(items: Sequence[tuple[str, dict]], panel: Panel) -> tuple[list[list[float]] | None, str]:

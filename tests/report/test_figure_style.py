@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import make_run, registry, uniform  # noqa: E402
 from test_html_report import GATED, MIXING, _probes  # noqa: E402
 
-from exoformer.report import figures, style  # noqa: E402
+from exoformer.report import analysis_plots, figures, style  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 
 TABLE1 = [row.id for row in registry().tables["table1"].rows]
@@ -238,6 +238,30 @@ def test_linear_per_layer_axes_include_zero(drawn):
         for ax in fig.axes:
             if ax.get_visible() and ax.get_lines() and ax.get_yscale() == "linear":
                 assert ax.get_ylim()[0] <= 0.0 <= ax.get_ylim()[1], (fid, ax.get_title(), ax.get_ylim())
+                assert analysis_plots.AXIS_CUT not in ax.get_ylabel()
+
+
+@pytest.mark.parametrize("low,high,expected", [
+    (0.015, 0.027, (0.0, 0.027, False)),   # the data fill 43% of [0, 0.027]: from zero
+    (95.0, 105.0, (95.0, 105.0, True)),    # a sliver of [0, 105]: the data's range, said to be cut
+    (-0.2, 0.6, (-0.2, 0.6, False)),       # zero already inside
+    (-3.0, -2.0, (-3.0, 0.0, False)),      # negative data: up to zero
+])
+def test_linear_range_starts_at_zero_or_says_it_is_cut(low, high, expected):
+    assert analysis_plots.linear_range(low, high) == expected
+
+
+def test_a_cut_per_layer_axis_says_so(tmp_path):
+    runs = tmp_path / "runs"
+    for i, row in enumerate(("base", "gated")):
+        run = RunDir(make_run(runs, f"{row}-s42", preset="smoke", accuracies=uniform(0.3)))
+        run.analysis_dir.mkdir(parents=True, exist_ok=True)
+        probes = _probes(4, i, row in GATED, False)
+        probes["ablations"]["none"]["pca_components"] = [100 + k + i for k in range(5)]
+        run.probes.write_text(json.dumps(probes))
+    (fig,) = _draw(runs, tmp_path / "f", ["pca-components"])["pca-components"]
+    (ax,) = [ax for ax in fig.axes if ax.get_visible() and ax.get_lines()]
+    assert ax.get_ylim()[0] > 0 and ax.get_ylabel().endswith(f"({analysis_plots.AXIS_CUT})")
 
 
 def test_scored_spike_table_has_no_missing_data_note(drawn):
