@@ -461,7 +461,8 @@ def shared_ratio_norm(grids: list[Any]) -> Any:
     return ratio_norm(colour_limits(pooled))
 
 
-LAMBDA_X = {"elementwise": "channel (head-major)", "headwise": "head", "scalar": "one coefficient per layer"}
+LAMBDA_X = {"elementwise": "channel (head-major; lines: head boundaries)", "headwise": "head",
+            "scalar": "one coefficient per layer"}
 
 
 def _lambda_axes(ax: Any, grid: Any, record: dict[str, Any]) -> None:
@@ -479,8 +480,10 @@ def _lambda_axes(ax: Any, grid: Any, record: dict[str, Any]) -> None:
     if granularity == "elementwise":
         n_head = int(record.get("n_head") or 1)
         d_head = grid.shape[1] // max(n_head, 1)
-        for head in range(1, n_head):
-            ax.axvline(head * d_head - 0.5, color="0.3", linewidth=0.5)
+        if 1 < n_head <= 16 and d_head > 1:  # a tick at each head's first channel, a line between heads
+            ax.set_xticks(range(0, grid.shape[1], d_head))
+            for head in range(1, n_head):
+                ax.axvline(head * d_head - 0.5, color="black", linewidth=1.0)
     ax.tick_params(labelsize=7)
 
 
