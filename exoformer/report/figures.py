@@ -203,7 +203,7 @@ def _legend_outside(ax: Any, **kwargs: Any) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False, **kwargs)
 
 
-ZOOM_FROM = 0.2
+ZOOM_FROM = 0.5
 """The zoomed loss panel shows training from this fraction of the longest run's tokens on: the first steps' loss
 (ln(vocab) and down) would otherwise set the y range and flatten every difference between models."""
 MARKERS_PER_CURVE = 8
