@@ -451,14 +451,29 @@ def diverging_ticks(low: float, centre: float, high: float, per_side: int = 2) -
     return [float(f"{v:.3g}") for v in (*lower, centre, *upper)]
 
 
-def shared_ratio_norm(grids: list[Any]) -> Any:
-    """One diverging norm for every panel (and every run) of a λ figure: the 1-99th percentile of all their finite
-    ratios (ratio_norm), so one colour means one ratio wherever it appears."""
+def shared_ratio_norm(runs: list[list[Any]]) -> Any:
+    """One diverging norm for every panel of every run of a λ figure (`runs`: each run's ratio grids): the widest of
+    the runs' 1-99th percentile ranges (each run's four panels pooled), so one colour means one ratio wherever it
+    appears and no run's bulk is clipped by another's narrower range."""
     import numpy as np
 
-    finite = [g[np.isfinite(g)] for g in grids if g is not None]
-    pooled = np.concatenate(finite) if finite else np.array([])
-    return ratio_norm(colour_limits(pooled))
+    limits = []
+    for grids in runs:
+        finite = [g[np.isfinite(g)] for g in grids if g is not None]
+        if finite and (found := colour_limits(np.concatenate(finite))) is not None:
+            limits.append(found)
+    if not limits:
+        return ratio_norm(None)
+    return ratio_norm((min(lo for lo, _ in limits), max(hi for _, hi in limits)))
+
+
+def _extend(grids: list[Any], norm: Any) -> str:
+    """Which ends of the colourbar get an arrow: values beyond the range are drawn in its end colours."""
+    import numpy as np
+
+    values = np.concatenate([g[np.isfinite(g)] for g in grids if g is not None] or [np.array([])])
+    low, high = bool((values < norm.vmin).any()), bool((values > norm.vmax).any())
+    return {(False, False): "neither", (True, False): "min", (False, True): "max", (True, True): "both"}[(low, high)]
 
 
 LAMBDA_X = {"elementwise": "channel (head-major; lines: head boundaries)", "headwise": "head",
@@ -495,7 +510,7 @@ def plot_lambda_run(name: str, label: str, record: dict[str, Any], out_dir: str 
     plt = pyplot()
     from matplotlib.cm import ScalarMappable
 
-    norm = norm or shared_ratio_norm(list(ratios.values()))
+    norm = norm or shared_ratio_norm([list(ratios.values())])
     cmap = plt.get_cmap(style.DIVERGING_MAP).with_extremes(bad=style.MISSING_COLOUR)  # NaN: a non-mixing layer
     fig, axes = plt.subplots(2, 2, figsize=(10, 6.8), layout="constrained")
     mixed = ", ".join(PATH_NAMES[p] for p in ("v", "k", "q", "g") if ratios.get(p) is not None) or "none"
@@ -509,12 +524,14 @@ def plot_lambda_run(name: str, label: str, record: dict[str, Any], out_dir: str 
         ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=cmap, norm=norm)
         _lambda_axes(ax, grid, record)
     bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=list(axes.flat), shrink=0.85, format="%.3g",
-                       ticks=diverging_ticks(norm.vmin, norm.vcenter, norm.vmax))
+                       ticks=diverging_ticks(norm.vmin, norm.vcenter, norm.vmax),
+                       extend=_extend(list(ratios.values()), norm))
     bar.set_label(f"λ_anchor / λ_self (white: {style.NEUTRAL_RATIO:g}, equal weights)", fontsize=8)
     dynamic = " (static coefficients; per-token scales not included)" if record.get("dynamic") else ""
     who = name if label == name else f"{label} [{name}]"
-    fig.suptitle(f"{title}\n{who}{dynamic}; {record['granularity']} coefficients; one colour scale for all panels "
-                 "(1-99th percentile); grey: non-mixing layer", fontsize=9)
+    about = (f"{who}{dynamic}; {record['granularity']} coefficients; one colour scale for all panels and runs (the "
+             "widest 1-99th percentile range of a run; arrows: values beyond it); grey: non-mixing layer")
+    fig.suptitle("\n".join([title, *textwrap.wrap(about, width=120)]), fontsize=9)
     return save(fig, out_dir, stem)
 
 
@@ -532,8 +549,7 @@ def plot_lambda_heatmaps(selection: Selection, figure: Figure, refs: list[RunRef
         raise UserError(f"figure {figure.id!r}: none of its runs has analysed coefficients yet",
                         where=", ".join(str(ref[2]) for ref in refs),
                         fix=f"run them first (the analyse stage writes them): reproduce.py run {figure.id}")
-    norm = shared_ratio_norm([grid for _, _, record, where in found
-                              for grid in lambda_ratios(record, where=where).values()])
+    norm = shared_ratio_norm([list(lambda_ratios(record, where=where).values()) for _, _, record, where in found])
     written = []
     for name, label, record, where in found:
         written += plot_lambda_run(name, label, record, out_dir, f"{figure.id}-{name}", figure.title, where=where,

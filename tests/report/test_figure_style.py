@@ -298,3 +298,10 @@ def test_a_panel_without_lines_says_why_instead_of_an_empty_frame(tmp_path):
     for ax in empty:
         (text,) = [t.get_text() for t in ax.texts if t.get_gid() == style.NO_DATA_GID]
         assert "Base Transformer" in text and "not applicable" in text
+
+
+def test_lambda_scale_is_the_widest_run_range_so_no_run_is_clipped_by_another():
+    wide = [np.linspace(0.5, 1.5, 101).reshape(1, -1), None]
+    narrow = [np.full((2, 50), 1.02), np.linspace(0.95, 1.05, 50).reshape(1, -1)]
+    norm = figures.shared_ratio_norm([narrow, wide])
+    assert norm.vmin <= 0.52 and norm.vmax >= 1.48 and norm.vcenter == style.NEUTRAL_RATIO
