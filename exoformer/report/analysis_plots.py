@@ -234,6 +234,9 @@ def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLi
         if data.lines:
             if data.log:
                 ax.set_yscale("log")
+                ax.set_ylabel(f"{data.ylabel} (log scale)")
+                ax.yaxis.set_major_formatter(_plain_log_formatter())
+                ax.yaxis.set_minor_formatter(_plain_log_formatter(labelOnlyBase=False))
             ax.grid(alpha=0.3)
             footer += [f"{data.title}: {note}" for note in data.notes]
         else:
@@ -246,6 +249,17 @@ def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLi
                    ncol=min(4, len(legend)), fontsize=8, frameon=False)
     add_below(fig, "\n".join(footer))
     return save(fig, out_dir, _figure_id(figure))
+
+
+def _plain_log_formatter(**kwargs: Any) -> Any:
+    """Log-axis tick labels as plain numbers (0.2, 6, 300), matplotlib's choice of which ticks to label."""
+    from matplotlib.ticker import LogFormatter
+
+    class Plain(LogFormatter):
+        def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+            return f"{x:g}"
+
+    return Plain(**kwargs)
 
 
 def look_of(figure: Any, model: str, index: int) -> style.ModelStyle:
