@@ -50,6 +50,8 @@ class Panel:
     ylabel: str
     ablation: str = "none"
     log: bool = False
+    count: bool = False
+    """Whole numbers (components): integer y ticks."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -70,7 +72,8 @@ PER_LAYER: dict[str, PerLayer] = {
     "similarity_to_embeddings": PerLayer(by_block=False, panels=(Panel(key="similarity_to_embeddings",
                                                                        ylabel="cosine to the embeddings"),)),
     "pca_components": PerLayer(by_block=False, panels=tuple(
-        Panel(key="pca_components", ylabel="components for 99% variance", ablation=a) for a in ABLATION_TITLES)),
+        Panel(key="pca_components", ylabel="components for 99% variance", ablation=a, count=True)
+        for a in ABLATION_TITLES)),
     "gate_stats": PerLayer(by_block=True, panels=(Panel(key="gate_mean", ylabel="gate mean"),
                                                   Panel(key="gate_sparsity", ylabel="fraction of gates < 0.2"))),
     "massive_activation": PerLayer(by_block=False, panels=(Panel(key="massive_activation", ylabel="max |h|",
@@ -165,6 +168,7 @@ class PanelData:
     log: bool
     lines: list[Line]
     notes: list[str]
+    count: bool = False
 
 
 def per_layer_panels(figure: Any, runs: Sequence[RunRef]) -> list[PanelData]:
@@ -196,7 +200,7 @@ def per_layer_panels(figure: Any, runs: Sequence[RunRef]) -> list[PanelData]:
                                   low=[min(c) for c in columns], high=[max(c) for c in columns]))
             title = f"{panel.ylabel}: {ABLATION_TITLES[panel.ablation]}" if ablated else panel.ylabel
             out.append(PanelData(title=title, ylabel=panel.ylabel, xlabel=_x_label(layout.by_block, relative),
-                                 log=panel.log, lines=lines, notes=notes))
+                                 log=panel.log, lines=lines, notes=notes, count=panel.count))
     return out
 
 
@@ -231,6 +235,8 @@ def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLi
         ax.set_xlabel(data.xlabel)
         if not data.xlabel.startswith("relative"):
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if data.count:
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         if data.lines:
             if data.log:
                 ax.set_yscale("log")

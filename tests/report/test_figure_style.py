@@ -262,6 +262,7 @@ def test_a_cut_per_layer_axis_says_so(tmp_path):
     (fig,) = _draw(runs, tmp_path / "f", ["pca-components"])["pca-components"]
     (ax,) = [ax for ax in fig.axes if ax.get_visible() and ax.get_lines()]
     assert ax.get_ylim()[0] > 0 and ax.get_ylabel().endswith(f"({analysis_plots.AXIS_CUT})")
+    assert _integer_ticks(ax)  # components are whole numbers
 
 
 def test_scored_spike_table_has_no_missing_data_note(drawn):
