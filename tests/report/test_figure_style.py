@@ -257,7 +257,7 @@ def test_a_cut_per_layer_axis_says_so(tmp_path):
         run = RunDir(make_run(runs, f"{row}-s42", preset="smoke", accuracies=uniform(0.3)))
         run.analysis_dir.mkdir(parents=True, exist_ok=True)
         probes = _probes(4, i, row in GATED, False)
-        probes["ablations"]["none"]["pca_components"] = [100 + k + i for k in range(5)]
+        probes["ablations"]["none"]["pca_components"] = [99 + i, 86 + i, 91, 90, 105 - i]
         run.probes.write_text(json.dumps(probes))
     (fig,) = _draw(runs, tmp_path / "f", ["pca-components"])["pca-components"]
     (ax,) = [ax for ax in fig.axes if ax.get_visible() and ax.get_lines()]
