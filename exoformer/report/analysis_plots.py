@@ -11,7 +11,9 @@ ablations of a model that mixes nothing) is written into the panel as "not appli
 Runs of different depth (the paper's ungated models are deeper than its gated ones at equal size, docs/paper.md
 2.1) share one axis: relative depth, hidden state i of a model with L blocks at i / L and block l at
 (l + 1) / L (the hidden state it writes). Runs probed on different inputs (batch or sequence length) are not
-comparable and are a one-line error. Panels of one quantity share their y range. Every plot ends in
+comparable and are a one-line error. Panels of one quantity share their y range; a linear one starts at zero
+unless the data would fill a sliver of it, and then says "axis not from 0". Each model keeps its look
+(exoformer/report/style.py), and a panel without a line says why in its middle. Every plot ends in
 exoformer.report.canvas.save (text under the panels is stacked by canvas.below). Torch-free: reads the analyse
 stage's probes and spikes records only (RunDir.probes, RunDir.spikes).
 """

@@ -2,14 +2,16 @@
 
 Dispatch is by the figure's declared `kind` only (PLOTTERS; exoformer/registry/figure_kinds.py says what
 each kind draws and `validate` checks it), so a figure's id is just its name: `curves` (validation loss
-vs tokens with the data-efficiency ratios), `bars` (a table's accuracy cells with error bars), `heatmap`
-(lambda ratio heatmaps of each run, from the coefficients its analyse stage wrote), and the analysis
+vs tokens, a zoom on the second half beside the whole run, with the data-efficiency ratios), `bars` (a table's
+accuracy cells with error bars, from zero, chance drawn), `heatmap` (lambda ratio heatmaps of each run, from the
+coefficients its analyse stage wrote, all on one colour scale), and the analysis
 kinds `per-layer`, `matrix` and `table` drawn by exoformer.report.analysis_plots. Each run is the one
 exoformer.runs.run_index.pick_run picks. A figure drawn from runs that differ from the paper's recipe
 (report/recipe.py) carries a footnote "not comparable with the paper: <what differs>", and one that shows
 fewer models than its table holds says which (`shown_note`); every kind writes through
-exoformer.report.canvas.save, which places both under everything else. matplotlib only (Agg); never imports
-torch.
+exoformer.report.canvas.save, which places both under everything else. Every model looks the same in every
+figure (exoformer/report/style.py: colour, line style, marker), and a panel with nothing to draw says why in it
+(style.explain_empty). matplotlib only (Agg); never imports torch.
 """
 
 from __future__ import annotations
