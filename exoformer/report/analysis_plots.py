@@ -11,7 +11,9 @@ ablations of a model that mixes nothing) is written into the panel as "not appli
 Runs of different depth (the paper's ungated models are deeper than its gated ones at equal size, docs/paper.md
 2.1) share one axis: relative depth, hidden state i of a model with L blocks at i / L and block l at
 (l + 1) / L (the hidden state it writes). Runs probed on different inputs (batch or sequence length) are not
-comparable and are a one-line error. Panels of one quantity share their y range. Every plot ends in
+comparable and are a one-line error. Panels of one quantity share their y range; a linear one starts at zero
+unless the data would fill a sliver of it, and then says "axis not from 0". Each model keeps its look
+(exoformer/report/style.py), and a panel without a line says why in its middle. Every plot ends in
 exoformer.report.canvas.save (text under the panels is stacked by canvas.below). Torch-free: reads the analyse
 stage's probes and spikes records only (RunDir.probes, RunDir.spikes).
 """
@@ -50,6 +52,8 @@ class Panel:
     ylabel: str
     ablation: str = "none"
     log: bool = False
+    count: bool = False
+    """Whole numbers (components): integer y ticks."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -70,7 +74,8 @@ PER_LAYER: dict[str, PerLayer] = {
     "similarity_to_embeddings": PerLayer(by_block=False, panels=(Panel(key="similarity_to_embeddings",
                                                                        ylabel="cosine to the embeddings"),)),
     "pca_components": PerLayer(by_block=False, panels=tuple(
-        Panel(key="pca_components", ylabel="components for 99% variance", ablation=a) for a in ABLATION_TITLES)),
+        Panel(key="pca_components", ylabel="components for 99% variance", ablation=a, count=True)
+        for a in ABLATION_TITLES)),
     "gate_stats": PerLayer(by_block=True, panels=(Panel(key="gate_mean", ylabel="gate mean"),
                                                   Panel(key="gate_sparsity", ylabel="fraction of gates < 0.2"))),
     "massive_activation": PerLayer(by_block=False, panels=(Panel(key="massive_activation", ylabel="max |h|",
@@ -165,6 +170,7 @@ class PanelData:
     log: bool
     lines: list[Line]
     notes: list[str]
+    count: bool = False
 
 
 def per_layer_panels(figure: Any, runs: Sequence[RunRef]) -> list[PanelData]:
@@ -196,7 +202,7 @@ def per_layer_panels(figure: Any, runs: Sequence[RunRef]) -> list[PanelData]:
                                   low=[min(c) for c in columns], high=[max(c) for c in columns]))
             title = f"{panel.ylabel}: {ABLATION_TITLES[panel.ablation]}" if ablated else panel.ylabel
             out.append(PanelData(title=title, ylabel=panel.ylabel, xlabel=_x_label(layout.by_block, relative),
-                                 log=panel.log, lines=lines, notes=notes))
+                                 log=panel.log, lines=lines, notes=notes, count=panel.count))
     return out
 
 
@@ -217,27 +223,32 @@ def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLi
         ax.set_visible(False)
     legend: dict[str, Any] = {}
     footer: list[str] = []
+    models = list(dict.fromkeys(line.model for data in panels for line in data.lines))
     for ax, data in zip(axes.flat, panels):
         for line in data.lines:
-            colour = _field(figure, "colours", {}).get(line.model) or style.fallback_colour(line.model)
+            look = look_of(figure, line.model, models.index(line.model))
             suffix = f" (mean of {line.seeds} seeds, band: min-max)" if line.seeds > 1 else ""
-            (handle,) = ax.plot(line.x, line.mean, marker="o", markersize=3, color=colour)
+            (handle,) = ax.plot(line.x, line.mean, markersize=4, linewidth=1.3, **look.line())
             legend.setdefault(line.label + suffix, handle)
             if line.seeds > 1:
-                ax.fill_between(line.x, line.low, line.high, color=colour, alpha=0.15, linewidth=0)
+                ax.fill_between(line.x, line.low, line.high, color=look.colour, alpha=0.15, linewidth=0)
         ax.set_title(data.title, fontsize=10)
         ax.set_ylabel(data.ylabel)
         ax.set_xlabel(data.xlabel)
         if not data.xlabel.startswith("relative"):
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if data.count:
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         if data.lines:
             if data.log:
                 ax.set_yscale("log")
+                ax.set_ylabel(f"{data.ylabel} (log scale)")
+                ax.yaxis.set_major_formatter(_plain_log_formatter())
+                ax.yaxis.set_minor_formatter(_plain_log_formatter(labelOnlyBase=False))
             ax.grid(alpha=0.3)
             footer += [f"{data.title}: {note}" for note in data.notes]
-        elif data.notes:
-            ax.text(0.5, 0.5, "\n".join(data.notes), transform=ax.transAxes, fontsize=7, ha="center", va="center",
-                    color="0.35")
+        else:
+            style.explain_empty(ax, "\n".join(["no line in this panel:", *data.notes]), width=55)
     _share_y(axes.flat, panels)
     fig.suptitle(str(_field(figure, "title") or _figure_id(figure)), fontsize=11)
     fig.tight_layout()
@@ -248,18 +259,65 @@ def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLi
     return save(fig, out_dir, _figure_id(figure))
 
 
+def _plain_log_formatter(**kwargs: Any) -> Any:
+    """Log-axis tick labels as plain numbers (0.2, 6, 300), matplotlib's choice of which ticks to label."""
+    from matplotlib.ticker import LogFormatter
+
+    class Plain(LogFormatter):
+        def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+            return f"{x:g}"
+
+    return Plain(**kwargs)
+
+
+def look_of(figure: Any, model: str, index: int) -> style.ModelStyle:
+    """The look of a model's line: the declaration's `looks` (exoformer/report/figures.py fills it from the
+    registry), else its `colours` entry or a colour by name, with the index-th line style and marker."""
+    declared = _field(figure, "looks", {}).get(model)
+    if declared is not None:
+        return declared
+    colour = _field(figure, "colours", {}).get(model) or style.fallback_colour(model)
+    nth = style.series_styles(index + 1)[index]
+    return style.ModelStyle(label=model, colour=colour, linestyle=nth.linestyle, marker=nth.marker)
+
+
 def _share_y(axes: Any, panels: Sequence[PanelData]) -> None:
-    """Panels of one quantity (the PCA panels under each ablation) share their y range, so they compare at a glance."""
+    """Panels of one quantity (the PCA panels under each ablation) share their y range, so they compare at a glance;
+    a linear range includes zero or says it does not (linear_range)."""
     groups: dict[str, list[Any]] = {}
     for ax, data in zip(axes, panels):
         if data.lines:
             groups.setdefault(data.ylabel, []).append(ax)
-    for group in groups.values():
+    log = {data.ylabel for data in panels if data.log}
+    for ylabel, group in groups.items():
         low = min(ax.get_ylim()[0] for ax in group)
         high = max(ax.get_ylim()[1] for ax in group)
+        cut = False
+        if ylabel not in log:
+            low, high, cut = linear_range(low, high)
         for ax in group[1:]:
             ax.sharey(group[0])
         group[0].set_ylim(low, high)
+        if cut:
+            for ax in group:
+                ax.set_ylabel(f"{ylabel}\n({AXIS_CUT})")
+
+
+AXIS_CUT = "axis not from 0"
+ZERO_SHARE = 0.25
+"""A linear axis starts at zero when the data then fill at least this share of it; otherwise it keeps the data's
+range and says so (AXIS_CUT), since lines that fill a sliver of their axis show no difference at all."""
+
+
+def linear_range(low: float, high: float) -> tuple[float, float, bool]:
+    """The y range of a linear per-layer axis and whether it is cut: from zero (or to zero, for negative data) when
+    the data's own range is at least ZERO_SHARE of it."""
+    if low <= 0.0 <= high:
+        return low, high, False
+    far = max(abs(low), abs(high))
+    if (high - low) >= ZERO_SHARE * far:
+        return min(low, 0.0), max(high, 0.0), False
+    return low, high, True
 
 
 def _series(items: Sequence[tuple[str, dict]], panel: Panel) -> tuple[list[list[float]] | None, str]:
@@ -339,16 +397,22 @@ def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     low = similarity_colour_floor([m for _, _, m in panels if isinstance(m, list)])
+    from matplotlib.colors import Normalize
+    from matplotlib.ticker import MaxNLocator
+
+    norm = Normalize(vmin=low, vmax=1.0)  # one norm object for every panel: one colour, one cosine
+    cmap = plt.get_cmap(style.SEQUENTIAL_MAP).with_extremes(bad=style.MISSING_COLOUR)
     image = None
     for ax, (label, spec, matrix) in zip(axes.flat, panels):
         ax.set_title(label, fontsize=9)
         if isinstance(matrix, str):
-            ax.text(0.5, 0.5, matrix, ha="center", va="center", transform=ax.transAxes, color="0.35")
-            ax.set_xticks([])
-            ax.set_yticks([])
+            style.explain_empty(ax, f"no similarity matrix: {matrix}\n(the analyse stage writes it to "
+                                    f"{_file_name('probes')})", width=40)
             continue
         values = [[math.nan if v is None else v for v in row] for row in matrix]
-        image = ax.imshow(values, cmap="viridis", vmin=low, vmax=1.0, origin="upper")
+        image = ax.imshow(values, cmap=cmap, norm=norm, origin="upper")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         if len(values) <= 12:  # small matrices (smoke): the numbers themselves
             for i, row in enumerate(values):
                 for j, v in enumerate(row):
@@ -358,7 +422,8 @@ def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os
         ax.set_xlabel("hidden state j (0 = embeddings)")
         ax.set_ylabel("hidden state i")
     if image is not None:
-        fig.colorbar(image, ax=list(axes.flat[:len(panels)]), shrink=0.8, label="mean token cosine")
+        fig.colorbar(image, ax=list(axes.flat[:len(panels)]), shrink=0.8,
+                     label=f"mean token cosine (scale: {low:g}, the lowest value rounded down, to 1)")
     fig.suptitle(str(_field(figure, "title") or _figure_id(figure)), fontsize=11)
     return save(fig, out_dir, _figure_id(figure))
 
@@ -438,6 +503,21 @@ def _score(series: Mapping[str, Any]) -> str:
     return f"{score:.4f} ({series['spikes']} spikes)"
 
 
+def no_score_reason(runs: Sequence[RunRef], longer_preset: str | None = None, target: str = "TARGET") -> str:
+    """Why no run of a spike figure has a score ("" when one has): the runs are shorter than the history a score
+    needs (their spikes records say how long both are), naming the preset that trains long enough."""
+    records = [data for _, _, run_dir in runs if (data := read_analysis(run_dir, "spikes"))]
+    scored = any(r.get(key, {}).get("score_pct") is not None for r in records for key in ("grad_norm", "loss"))
+    if not records or scored:
+        return ""
+    steps = max(int(r.get("grad_norm", {}).get("values") or 0) for r in records)
+    need = max(int(r.get("min_history") or r.get("window") or 0) for r in records)
+    rerun = (f"\nRun the {longer_preset} preset: reproduce.py run {target} --preset {longer_preset}" if longer_preset
+             else f"\nTrain them for more than {need} steps")
+    return (f"no spike scores: these runs log {steps} steps, and a score needs more than {need}\n(each value is "
+            f"compared with the mean and std of the previous {need} steps, appendix F).{rerun}")
+
+
 def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLike, *,
                       reported: Sequence[SpikeRow] | None = None) -> list[Path]:
     """The spike-score table as PNG, PDF and Markdown, our scores beside the paper's (appendix F): `reported`, else
@@ -454,7 +534,9 @@ def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.Pat
             "and scale (450M or 1B) not stated.")
     out_dir = Path(out_dir)
     title = str(_field(figure, "title") or _figure_id(figure))
-    markdown = [f"# {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    why = no_score_reason(runs, _field(figure, "longer_preset"), _figure_id(figure))
+    markdown = [f"# {title}", "", *([why.replace("\n", " "), ""] if why else []),
+                "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     markdown += ["| " + " | ".join(row[h] for h in header) + " |" for row in rows]
     markdown += ["", note, ""]
     md_path = out_dir / f"{_figure_id(figure)}.md"
@@ -462,14 +544,20 @@ def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.Pat
     atomic_write_text(md_path, "\n".join(markdown))
 
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(11, 0.25 * (max(len(rows), 1) + 1) + 0.5))
+    height = 0.25 * (max(len(rows), 1) + 1) + 0.5
+    if why:  # the table alone would be a grid of "not enough steps": the reason comes first, in the figure
+        fig, (top, ax) = plt.subplots(2, 1, figsize=(11, height + 0.9), height_ratios=[0.9, height])
+        top.axis("off")
+        style.explain_empty(top, why, width=120).set_fontsize(9)
+    else:
+        fig, ax = plt.subplots(figsize=(11, height))
     ax.axis("off")
     cells = [[row[h] for h in header] for row in rows] or [[NOT_RUN] * len(header)]
     table = ax.table(cellText=cells, colLabels=header, loc="center", cellLoc="left", colLoc="left")
     table.auto_set_font_size(False)
     table.set_fontsize(8)
     table.auto_set_column_width(list(range(len(header))))
-    ax.set_title(title, fontsize=11)
+    fig.suptitle(title, fontsize=11)
     add_below(fig, "\n".join(textwrap.wrap(note, width=130)))
     return [*save(fig, out_dir, _figure_id(figure)), md_path]
 

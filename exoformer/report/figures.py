@@ -2,14 +2,16 @@
 
 Dispatch is by the figure's declared `kind` only (PLOTTERS; exoformer/registry/figure_kinds.py says what
 each kind draws and `validate` checks it), so a figure's id is just its name: `curves` (validation loss
-vs tokens with the data-efficiency ratios), `bars` (a table's accuracy cells with error bars), `heatmap`
-(lambda ratio heatmaps of each run, from the coefficients its analyse stage wrote), and the analysis
+vs tokens, a zoom on the second half beside the whole run, with the data-efficiency ratios), `bars` (a table's
+accuracy cells with error bars, from zero, chance drawn), `heatmap` (lambda ratio heatmaps of each run, from the
+coefficients its analyse stage wrote, all on one colour scale), and the analysis
 kinds `per-layer`, `matrix` and `table` drawn by exoformer.report.analysis_plots. Each run is the one
 exoformer.runs.run_index.pick_run picks. A figure drawn from runs that differ from the paper's recipe
 (report/recipe.py) carries a footnote "not comparable with the paper: <what differs>", and one that shows
 fewer models than its table holds says which (`shown_note`); every kind writes through
-exoformer.report.canvas.save, which places both under everything else. matplotlib only (Agg); never imports
-torch.
+exoformer.report.canvas.save, which places both under everything else. Every model looks the same in every
+figure (exoformer/report/style.py: colour, line style, marker), and a panel with nothing to draw says why in it
+(style.explain_empty). matplotlib only (Agg); never imports torch.
 """
 
 from __future__ import annotations
@@ -203,26 +205,81 @@ def _legend_outside(ax: Any, **kwargs: Any) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False, **kwargs)
 
 
+ZOOM_FROM = 0.5
+"""The zoomed loss panel shows training from this fraction of the longest run's tokens on: the first steps' loss
+(ln(vocab) and down) would otherwise set the y range and flatten every difference between models."""
+MARKERS_PER_CURVE = 8
+
+
+def zoom_window(curves: list[tuple[list[float], list[float]]]) -> tuple[float, float, float, float] | None:
+    """(x0, x1, y0, y1) of the zoomed loss panel: tokens from ZOOM_FROM of the longest run on, the loss range the
+    curves cover there with a 5% margin; None without a curve."""
+    drawn = [(t, v) for tokens, losses in curves for t, v in zip(tokens, losses)]
+    if not drawn:
+        return None
+    x1 = max(t for t, _ in drawn)
+    starts = [next((t for t in tokens if t >= ZOOM_FROM * x1), None) for tokens, _ in curves if tokens]
+    x0 = min((t for t in starts if t is not None), default=ZOOM_FROM * x1)  # a curve enters at a logged point
+    inside = [v for t, v in drawn if t >= x0] or [v for _, v in drawn]
+    low, high = min(inside), max(inside)
+    margin = 0.05 * (high - low) or 0.05 * abs(high) or 0.05
+    return x0, x1, low - margin, high + margin
+
+
+def _mark_every(points: int, index: int) -> tuple[int, int]:
+    """About MARKERS_PER_CURVE markers along a curve, shifted per model so markers of close curves do not pile up."""
+    step = max(1, points // MARKERS_PER_CURVE)
+    return (index % step, step)
+
+
 def plot_curves(selection: Selection, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike) -> list[Path]:
+    """Validation loss vs tokens: a zoomed panel (from ZOOM_FROM of training on, labelled as such) where models
+    differ, and the whole run beside it with the zoomed window shaded, so nothing is cut without being shown."""
     registry = selection.registry
     plt = pyplot()
     rows = first_per_row(registry, figure, refs)
     damaged: list[str] = []  # metrics lines that could not be read: the figure says so, with file:line
     curves = {rid: RunDir(ref[2]).val_curve(problems=damaged) for rid, ref in rows}
     labels = {rid: ref[1] for rid, ref in rows}
+    looks = style.model_styles(registry, list(curves), labels)
     ratios = {ref: {rid: r for rid, r in by_row.items() if rid in labels}
               for ref, by_row in efficiency_ratios(selection, figure).items() if ref in labels and curves[ref][0]}
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for rid, (tokens, losses) in curves.items():
+    fig = plt.figure(figsize=(10.5, 4.8), layout="constrained")
+    grid = fig.add_gridspec(1, 2, width_ratios=[2.6, 1.0])
+    whole = fig.add_subplot(grid[0, 1])  # first: the legend sits right of it, outside all data
+    ax = fig.add_subplot(grid[0, 0])
+    window = zoom_window(list(curves.values()))
+    for index, (rid, (tokens, losses)) in enumerate(curves.items()):
         if tokens:
-            ax.plot(tokens, losses, label=labels[rid], linewidth=1.4, color=style.colour_of(registry, rid))
-    ax.set_xlabel("training tokens")
-    ax.set_ylabel("validation loss")
+            line = dict(looks[rid].line(), markersize=4, linewidth=1.4, markevery=_mark_every(len(tokens), index))
+            ax.plot(tokens, losses, **line)
+            whole.plot(tokens, losses, label=labels[rid], **(line | {"markersize": 2.5, "linewidth": 1.0}))
     claims = efficiency_title_lines(selection, figure, lambda rid: labels.get(rid) or style.label_of(registry, rid))
-    ax.set_title("\n".join([figure.title, *claims]), fontsize=9, loc="left")
-    ax.grid(alpha=0.3)
-    if any(tokens for tokens, _ in curves.values()):
-        _legend_outside(ax, fontsize=7)
+    fig.suptitle("\n".join([figure.title, *claims]), fontsize=9, x=0.01, ha="left")
+    if window is None:
+        style.explain_empty(ax, f"no validation loss: none of the {len(rows)} runs has logged one yet (metrics.jsonl "
+                                "'val' lines, written every train.val_every steps while a run trains)")
+        whole.set_visible(False)
+    else:
+        x0, x1, y0, y1 = window
+        ax.set_xlim(x0, x1)
+        ax.set_ylim(y0, y1)
+        ax.set_xlabel("training tokens")
+        ax.set_ylabel(f"validation loss\n(zoom: from {ZOOM_FROM:.0%} of the tokens on; y not from 0)")
+        ax.grid(alpha=0.3)
+        from matplotlib.patches import Rectangle
+
+        whole.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, facecolor="0.88", edgecolor="0.45", linewidth=0.8,
+                                  zorder=0))
+        whole.set_title("whole run (grey box: the zoom)", fontsize=8)
+        whole.set_xlabel("training tokens", fontsize=8)
+        whole.set_ylabel("validation loss", fontsize=8)
+        whole.set_ylim(bottom=0.0)  # the overview is the uncut axis
+        whole.tick_params(labelsize=7)
+        style.count_axis(ax.xaxis)
+        style.count_axis(whole.xaxis)
+        whole.grid(alpha=0.3)
+        _legend_outside(whole, fontsize=7)
     lines = []
     for ref, by_model in ratios.items():
         parts = [f"{labels.get(m, m)} {r:.2f}x" for m, r in by_model.items() if r is not None and m != ref]
@@ -294,6 +351,7 @@ def plot_accuracy_bars(selection: Selection, figure: Figure, refs: list[RunRef],
                   path_effects=[patheffects.withStroke(linewidth=3.0, foreground="white")])
     ax.set_xticks(range(len(columns)), columns, rotation=20, fontsize=8)
     ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(bottom=0.0)  # bars from zero: a bar's height is its accuracy, the dotted lines mark chance
     sources = "dashes: paper; dotted: chance" + ("; crosses: checkpoint evaluated as the row" if ckpt_marks else "")
     ax.set_title(f"{figure.title}\n(error bars: seed std, else lm-eval stderr; {sources})", fontsize=8)
     if ax.get_legend_handles_labels()[0]:
@@ -395,43 +453,94 @@ def diverging_ticks(low: float, centre: float, high: float, per_side: int = 2) -
     return [float(f"{v:.3g}") for v in (*lower, centre, *upper)]
 
 
+def shared_ratio_norm(runs: list[list[Any]]) -> Any:
+    """One diverging norm for every panel of every run of a λ figure (`runs`: each run's ratio grids): the widest of
+    the runs' 1-99th percentile ranges (each run's four panels pooled), so one colour means one ratio wherever it
+    appears and no run's bulk is clipped by another's narrower range."""
+    import numpy as np
+
+    limits = []
+    for grids in runs:
+        finite = [g[np.isfinite(g)] for g in grids if g is not None]
+        if finite and (found := colour_limits(np.concatenate(finite))) is not None:
+            limits.append(found)
+    if not limits:
+        return ratio_norm(None)
+    return ratio_norm((min(lo for lo, _ in limits), max(hi for _, hi in limits)))
+
+
+def _extend(grids: list[Any], norm: Any) -> str:
+    """Which ends of the colourbar get an arrow: values beyond the range are drawn in its end colours."""
+    import numpy as np
+
+    values = np.concatenate([g[np.isfinite(g)] for g in grids if g is not None] or [np.array([])])
+    low, high = bool((values < norm.vmin).any()), bool((values > norm.vmax).any())
+    return {(False, False): "neither", (True, False): "min", (False, True): "max", (True, True): "both"}[(low, high)]
+
+
+LAMBDA_X = {"elementwise": "channel (head-major; lines: head boundaries)", "headwise": "head",
+            "scalar": "one coefficient per layer"}
+
+
+def _lambda_axes(ax: Any, grid: Any, record: dict[str, Any]) -> None:
+    """Integer layer and head / channel ticks (never 0.5 of a head), head boundaries on a channel axis."""
+    from matplotlib.ticker import MaxNLocator
+
+    granularity = record["granularity"]
+    ax.set_xlabel(LAMBDA_X[granularity], fontsize=8)
+    ax.set_ylabel("layer", fontsize=8)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if granularity == "scalar":
+        ax.set_xticks([])
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 4, 5, 8, 10]))
+    if granularity == "elementwise":
+        n_head = int(record.get("n_head") or 1)
+        d_head = grid.shape[1] // max(n_head, 1)
+        if 1 < n_head <= 16 and d_head > 1:  # a tick at each head's first channel, a line between heads
+            ax.set_xticks(range(0, grid.shape[1], d_head))
+            for head in range(1, n_head):
+                ax.axvline(head * d_head - 0.5, color="black", linewidth=1.0)
+    ax.tick_params(labelsize=7)
+
+
 def plot_lambda_run(name: str, label: str, record: dict[str, Any], out_dir: str | os.PathLike, stem: str,
-                    title: str, *, where: str) -> list[Path]:
+                    title: str, *, where: str, norm: Any = None) -> list[Path]:
+    """The 2 x 2 λ ratio maps of one run (Value, Key, Query, Gate, the paper's order) on one colour scale (`norm`:
+    shared with the figure's other runs; default: this run's four panels) with one labelled colourbar."""
     ratios = lambda_ratios(record, where=where)
     plt = pyplot()
-    fig, axes = plt.subplots(2, 2, figsize=(10, 6.5))
-    granularity = record["granularity"]
-    xlabel = {"elementwise": "channel (head-major)", "headwise": "head", "scalar": "(single coefficient)"}[granularity]
-    for ax, path in zip(axes.flat, ("v", "k", "q", "g")):  # the paper's panel order: Value, Key, Query, Gate
-        grid = ratios[path]
+    from matplotlib.cm import ScalarMappable
+
+    norm = norm or shared_ratio_norm([list(ratios.values())])
+    cmap = plt.get_cmap(style.DIVERGING_MAP).with_extremes(bad=style.MISSING_COLOUR)  # NaN: a non-mixing layer
+    fig, axes = plt.subplots(2, 2, figsize=(10, 6.8), layout="constrained")
+    mixed = ", ".join(PATH_NAMES[p] for p in ("v", "k", "q", "g") if ratios.get(p) is not None) or "none"
+    for ax, path in zip(axes.flat, ("v", "k", "q", "g")):
+        grid = ratios.get(path)
         ax.set_title(f"{PATH_NAMES[path]}: λ_anchor / λ_self", fontsize=9)
         if grid is None:
-            ax.text(0.5, 0.5, "not applicable\n(path not mixed)", ha="center", va="center", fontsize=10,
-                    transform=ax.transAxes)
-            ax.set_xticks([])
-            ax.set_yticks([])
+            style.explain_empty(ax, f"not applicable: this model does not mix its {PATH_NAMES[path]} path\n"
+                                    f"(paths it mixes: {mixed})", width=40)
             continue
-        cmap = plt.get_cmap(style.DIVERGING_MAP).with_extremes(bad="0.8")  # NaN: a layer that does not mix
-        image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=cmap,
-                          norm=ratio_norm(colour_limits(grid)))
-        ax.set_xlabel(xlabel, fontsize=8)
-        ax.set_ylabel("layer", fontsize=8)
-        ax.set_yticks(range(grid.shape[0]))
-        norm = image.norm
-        fig.colorbar(image, ax=ax, fraction=0.046, ticks=diverging_ticks(norm.vmin, norm.vcenter, norm.vmax),
-                     format="%.3g")
+        ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=cmap, norm=norm)
+        _lambda_axes(ax, grid, record)
+    bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=list(axes.flat), shrink=0.85, format="%.3g",
+                       ticks=diverging_ticks(norm.vmin, norm.vcenter, norm.vmax),
+                       extend=_extend(list(ratios.values()), norm))
+    bar.set_label(f"λ_anchor / λ_self (white: {style.NEUTRAL_RATIO:g}, equal weights)", fontsize=8)
     dynamic = " (static coefficients; per-token scales not included)" if record.get("dynamic") else ""
     who = name if label == name else f"{label} [{name}]"
-    fig.suptitle(f"{title}\n{who}{dynamic}; white: ratio {style.NEUTRAL_RATIO:g} (equal weights), range: "
-                 "1-99th percentile; grey: non-mixing layer",
-                 fontsize=9)
-    fig.tight_layout()
+    about = (f"{who}{dynamic}; {record['granularity']} coefficients; one colour scale for all panels and runs (the "
+             "widest 1-99th percentile range of a run; arrows: values beyond it); grey: non-mixing layer")
+    fig.suptitle("\n".join([title, *textwrap.wrap(about, width=120)]), fontsize=9)
     return save(fig, out_dir, stem)
 
 
 def plot_lambda_heatmaps(selection: Selection, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike
                          ) -> list[Path]:
-    """One 2 x 2 figure per run whose analysis wrote its coefficients (runs still without them are left out)."""
+    """One 2 x 2 figure per run whose analysis wrote its coefficients (runs still without them are left out), all
+    on one colour scale, so a ratio has one colour in every file of the figure."""
     found = []
     for name, label, run_dir in refs:
         run = RunDir(run_dir)
@@ -442,9 +551,11 @@ def plot_lambda_heatmaps(selection: Selection, figure: Figure, refs: list[RunRef
         raise UserError(f"figure {figure.id!r}: none of its runs has analysed coefficients yet",
                         where=", ".join(str(ref[2]) for ref in refs),
                         fix=f"run them first (the analyse stage writes them): reproduce.py run {figure.id}")
+    norm = shared_ratio_norm([list(lambda_ratios(record, where=where).values()) for _, _, record, where in found])
     written = []
     for name, label, record, where in found:
-        written += plot_lambda_run(name, label, record, out_dir, f"{figure.id}-{name}", figure.title, where=where)
+        written += plot_lambda_run(name, label, record, out_dir, f"{figure.id}-{name}", figure.title, where=where,
+                                   norm=norm)
     return written
 
 
@@ -460,9 +571,13 @@ def _analysis_plot(fn: Callable[..., list[Path]]) -> Plotter:
     def plot(selection: Selection, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike) -> list[Path]:
         declaration = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(figure).items()}
         declaration["colours"] = {name: style.colour_of(selection.registry, name) for name, _, _ in refs}
+        declaration["looks"] = style.model_styles(selection.registry, [name for name, _, _ in refs],
+                                                  {name: label for name, label, _ in refs})
         if fn is analysis_plots.plot_spike_scores:  # the paper's values from this registry's table
             tables = [s[6:] for s in figure.specs if s.startswith("table:")]
             reported = analysis_plots.reported_spike_rows(tables[0], selection.registry) if tables else []
+            own = selection.registry.resolve(refs[0][0]).preset  # the scale the spec is declared at
+            declaration["longer_preset"] = own if own != selection.preset else None
             return list(fn(declaration, refs, Path(out_dir), reported=reported))
         return list(fn(declaration, refs, Path(out_dir)))
 
