@@ -3,8 +3,8 @@ difference of each to the first operand, and a short header saying what differs 
 
 Per run (exoformer/report/compare_operands.py says which run): each task's accuracy in its default metric
 convention (exoformer/registry/tables.py DEFAULT_CONVENTION) and avg6, their mean, in % as `table` prints them; the
-validate stage's val_ppl, val_ppl_ce, val_loss and val_loss_ce (exoformer/eval/stage.py); the last point of the
-validation curve in metrics.jsonl (RunDir.val_curve). A number a run lacks reads "not evaluated" / "not run",
+validate stage's val_ppl, val_ppl_ce, val_loss and val_loss_ce (the validate stage); the last point of the
+validation curve (RunDir.val_curve). A number a run lacks reads "not evaluated" / "not run",
 never a value. The header names each run (its directory, preset, overrides), the resolved config keys whose values
 differ between the runs' spec files, each not-comparable note once with the runs it concerns, and the stale notes
 of the picks. Torch-free.

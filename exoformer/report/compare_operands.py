@@ -37,6 +37,9 @@ class Operand:
     path: Path | None = None
 
 
+SPEC_FILE_NAME = RunDir(".").spec_file.name
+"""What a run directory must hold, as rundir.py names it."""
+
 @dataclass(kw_only=True, slots=True)
 class Compared:
     """One operand's run: the pick every reader reads, its identity and its resolved spec file."""
@@ -48,7 +51,7 @@ class Compared:
     picked: Picked
     identity: RunIdentity
     config: dict
-    """The run's spec file (spec.yaml) as a mapping."""
+    """The run's spec file as a mapping (read_run_spec)."""
     preset_note: str | None = None
     """The reading verbs' preset line (selection.choose_preset), when the preset read is not the one asked for."""
 
@@ -157,12 +160,12 @@ def _pick_path(registry: Registry, operand: Operand) -> Picked:
     candidate: this run, with the stale note a reading verb would print for it)."""
     where = f"operand {operand.text}"
     path = operand.path
-    fix = "name a run directory <runs root>/<spec>/<hash12> that holds spec.yaml"
+    fix = f"name a run directory <runs root>/<spec>/<hash12> that holds {SPEC_FILE_NAME}"
     if path is None or not path.is_dir():
         raise UserError("no such run directory", where=where, fix=fix)
     info = entry_of(path.absolute())
     if info is None:
-        raise UserError("not a run directory (no spec.yaml)", where=where, fix=fix)
+        raise UserError(f"not a run directory (no {SPEC_FILE_NAME})", where=where, fix=fix)
     selection = Selection(registry=registry, preset=info.preset, runs_root=info.path.parent.parent)
     selection.add_runs([info])
     name = row_spec(info, registry)

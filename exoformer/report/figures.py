@@ -257,7 +257,7 @@ def plot_curves(selection: Selection, figure: Figure, refs: list[RunRef], out_di
     claims = efficiency_title_lines(selection, figure, lambda rid: labels.get(rid) or style.label_of(registry, rid))
     fig.suptitle("\n".join([figure.title, *claims]), fontsize=9, x=0.01, ha="left")
     if window is None:
-        style.explain_empty(ax, f"no validation loss: none of the {len(rows)} runs has logged one yet (metrics.jsonl "
+        style.explain_empty(ax, f"no validation loss: none of the {len(rows)} runs has logged one yet (its metrics "
                                 "'val' lines, written every train.val_every steps while a run trains)")
         whole.set_visible(False)
     else:
