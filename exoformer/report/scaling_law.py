@@ -196,3 +196,20 @@ def fit_law(params, tokens, loss, *, bootstrap: int = 1000, seed: int = 0, where
     return LawFit(E=float(e), A=float(np.exp(log_a) * n0 ** alpha), alpha=float(alpha),
                   B=float(np.exp(log_b) * d0 ** beta), beta=float(beta), sigma=sigma, n=len(loss),
                   n0=n0, d0=d0, boot=boot)
+
+
+
+def tokens_to_reach(fit: LawFit, params: float, loss: float, loss_replicates=None) -> tuple[float, np.ndarray]:
+    """Tokens at which a model of `params` parameters reaches `loss` under the law, and under each bootstrap law
+    (replicate r reaching loss_replicates[r], e.g. replicate r of another row's forecast); inf where the law's floor
+    at that size, E + A / N^alpha, is not below the loss."""
+    theta = np.vstack([fit._theta()[None, :], fit.boot])
+    reps = np.full(len(fit.boot), float(loss)) if loss_replicates is None else np.asarray(loss_replicates, float)
+    if reps.shape != (len(fit.boot),):
+        raise ValueError(f"loss_replicates must hold {len(fit.boot)} values, got shape {reps.shape}")
+    target = np.concatenate([[float(loss)], reps])
+    gap = target - theta[:, 0] - np.exp(theta[:, 1] - theta[:, 2] * np.log(params / fit.n0))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_y = (theta[:, 3] - np.log(np.where(gap > 0, gap, 1.0))) / theta[:, 4]
+        tokens = np.where(gap > 0, fit.d0 * np.exp(log_y), np.inf)
+    return float(tokens[0]), tokens[1:]
