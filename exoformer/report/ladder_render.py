@@ -28,7 +28,7 @@ def _mark(cell: CellForecast, value: float | None) -> str:
 def _cell_line(f: TableForecast, cell: CellForecast, width: int) -> str:
     head = f"{cell.row:<{width}} {cell.column:<14}"
     if cell.value is None:
-        return f"{head} {cell.why}"
+        return f"{head} {cell.why}" + (f"  {f.comparable}" if f.comparable else "")
     text = f"{head} {cell.value:>8.2f} [{cell.lo:.2f}, {cell.hi:.2f}]"
     if f.comparable:
         return f"{text}  {f.comparable}"

@@ -202,3 +202,73 @@ def test_predict_table_refuses_a_bad_command_line_in_one_line(tmp_path, capsys, 
     code = main(["predict", *args, "--runs-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and problem in err and len(err.strip().splitlines()) == 1, err
+
+
+# ------------------------------------------------------------------------------------------------ end to end
+
+TINY_LADDER = """
+shapes:
+  tiny-ladder-d16: {n_layer: 2, d_model: 16, n_head: 4, seq_len: 256, vocab_size: 2048}
+  tiny-ladder-d32: {n_layer: 2, d_model: 32, n_head: 4, seq_len: 256, vocab_size: 2048}
+  tiny-ladder-d64: {n_layer: 2, d_model: 64, n_head: 4, seq_len: 256, vocab_size: 2048}
+groups:
+  smoke-ladder:
+    why: A tiny ladder of two Table 1 rows for the end-to-end test.
+    defaults:
+      preset: smoke
+      train: {batch_tokens: 512, micro_batch_seqs: 2, val_every: 0, val_batches: 1, final_val_tokens: 4096,
+              warmup_steps: 1, muon_momentum_steps: 1, checkpoint_every: 1000}
+      eval: {limit: 4}
+      analysis: {n_sequences: 1}
+    sweeps:
+      - name: "smoke-ladder-{variant}-d16-{budget}"
+        shape: {smoke: tiny-ladder-d16}
+        grid: &grid
+          variant: [base, gated]
+          budget:
+            t1: {train.steps: 8}
+            t2: {train.steps: 24}
+      - name: "smoke-ladder-{variant}-d32-{budget}"
+        shape: {smoke: tiny-ladder-d32}
+        grid: *grid
+      - name: "smoke-ladder-{variant}-d64-{budget}"
+        shape: {smoke: tiny-ladder-d64}
+        grid: *grid
+"""
+
+
+@pytest.mark.slow
+def test_a_tiny_ladder_runs_end_to_end_then_predict_names_every_cell(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+    from ladder_registry import subset_registry
+    from test_pipeline_smoke import cli
+
+    registry, reported = subset_registry(tmp_path, ["base", "gated"], TINY_LADDER)
+    runs = tmp_path / "runs"
+    import os
+
+    os.environ["EXOFORMER_REPORTED"] = str(reported)
+    try:
+        cli("run", "smoke-ladder-*", "--registry", str(registry), "--backend", "local", "--jobs", "2", runs_dir=runs,
+            timeout=1500, check=True)
+        done = cli("predict", "table1", "--from", "smoke-ladder", "--to", "smoke", "--registry", str(registry),
+                   "--bootstrap", "100", "--figure", str(tmp_path / "ladder.png"), runs_dir=runs, check=True)
+        far = cli("predict", "table1", "--from", "smoke-ladder", "--registry", str(registry), "--bootstrap", "100",
+                  runs_dir=runs, check=True)
+    finally:
+        os.environ.pop("EXOFORMER_REPORTED", None)
+    lines = done.stdout.splitlines()
+    columns = ["val_ppl", "arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "winogrande", "avg6"]
+    for row in ("base", "gated"):
+        for column in columns:
+            line = next((ln for ln in lines if ln.split()[:2] == [row, column]), None)
+            assert line is not None, f"{row} {column} missing:\n{done.stdout}"
+            assert "[" in line or "loss->accuracy" in line, line  # a forecast, or why there is none
+    assert (tmp_path / "ladder.png").stat().st_size > 10_000
+    cells = [ln for ln in far.stdout.splitlines() if ln.split()[:1] in (["base"], ["gated"]) and len(ln.split()) > 2
+             and ln.split()[1] in columns]
+    assert len(cells) == 16 and all("not comparable: a smoke ladder says nothing about 450M" in ln for ln in cells)
