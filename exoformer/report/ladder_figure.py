@@ -53,6 +53,12 @@ def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry 
                            linewidths=0.5, zorder=5)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda v, _: f"{v:.3g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_xlabel("training compute (FLOPs: real FLOPs per token x tokens)")
     ax.set_ylabel("validation loss, ln(val_ppl)")
     ax.set_title(f"{f.table}: ladder {f.group} -> preset {f.preset}", fontsize=10)

@@ -272,3 +272,27 @@ def test_a_tiny_ladder_runs_end_to_end_then_predict_names_every_cell(tmp_path):
     cells = [ln for ln in far.stdout.splitlines() if ln.split()[:1] in (["base"], ["gated"]) and len(ln.split()) > 2
              and ln.split()[1] in columns]
     assert len(cells) == 16 and all("not comparable: a smoke ladder says nothing about 450M" in ln for ln in cells)
+
+
+def test_the_registry_checks_a_declared_ladder(tmp_path):
+    import sys
+    from pathlib import Path
+
+    from exoformer.registry.ladders import ladder_rows
+    from exoformer.registry.registry import Registry
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ladder_registry import subset_registry
+
+    rows = ladder_rows(Registry(), "table1", "smoke-ladder")
+    assert list(rows) == [row.id for row in Registry().tables["table1"].rows]
+    assert all(len(specs) == 6 and all(s.startswith(f"smoke-ladder-{row}-d") for s in specs)
+               for row, specs in rows.items())
+    registry, _ = subset_registry(tmp_path, ["base", "gated"])
+    tables = registry / "tables.yaml"
+    tables.write_text(tables.read_text().replace("- smoke-ladder", "- smoke-ladders"))
+    with pytest.raises(UserError, match="names ladder 'smoke-ladders', which is not a group"):
+        Registry(registry)
+    tables.write_text(tables.read_text().replace("- smoke-ladders", "- granularity"))
+    with pytest.raises(UserError, match="ladder granularity has no spec of variant 'base'"):
+        Registry(registry)
