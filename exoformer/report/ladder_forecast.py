@@ -139,7 +139,7 @@ def forecast_table(registry: Registry, runs_root: str | os.PathLike, table_id: s
         ours = {key: cell.value for key, cell in built.cells.items()}
     all_runs = [r for runs in ladder.runs.values() for r in runs]
     accuracy = {task: fit_accuracy(task, [r.loss for r in all_runs], [r.values.get(task, math.nan) for r in all_runs],
-                                   chance=100.0 / TASK_FACTS[task].choices, bootstrap=max(50, bootstrap // 4),
+                                   chance=100.0 / TASK_FACTS[task].choices, bootstrap=min(200, max(50, bootstrap // 4)),
                                    seed=seed) for task in TASKS if task in table.columns or AVERAGE in table.columns}
     out = TableForecast(table=table_id, group=group, preset=preset, ladder=ladder, laws=laws, targets=aims, cells={},
                         accuracy=accuracy, comparable=comparable, paper_scale=paper_scale)
@@ -185,7 +185,7 @@ def _cell(row: str, column: str, fit: LawFit, loss: float, loss_reps: np.ndarray
         sigma, dof = (fits[0].sigma, fits[0].dof) if column in TASKS else (avg_sigma, avg_dof)
         scatter = math.sqrt(sigma ** 2 + (slope * fit.sigma) ** 2)
         half = _half(LEVEL, dof) * math.sqrt(float(np.var(reps, ddof=1)) + scatter ** 2)
-        cell.value, cell.lo, cell.hi = centre, centre - half, centre + half
+        cell.value, cell.lo, cell.hi = centre, max(0.0, centre - half), min(100.0, centre + half)  # accuracy in %
         cell.replicates, cell.scatter, cell.scatter_dof = reps, scatter, dof
         return cell
     cell.why = f"no forecast for {column}: only {PERPLEXITY} and task accuracies follow from the loss"

@@ -5,7 +5,7 @@ The law is the one OLMo-core's ladders and the Chinchilla analysis fit (docs/for
 normalised units (N / N0, D / D0 with N0, D0 the ladder's geometric means) and in the parameters
 (E, log A, alpha, log B, beta), so A and B stay positive and the problem is well scaled. It starts from the best
 point of a grid over the two exponents (E, A and B are linear given them: variable projection), then refines all
-five with Levenberg-Marquardt.
+five with Levenberg-Marquardt. The floor E is kept >= 0: the loss is a cross-entropy.
 
 Intervals come from a residual bootstrap: residuals (rescaled by sqrt(n / (n - 5)) for the five fitted
 parameters) are resampled onto the fitted values and the law refitted from the point estimate, every replicate
@@ -112,6 +112,7 @@ def _refine(theta: np.ndarray, x: np.ndarray, y: np.ndarray, target: np.ndarray)
         scale = np.einsum("rii->ri", jtj) + 1e-12
         step = np.linalg.solve(jtj + damping[:, None, None] * scale[:, :, None] * eye, -grad[..., None])[..., 0]
         trial = theta + step
+        trial[:, 0] = np.maximum(trial[:, 0], 0.0)  # a cross-entropy never falls below zero, nor does its floor
         trial[:, 2] = np.clip(trial[:, 2], 1e-3, 10.0)
         trial[:, 4] = np.clip(trial[:, 4], 1e-3, 10.0)
         with np.errstate(over="ignore", invalid="ignore"):
@@ -133,6 +134,10 @@ def _grid_start(x: np.ndarray, y: np.ndarray, loss: np.ndarray) -> np.ndarray | 
     gram = np.einsum("gpi,gpj->gij", design, design)
     with np.errstate(all="ignore"):
         coef = np.linalg.solve(gram + 1e-12 * np.eye(3), np.einsum("gpi,p->gi", design, loss)[..., None])[..., 0]
+        floor = design[..., 1:]  # E = 0 where the free floor would be negative (a loss is never below zero)
+        coef0 = np.linalg.solve(np.einsum("gpi,gpj->gij", floor, floor) + 1e-12 * np.eye(2),
+                                np.einsum("gpi,p->gi", floor, loss)[..., None])[..., 0]
+        coef = np.where((coef[:, 0] < 0)[:, None], np.column_stack([np.zeros(len(coef0)), coef0]), coef)
         cost = np.sum((np.einsum("gpi,gi->gp", design, coef) - loss) ** 2, axis=1)
     cost[~((coef[:, 1] > 0) & (coef[:, 2] > 0) & np.isfinite(cost))] = np.inf
     best = int(np.argmin(cost))

@@ -90,34 +90,38 @@ def test_with_a_known_difference_the_probability_is_the_frequency_of_the_verdict
 
 @pytest.mark.slow
 def test_the_forecast_probability_matches_simulated_paper_scale_runs():
-    # Known truth: two rows' laws; each replicate fits a noisy ladder per row, forecasts P(replicates) with 3
-    # seeds, then runs the paper-scale experiment once (3 seeds per row from the true laws) and takes its verdict.
-    # Calibration: the mean forecast probability equals the frequency of `replicates` (300 replicates: the standard
-    # error of the frequency is <= 2.9 points; the tolerance is 8 points, both halves of the range checked).
+    # Known truth per replicate: the row's law is the reference's shifted by a drawn amount (so the true difference
+    # at the target varies as the forecast's own uncertainty assumes), the paper's value a drawn number. Each
+    # replicate fits a noisy ladder per row, forecasts P(replicates) with 3 seeds, then runs the paper-scale
+    # experiment once (3 seeds per row from the true laws) judged by replication.compare. 240 replicates: the
+    # standard error of the frequency is about 3 points; measured: mean forecast 31%, frequency 38% (the forecast
+    # is conservative), lower half of the forecasts 14% vs 19%, upper half 49% vs 56%.
     params, tokens = grid()
     rng = np.random.default_rng(5)
     sigma = 0.01
-    true_diff = law(ROW, AIM.params, AIM.tokens) - law(REFERENCE, AIM.params, AIM.tokens)
     forecasts, outcomes = [], []
-    for i in range(300):
-        row = fit_law(params, tokens, law(ROW, params, tokens) + rng.normal(0, sigma, len(params)), bootstrap=100,
-                      seed=i)
+    for i in range(240):
+        row_law = dict(REFERENCE, E=REFERENCE["E"] + rng.uniform(-0.08, 0.03))
+        row = fit_law(params, tokens, law(row_law, params, tokens) + rng.normal(0, sigma, len(params)),
+                      bootstrap=100, seed=i)
         ref = fit_law(params, tokens, law(REFERENCE, params, tokens) + rng.normal(0, sigma, len(params)),
                       bootstrap=100, seed=10_000 + i)
-        paper = true_diff + rng.normal(0, sigma * math.sqrt(2))  # the paper's single seed
+        paper = rng.uniform(-0.06, -0.01)
         diff = float(row.predict(AIM.params, AIM.tokens)[0] - ref.predict(AIM.params, AIM.tokens)[0])
         se = float(np.std(row.replicates(AIM.params, AIM.tokens)[:, 0] - ref.replicates(AIM.params, AIM.tokens)[:, 0],
                           ddof=1))
         pooled = math.sqrt((row.sigma ** 2 * row.dof + ref.sigma ** 2 * ref.dof) / (row.dof + ref.dof))
         forecasts.append(replicate_probability(diff, se, math.sqrt(2) * pooled, row.dof + ref.dof, paper, [3],
                                                draws=4000, seed=i)[0])
-        a = rng.normal(law(ROW, AIM.params, AIM.tokens), sigma, size=(3, 1))
+        a = rng.normal(law(row_law, AIM.params, AIM.tokens), sigma, size=(3, 1))
         b = rng.normal(law(REFERENCE, AIM.params, AIM.tokens), sigma, size=(3, 1))
         outcomes.append(rep.compare(a, b, paper, kind="loss", item_resamples=None).verdict.startswith(rep.REPLICATES))
     forecasts, outcomes = np.array(forecasts), np.array(outcomes)
     assert 0.1 < outcomes.mean() < 0.9  # a case where the forecast has something to say
     assert forecasts.mean() == pytest.approx(outcomes.mean(), abs=0.08)
     low = forecasts < np.median(forecasts)
+    for half in (low, ~low):
+        assert forecasts[half].mean() == pytest.approx(outcomes[half].mean(), abs=0.1)
     assert outcomes[low].mean() < outcomes[~low].mean()  # it ranks the replicates that are likelier to replicate
 
 
