@@ -38,12 +38,13 @@ def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry 
         ax.scatter([r.flops_per_token * r.tokens for r in runs], [r.loss for r in runs], marker=marker,
                    color=style.colour, s=22, alpha=0.8, zorder=3)
         tokens = np.geomspace(min(r.tokens for r in runs) / 1.5, aim.tokens * 1.2, 80)
-        ax.plot(aim.flops_per_token * tokens, law.predict(aim.params, tokens), linestyle=line, color=style.colour,
+        curve = law.predict(aim.params, tokens)
+        ax.plot(aim.flops_per_token * tokens, np.where(curve > 0, curve, np.nan), linestyle=line, color=style.colour,
                 lw=1.4, label=style.label)
         cell = f.cells.get((row, PERPLEXITY))
         x = aim.flops_per_token * aim.tokens
-        if cell is not None and cell.value is not None:
-            loss, lo, hi = math.log(cell.value), math.log(cell.lo), math.log(cell.hi)
+        if cell is not None and cell.value is not None and cell.value > 1:  # a loss > 0 only can sit on a log axis
+            loss, lo, hi = math.log(cell.value), math.log(max(cell.lo, 1.0 + 1e-9)), math.log(cell.hi)
             ax.errorbar([x], [loss], yerr=[[loss - lo], [hi - loss]], fmt=marker, color=style.colour, ms=7,
                         mfc="white", mew=1.5, capsize=3, zorder=4)
             if not f.comparable and cell.ours is not None:
@@ -53,11 +54,12 @@ def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry 
                            linewidths=0.5, zorder=5)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     plain = FuncFormatter(lambda v, _: f"{v:.3g}")
     ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)
+    low, high = ax.get_ylim()
+    ax.yaxis.set_minor_formatter(plain if high / low < 10 else NullFormatter())  # label minor ticks in one decade
     ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_xlabel("training compute (FLOPs: real FLOPs per token x tokens)")
     ax.set_ylabel("validation loss, ln(val_ppl)")
