@@ -93,11 +93,13 @@ def _multiplier_lines(f: TableForecast) -> list[str]:
         out.append(f"effective compute multiplier vs {ref}: the reference's tokens (at its own size) to reach each "
                    f"row's forecast loss / the target's tokens [95%]" + (f"  {f.comparable}" if f.comparable else ""))
         for m in (m for m in f.multipliers if m.reference == ref):
+            mark = f"  {f.comparable}" if f.comparable else ""
             if not math.isfinite(m.value):
-                out.append(f"  {m.row}: unreachable (the forecast loss is below the reference's floor at its size)")
+                out.append(f"  {m.row}: unreachable (the forecast loss is below the reference's floor at its "
+                           f"size){mark}")
             else:
                 hi = "inf" if not math.isfinite(m.hi) else f"{m.hi:.3g}"
-                out.append(f"  {m.row}: {m.value:.3g}x [{m.lo:.3g}, {hi}]")
+                out.append(f"  {m.row}: {m.value:.3g}x [{m.lo:.3g}, {hi}]{mark}")
     return out
 
 
@@ -111,8 +113,9 @@ def _claim_lines(f: TableForecast, prices: dict[str, tuple[str, float]]) -> list
     for c in f.claims:
         claim = c.claim
         head = f"  {claim.minuend} - {claim.subtrahend}, {claim.column} (paper {claim.value:+g})"
+        mark = f"  {f.comparable}" if f.comparable else ""
         if c.verdict is None:
-            out.append(f"{head}: {c.why}")
+            out.append(f"{head}: {c.why}{mark}")
             continue
         v = c.verdict
         need = (f"K = {v.seeds_for_80} seeds per row for 80%" if v.seeds_for_80 is not None else
@@ -123,7 +126,8 @@ def _claim_lines(f: TableForecast, prices: dict[str, tuple[str, float]]) -> list
             unit = prices[rows[0]][0]
             cost = f" ({v.seeds_for_80 * sum(prices[r][1] for r in rows):,.1f} {unit})"
         out.append(f"{head}: forecast {c.diff:+.3g} (se {c.diff_se:.2g}), seed sd {c.seed_sd:.2g} "
-                   f"({c.seed_dof:g} dof): P(replicates) {100 * v.probability:.0f}% with {v.seeds} seeds; {need}{cost}")
+                   f"({c.seed_dof:g} dof): P(replicates) {100 * v.probability:.0f}% with {v.seeds} seeds; {need}{cost}"
+                   f"{mark}")
     return out
 
 
