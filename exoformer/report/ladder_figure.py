@@ -30,6 +30,10 @@ def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.0, 5.2))
     registry = registry or Registry()
+    # a lower bound at or below zero loss has no place on a log axis: bars are cut at half the lowest loss shown
+    floor = 0.5 * min([r.loss for runs in f.ladder.runs.values() for r in runs if r.loss > 0]
+                      + [math.log(c.value) for c in f.cells.values() if c.value is not None and c.value > 1
+                         and c.column == PERPLEXITY], default=1.0)
     for i, (row, law) in enumerate(f.laws.items()):
         style = style_of(registry, row)
         line, marker = LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)]
@@ -44,7 +48,7 @@ def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry 
         cell = f.cells.get((row, PERPLEXITY))
         x = aim.flops_per_token * aim.tokens
         if cell is not None and cell.value is not None and cell.value > 1:  # a loss > 0 only can sit on a log axis
-            loss, lo, hi = math.log(cell.value), math.log(max(cell.lo, 1.0 + 1e-9)), math.log(cell.hi)
+            loss, lo, hi = math.log(cell.value), max(math.log(max(cell.lo, 1.0 + 1e-12)), floor), math.log(cell.hi)
             ax.errorbar([x], [loss], yerr=[[loss - lo], [hi - loss]], fmt=marker, color=style.colour, ms=7,
                         mfc="white", mew=1.5, capsize=3, zorder=4)
             if not f.comparable and cell.ours is not None:
@@ -73,7 +77,8 @@ def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry 
            plt.Line2D([], [], color="0.3", marker="*", mec="black", ls="none", ms=9, label="paper")]
     ax.legend(handles + key, labels + [k.get_label() for k in key], fontsize=7, loc="center left",
               bbox_to_anchor=(1.01, 0.5), frameon=False)
-    note = f.comparable or "lines: each row's law at its target size, up to the target's tokens"
+    note = f.comparable or ("lines: each row's law at its target size, up to the target's tokens; interval bars cut "
+                            "at half the lowest loss shown")
     fig.text(0.01, 0.005, note, fontsize=7, color="firebrick" if f.comparable else "0.3")
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")

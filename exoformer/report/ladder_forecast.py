@@ -167,7 +167,7 @@ def _cell(row: str, column: str, fit: LawFit, loss: float, loss_reps: np.ndarray
     cell = CellForecast(row=row, column=column)
     if column == PERPLEXITY:
         lo, hi = fit.interval(aim.params, aim.tokens, level=LEVEL, one_run=True)
-        cell.value, cell.lo, cell.hi = math.exp(loss), math.exp(lo[0]), math.exp(hi[0])
+        cell.value, cell.lo, cell.hi = math.exp(loss), max(1.0, math.exp(lo[0])), math.exp(hi[0])  # loss >= 0
         cell.replicates = np.exp(loss_reps)
         cell.scatter, cell.scatter_dof = math.exp(loss) * fit.sigma, fit.dof
         return cell
