@@ -25,6 +25,7 @@ from typing import Any
 from exoformer import limits
 from exoformer.errors import UserError, did_you_mean
 from exoformer.registry import released as released_mod
+from exoformer.registry.ladders import check_ladders
 from exoformer.registry import sweeps as sweeps_mod
 from exoformer.registry.claims_schema import DeclaredClaim, parse_claims
 from exoformer.registry.spec import (
@@ -136,6 +137,7 @@ class Registry:
         self._load_file(root, stack=[])
         self._check_pairings()
         released_mod.check_rows(self.checkpoints, self.tables)
+        check_ladders(self)
 
     # ------------------------------------------------------------------ loading
     def display(self, path: Path) -> str:

@@ -59,6 +59,9 @@ class Table:
     """Key of this table in results/paper/reported.yaml."""
     notes: tuple[str, ...] = ()
     """Choices the reader must know to read the table (printed under its title)."""
+    ladders: tuple[str, ...] = ()
+    """Groups of small runs of every row at several sizes and token budgets (`predict TABLE --from GROUP`;
+    exoformer/registry/ladders.py says which of their specs belong to which row)."""
     source: str = ""
 
     def spec_names(self) -> list[str]:
@@ -131,7 +134,8 @@ def parse_table(tid: str, body: Any, file: str, where: str) -> Table:
     check_name(tid, where=where, what="table id")
     if not isinstance(body, dict):
         raise UserError(f"{what} must be a mapping", where=where, fix="write title:, columns:, rows:")
-    _check_keys(body, ("title", "paper_ref", "columns", "rows", "convention", "reported", "notes"), file, what)
+    _check_keys(body, ("title", "paper_ref", "columns", "rows", "convention", "reported", "notes", "ladders"), file,
+                what)
     title = _need(body, "title", str, file, what, "add a one-line title")
     columns = _need(body, "columns", list, file, what, "list metric ids, e.g. [val_ppl, avg6]")
     rows_raw = _need(body, "rows", list, file, what, "list rows: - {id, label, specs: [...]}")
@@ -184,12 +188,17 @@ def parse_table(tid: str, body: Any, file: str, where: str) -> Table:
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
         raise UserError(f"{what}: notes must be a list of sentences", where=_where(file, body, "notes"),
                         fix='write notes: ["one sentence", ...]')
+    ladders = body.get("ladders", []) or []
+    if not isinstance(ladders, list) or not all(isinstance(g, str) for g in ladders):
+        raise UserError(f"{what}: ladders must be a list of group names", where=_where(file, body, "ladders"),
+                        fix="write ladders: [smoke-ladder]")
     reported = body.get("reported", tid)
     if not isinstance(reported, str):
         raise UserError(f"{what}: reported must be a key of reported.yaml", where=_where(file, body, "reported"),
                         fix=f"write reported: {tid}")
     return Table(id=tid, title=title, paper_ref=str(body.get("paper_ref", "")), columns=tuple(columns),
-                 rows=tuple(rows), convention=convention, reported=reported, notes=tuple(notes), source=where)
+                 rows=tuple(rows), convention=convention, reported=reported, notes=tuple(notes), ladders=tuple(ladders),
+                 source=where)
 
 
 def parse_figure(fid: str, body: Any, file: str, where: str) -> Figure:

@@ -5,7 +5,7 @@ The law is the one OLMo-core's ladders and the Chinchilla analysis fit (docs/for
 normalised units (N / N0, D / D0 with N0, D0 the ladder's geometric means) and in the parameters
 (E, log A, alpha, log B, beta), so A and B stay positive and the problem is well scaled. It starts from the best
 point of a grid over the two exponents (E, A and B are linear given them: variable projection), then refines all
-five with Levenberg-Marquardt.
+five with Levenberg-Marquardt. The floor E is kept >= 0: the loss is a cross-entropy.
 
 Intervals come from a residual bootstrap: residuals (rescaled by sqrt(n / (n - 5)) for the five fitted
 parameters) are resampled onto the fitted values and the law refitted from the point estimate, every replicate
@@ -112,6 +112,7 @@ def _refine(theta: np.ndarray, x: np.ndarray, y: np.ndarray, target: np.ndarray)
         scale = np.einsum("rii->ri", jtj) + 1e-12
         step = np.linalg.solve(jtj + damping[:, None, None] * scale[:, :, None] * eye, -grad[..., None])[..., 0]
         trial = theta + step
+        trial[:, 0] = np.maximum(trial[:, 0], 0.0)  # a cross-entropy never falls below zero, nor does its floor
         trial[:, 2] = np.clip(trial[:, 2], 1e-3, 10.0)
         trial[:, 4] = np.clip(trial[:, 4], 1e-3, 10.0)
         with np.errstate(over="ignore", invalid="ignore"):
@@ -133,6 +134,10 @@ def _grid_start(x: np.ndarray, y: np.ndarray, loss: np.ndarray) -> np.ndarray | 
     gram = np.einsum("gpi,gpj->gij", design, design)
     with np.errstate(all="ignore"):
         coef = np.linalg.solve(gram + 1e-12 * np.eye(3), np.einsum("gpi,p->gi", design, loss)[..., None])[..., 0]
+        floor = design[..., 1:]  # E = 0 where the free floor would be negative (a loss is never below zero)
+        coef0 = np.linalg.solve(np.einsum("gpi,gpj->gij", floor, floor) + 1e-12 * np.eye(2),
+                                np.einsum("gpi,p->gi", floor, loss)[..., None])[..., 0]
+        coef = np.where((coef[:, 0] < 0)[:, None], np.column_stack([np.zeros(len(coef0)), coef0]), coef)
         cost = np.sum((np.einsum("gpi,gi->gp", design, coef) - loss) ** 2, axis=1)
     cost[~((coef[:, 1] > 0) & (coef[:, 2] > 0) & np.isfinite(cost))] = np.inf
     best = int(np.argmin(cost))
@@ -196,3 +201,20 @@ def fit_law(params, tokens, loss, *, bootstrap: int = 1000, seed: int = 0, where
     return LawFit(E=float(e), A=float(np.exp(log_a) * n0 ** alpha), alpha=float(alpha),
                   B=float(np.exp(log_b) * d0 ** beta), beta=float(beta), sigma=sigma, n=len(loss),
                   n0=n0, d0=d0, boot=boot)
+
+
+
+def tokens_to_reach(fit: LawFit, params: float, loss: float, loss_replicates=None) -> tuple[float, np.ndarray]:
+    """Tokens at which a model of `params` parameters reaches `loss` under the law, and under each bootstrap law
+    (replicate r reaching loss_replicates[r], e.g. replicate r of another row's forecast); inf where the law's floor
+    at that size, E + A / N^alpha, is not below the loss."""
+    theta = np.vstack([fit._theta()[None, :], fit.boot])
+    reps = np.full(len(fit.boot), float(loss)) if loss_replicates is None else np.asarray(loss_replicates, float)
+    if reps.shape != (len(fit.boot),):
+        raise ValueError(f"loss_replicates must hold {len(fit.boot)} values, got shape {reps.shape}")
+    target = np.concatenate([[float(loss)], reps])
+    gap = target - theta[:, 0] - np.exp(theta[:, 1] - theta[:, 2] * np.log(params / fit.n0))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_y = (theta[:, 3] - np.log(np.where(gap > 0, gap, 1.0))) / theta[:, 4]
+        tokens = np.where(gap > 0, fit.d0 * np.exp(log_y), np.inf)
+    return float(tokens[0]), tokens[1:]

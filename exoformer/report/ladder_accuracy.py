@@ -1,0 +1,106 @@
+"""Loss -> task accuracy, the second step of a ladder forecast: a sigmoid in the loss with the task's chance level
+as its floor, fitted to every run of a ladder (all rows pooled), as OLMo's ladders do (docs/forecast.md):
+
+    acc(L) = chance + (top - chance) / (1 + exp(k (L - L0))),  k > 0, chance < top <= 100 (accuracy in %).
+
+Its uncertainty comes from a residual bootstrap of the fit (replicates paired with the loss law's), and one run's
+accuracy scatters about the curve by the fit's residual spread (items and seeds) plus the run's own loss scatter
+carried through the curve's slope. Pure numpy/scipy.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize
+
+N_SIGMOID = 3
+"""top, k, L0 (the floor is the chance level, not fitted)."""
+MIN_ACCURACY_POINTS = 12
+"""Ladder runs a loss -> accuracy fit needs: three parameters and at least nine residual degrees of freedom, so
+the residual spread that widens every accuracy interval is measured, not guessed."""
+TOO_FEW = "too few ladder points for a loss->accuracy fit"
+NO_FIT = "the loss->accuracy fit did not converge"
+
+
+def sigmoid(loss, top, k, l0, chance: float) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return chance + (top - chance) / (1.0 + np.exp(k * (np.asarray(loss, float) - l0)))
+
+
+@dataclass(frozen=True, slots=True)
+class AccuracyFit:
+    """The fitted curve of one task, its residual spread and its bootstrap replicates (rows of `boot`)."""
+
+    task: str
+    chance: float
+    params: np.ndarray
+    """top, k, L0."""
+    sigma: float
+    n: int
+    boot: np.ndarray
+    """(replicates, 3)."""
+
+    @property
+    def dof(self) -> int:
+        return self.n - N_SIGMOID
+
+    def predict(self, loss) -> np.ndarray:
+        return sigmoid(loss, *self.params, chance=self.chance)
+
+    def replicates(self, loss_replicates: np.ndarray) -> np.ndarray:
+        """Replicate r of the curve at replicate r of the loss (both bootstraps paired by index)."""
+        losses = np.resize(np.asarray(loss_replicates, float), len(self.boot))
+        return sigmoid(losses, self.boot[:, 0], self.boot[:, 1], self.boot[:, 2], chance=self.chance)
+
+    def slope(self, loss: float) -> float:
+        """d acc / d loss at `loss` (for the run's own loss scatter)."""
+        h = 1e-4 * max(1.0, abs(loss))
+        return float((self.predict(loss + h) - self.predict(loss - h))[()] / (2 * h))
+
+
+def _fit_once(loss: np.ndarray, acc: np.ndarray, chance: float, start: np.ndarray) -> np.ndarray | None:
+    span = float(np.ptp(loss)) or 1.0
+    lower = [chance + 1e-6, 1e-3 / span, float(loss.min()) - 10 * span]
+    upper = [100.0, 1e3 / span, float(loss.max()) + 10 * span]
+    start = np.clip(start, np.add(lower, 1e-9), np.subtract(upper, 1e-9))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got, _ = optimize.curve_fit(lambda x, top, k, l0: sigmoid(x, top, k, l0, chance), loss, acc, p0=start,
+                                        bounds=(lower, upper), max_nfev=2000)
+    except (RuntimeError, ValueError, optimize.OptimizeWarning):
+        return None
+    return got if np.all(np.isfinite(got)) else None
+
+
+def fit_accuracy(task: str, loss, acc, *, chance: float, bootstrap: int = 300, seed: int = 0
+                 ) -> AccuracyFit | str:
+    """The curve of one task over the ladder's (loss, accuracy %) points, or why there is none (a cell's words)."""
+    loss, acc = np.asarray(loss, float), np.asarray(acc, float)
+    keep = np.isfinite(loss) & np.isfinite(acc)
+    loss, acc = loss[keep], acc[keep]
+    if len(loss) < MIN_ACCURACY_POINTS:
+        return f"{TOO_FEW} ({len(loss)} runs with {task}; it needs {MIN_ACCURACY_POINTS})"
+    span = float(np.ptp(loss)) or 1.0
+    start = np.array([max(float(acc.max()), chance + 1.0), 4.0 / span, float(np.median(loss))])
+    params = _fit_once(loss, acc, chance, start)
+    if params is None:
+        return NO_FIT
+    fitted = sigmoid(loss, *params, chance=chance)
+    resid = acc - fitted
+    dof = len(loss) - N_SIGMOID
+    sigma = float(np.sqrt(np.sum(resid ** 2) / dof))
+    rng = np.random.default_rng(seed)
+    scaled = (resid - resid.mean()) * math.sqrt(len(loss) / dof)
+    boot = []
+    for _ in range(bootstrap):
+        got = _fit_once(loss, fitted + rng.choice(scaled, size=len(loss), replace=True), chance, params)
+        if got is not None:
+            boot.append(got)
+    if len(boot) < bootstrap / 2:
+        return NO_FIT
+    return AccuracyFit(task=task, chance=chance, params=params, sigma=sigma, n=len(loss), boot=np.array(boot))
