@@ -20,7 +20,7 @@ from exoformer.registry.ladders import ladder_rows
 from exoformer.registry.registry import Registry
 from exoformer.registry.spec import Spec
 from exoformer.report.selection import Selection, read
-from exoformer.report.tables import _per_seed, run_values
+from exoformer.report.tables import seed_cell, run_values
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +108,7 @@ def _values(rows, table, name: str) -> dict[str, float]:
     values = run_values(rows)
     out = {}
     for column in (*table.columns, *table.convention):
-        got = _per_seed(values, column, table.convention, name, table)
+        got = seed_cell(values, column, table.convention, name, table)
         if got is not None and got[0] is not None:
             out[column] = float(got[0])
     return out

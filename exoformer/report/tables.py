@@ -138,7 +138,7 @@ def _value(rows: Values, task: str, metric: str, spec: str, table: Table) -> tup
     return None if _number(value) is None else (value, stderr)
 
 
-def _per_seed(rows: Values, column: str, metric_for: dict[str, str], spec: str,
+def seed_cell(rows: Values, column: str, metric_for: dict[str, str], spec: str,
               table: Table) -> tuple[float, float | None] | None:
     """(value, stderr) of one column for one run (run_values), in display units (% for accuracies)."""
     if column == PERPLEXITY:
@@ -254,7 +254,7 @@ def _fill(table: Table, row: TableRow, column: str, runs: list[_SpecRun], report
                 declared_seeds=len(row.specs) if source == OURS else 1)
     if column in PERCENT_COLUMNS:
         cell.metric = table.convention.get(column) if column in TASKS else "convention"
-    used = [(run, got) for run in runs if (got := _per_seed(run.rows, column, table.convention, run.name, table))
+    used = [(run, got) for run in runs if (got := seed_cell(run.rows, column, table.convention, run.name, table))
             is not None]
     if not used:
         return cell
@@ -300,7 +300,7 @@ def swapped_convention(convention: dict[str, str]) -> dict[str, str]:
 
 def _other(rows: Values, column: str, swapped: dict[str, str], spec: str, table: Table):
     try:
-        return _per_seed(rows, column, swapped, spec, table)
+        return seed_cell(rows, column, swapped, spec, table)
     except UserError:  # the other metric may not exist (a task with acc only)
         return None
 

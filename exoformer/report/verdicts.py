@@ -30,7 +30,7 @@ from exoformer.report.tables import (
     AVERAGE,
     MARK,
     BuiltTable,
-    _per_seed,
+    seed_cell,
     build_table,
     fold,
     plural,
@@ -149,7 +149,7 @@ def _row_values(built: BuiltTable, selection: Selection, column: str) -> dict[st
     for row in table.rows:
         values = []
         for k, picked in enumerate(selection.row_runs(row.specs)):
-            got = None if picked is None else _per_seed(run_values(picked.rows), column, table.convention,
+            got = None if picked is None else seed_cell(run_values(picked.rows), column, table.convention,
                                                         row.specs[k], table)
             values.append(None if got is None else float(got[0]))
         out[row.id] = values
@@ -166,8 +166,8 @@ def claimed_pairs(built: BuiltTable, selection: Selection, claim: PaperDifferenc
     for k, (ra, rb) in enumerate(zip(runs_a, runs_b)):
         if ra is None or rb is None:
             continue
-        va = _per_seed(run_values(ra.rows), claim.column, table.convention, a_row.specs[k], table)
-        vb = _per_seed(run_values(rb.rows), claim.column, table.convention, b_row.specs[k], table)
+        va = seed_cell(run_values(ra.rows), claim.column, table.convention, a_row.specs[k], table)
+        vb = seed_cell(run_values(rb.rows), claim.column, table.convention, b_row.specs[k], table)
         if va is not None and vb is not None:
             pairs.append((ra, rb, va[0], vb[0]))
     if not pairs:
