@@ -8,7 +8,10 @@ thread) it took; start-up is the CPU time from the interpreter's start to the fi
 plan), the rest after the last stage is the table and figures `run` prints. Wall times on a shared machine say
 little, so the output is CPU seconds and their ratios, with the load average beside them.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_main_job.py [--specs base-s42 ...] [--out FILE.json]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_main_job.py [--specs base-s42 ...] [--set KEY=VALUE ...]
+        [--out FILE.json]
+
+`--set` measures a candidate recipe (e.g. `--set train.steps=100`) before it goes into experiments/presets.yaml.
 """
 
 from __future__ import annotations
@@ -66,11 +69,12 @@ STAGES = ("train", "validate", "evaluate", "analyse")
 
 
 def task_scores(runs_root: Path, spec: str) -> dict[str, dict[str, float]]:
-    """{task: {value, stderr, chance}} under the default convention, from the run's eval/long.jsonl."""
+    """{task: {value, stderr, chance}} under the default convention, from the run's eval/long.jsonl (the newest run
+    of `spec` under `runs_root`)."""
     from exoformer.data.smoke.tasks import CHANCE
     from exoformer.registry.tables import DEFAULT_CONVENTION
 
-    [long] = (runs_root / spec).glob("*/eval/long.jsonl")
+    long = max((runs_root / spec).glob("*/eval/long.jsonl"), key=lambda p: p.stat().st_mtime)
     scores = {}
     for line in long.read_text().splitlines():
         row = json.loads(line)
@@ -108,14 +112,14 @@ def run_child(args: list[str], record_path: Path, threads: int) -> dict:
     return record
 
 
-def cost_model(specs: list[str]) -> dict[str, float]:
+def cost_model(specs: list[str], overrides: list[str]) -> dict[str, float]:
     """The CPU cost model's seconds per stage (exoformer/budget/cost.py cpu_stage_seconds), mean over `specs`."""
     from exoformer.budget.cost import cpu_stage_seconds
     from exoformer.registry.profiles import load_profile
     from exoformer.registry.registry import Registry
 
     reg, cpu = Registry(), load_profile("cpu")
-    rows = [cpu_stage_seconds(reg.resolve(name, preset="smoke"), cpu) for name in specs]
+    rows = [cpu_stage_seconds(reg.resolve(name, preset="smoke", overrides=overrides), cpu) for name in specs]
     return {stage: sum(r[stage] for r in rows) / len(rows) for stage in rows[0]}
 
 
@@ -128,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="inline", choices=("inline", "local"),
                         help="inline: the stages of each job measured apart; local: the README's path (a submitit job "
                              "process per spec, 1 thread), measured as one total per job")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="run a candidate recipe: passed to `run --set` and to the cost model (repeatable)")
     parser.add_argument("--keep", type=Path, default=None, help="runs root to keep (default: a temporary one)")
     args = parser.parse_args(argv)
 
@@ -136,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp) / "runs"
         for name in args.specs:
-            command = ["run", name, "--preset", "smoke", "--backend", args.backend, "--runs-dir", str(root)]
+            command = ["run", name, "--preset", "smoke", "--backend", args.backend, "--runs-dir", str(root),
+                       *(f"--set={o}" for o in args.overrides)]
             if args.backend == "local":
                 command += ["--jobs", "1", "--threads", str(args.threads)]
             record = run_child(command, Path(tmp) / f"{name}.json", args.threads)
@@ -160,10 +167,11 @@ def main(argv: list[str] | None = None) -> int:
             args.out.write_text(json.dumps(result, indent=2) + "\n")
         return 0
     keys = ["startup_s", *(f"{s}_s" for s in STAGES), "after_s"]
-    model = cost_model(args.specs)
+    model = cost_model(args.specs, args.overrides)
     mean = {k: sum(r[k] for r in per_spec) / len(per_spec) for k in keys}
     total = sum(mean.values())
-    result = {"cost_model_s": model, "load_average": load, "cores": os.cpu_count(), "threads": args.threads,
+    result = {"cost_model_s": model, "overrides": args.overrides, "load_average": load,
+              "load_average_end": os.getloadavg(), "cores": os.cpu_count(), "threads": args.threads,
               "per_spec": per_spec,
               "mean_per_model_cpu_s": mean, "ratios": {k: v / total for k, v in mean.items()},
               "eval_over_train": mean["evaluate_s"] / mean["train_s"] if mean["train_s"] else None,
