@@ -112,6 +112,17 @@ def run_child(args: list[str], record_path: Path, threads: int) -> dict:
     return record
 
 
+def recipe(name: str, overrides: list[str]) -> dict:
+    """The fields of the measured spec that set its stages' work (tests/harness/test_cost_calibration.py checks that
+    the recorded measurement is of the current smoke recipe)."""
+    from exoformer.registry.registry import Registry
+
+    spec = Registry().resolve(name, preset="smoke", overrides=overrides)
+    t = spec.train
+    return {"steps": t.steps, "batch_tokens": t.batch_tokens, "val_every": t.val_every, "val_batches": t.val_batches,
+            "final_val_tokens": t.final_val_tokens, "eval_suite": spec.eval.suite, "eval_limit": spec.eval.limit}
+
+
 def cost_model(specs: list[str], overrides: list[str]) -> dict[str, float]:
     """The CPU cost model's seconds per stage (exoformer/budget/cost.py cpu_stage_seconds), mean over `specs`."""
     from exoformer.budget.cost import cpu_stage_seconds
@@ -153,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             per_spec.append({"spec": name, "startup_s": startup + max(0.0, interpreter), **{f"{s}_s": v for s, v in
                              stages.items()}, "after_s": record["end"] - record.get("last_stage_end", record["end"]),
                              "total_cpu_s": record["process_cpu_s"], "wall_s": record["wall_s"],
-                             "tasks": task_scores(root, name)})
+                             "recipe": recipe(name, args.overrides), "tasks": task_scores(root, name)})
         finish = finish_cpu_s(root, Path(tmp) / "figures")
     if args.backend == "local":  # no stage split from a job process: the total per job is the number
         result = {"load_average": load, "cores": os.cpu_count(), "threads": args.threads, "backend": "local",
