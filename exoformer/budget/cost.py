@@ -203,8 +203,9 @@ def estimate(spec: Spec, profile: Profile, *, memory: SpecMemory | None = None) 
 # thread per job, as the local backend runs it; results/bench_main_job.json holds the measurement a test checks
 # these against): training FLOPs at the profile's `cpu.gflops`, forward-only passes faster per FLOP (fp32
 # validation CPU_FORWARD_SPEEDUP, bf16 scoring CPU_BF16_SCORING_SPEEDUP), plus the fixed and per-request work that
-# is not arithmetic. CPU time itself rises with the machine's load (the benchmark records it): ~15% between load
-# 11 and 19 on 2 cores, and as much again between an idle machine and load ~8.
+# is not arithmetic. The constants are of a shared 2-core machine at load ~10 (the benchmark records the load). CPU
+# time itself rises with the load: base-s42 trained in 56.8 CPU-s at load 0.4-3.5 and in 65.3 at load 3.7-8.2 (150
+# updates), so an idle machine needs less than these say.
 
 CPU_STARTUP_S = 6.0
 """Per job: the interpreter, imports (torch, the pipeline), the registry and the plan, before the first stage."""
@@ -276,9 +277,9 @@ def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True) -> di
 
 
 def local_wall_seconds(job_seconds: list[float], slots: int, *, serial_s: float = 0.0) -> float:
-    """Wall seconds of jobs run as the local backend runs them on an idle machine: in queue order, each to the first
-    free slot (`slots` jobs side by side, one torch thread each, one core each), plus `serial_s` (the launcher's
-    start and the table after the jobs)."""
+    """Wall seconds of jobs run as the local backend runs them: in queue order, each to the first free slot (`slots`
+    jobs side by side, one torch thread and one free core each), plus `serial_s` (the launcher's start and the table
+    after the jobs)."""
     ends = [0.0] * max(1, slots)
     for seconds in job_seconds:
         first = min(range(len(ends)), key=ends.__getitem__)
