@@ -1,14 +1,15 @@
 """Where the README's main job (`reproduce.py run table1 --preset smoke`) spends its CPU time, stage by stage.
 
-Runs the real `run` verb on one (or a few) Table-1 smoke specs (`--specs`, default one: the stages of the nine
-specs differ only in the mixing modules, so one model, times nine, is the table's cost to within a few %) in a
-child process with one torch thread, as the local backend runs each job, into a temporary runs root. The child
-wraps each stage function of exoformer/runs/pipeline.py and records the process CPU time (user + sys, every
+Runs the real `run` verb on a few Table-1 smoke specs (`--specs`, default the cheapest and the dearest of the nine:
+base-s42 and dynamic-e-exoformer-s42, ~30% apart in CPU time at the smoke shape, so their mean times nine is the
+table's cost: 14.7 CPU-minutes against 14.3 measured for the whole main job at load ~9.5) in a child process
+with one torch thread, as the local backend runs each job, into a temporary runs root. The child wraps each stage
+function of exoformer/runs/pipeline.py and records the process CPU time (user + sys, every
 thread) it took; start-up is the CPU time from the interpreter's start to the first stage (imports, registry,
 plan), the rest after the last stage is the table and figures `run` prints. Wall times on a shared machine say
 little, so the output is CPU seconds and their ratios, with the load average beside them.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_main_job.py [--specs base-s42 ...] [--set KEY=VALUE ...]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_main_job.py [--specs SPEC ...] [--set KEY=VALUE ...]
         [--out FILE.json]
 
 `--set` measures a candidate recipe (e.g. `--set train.steps=100`) before it goes into experiments/presets.yaml.
@@ -136,7 +137,8 @@ def cost_model(specs: list[str], overrides: list[str]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--specs", nargs="+", default=["base-s42"], help="Table-1 smoke specs to run")
+    parser.add_argument("--specs", nargs="+", default=["base-s42", "dynamic-e-exoformer-s42"],
+                        help="Table-1 smoke specs to run")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the local backend's default: 1)")
     parser.add_argument("--models", type=int, default=9, help="models of the main job, to extrapolate to")
     parser.add_argument("--out", type=Path, default=None, help="also write the numbers as JSON")
