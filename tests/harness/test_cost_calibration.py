@@ -2,7 +2,8 @@
 
 results/bench_main_job.json holds stage-time measurements of benchmarks/bench_main_job.py (CPU seconds per stage
 of smoke jobs at one torch thread, as the local backend runs them); each stage the cost model prices must be within
-30% of each, so that `plan`'s CPU-minutes say what a run costs. The README's figures are checked against `plan`, so
+30% of each, and `plan` within 30% of the whole main job measured (`main_job`), so that `plan`'s CPU-minutes say
+what a run costs. The README's figures are checked against `plan`, so
 a change of the cost model or the registry that moves them fails here until the README says the new number.
 """
 
@@ -55,6 +56,15 @@ def test_cpu_cost_model_is_within_30_percent_of_the_measured_stages(measured):
                 f"vs {seen:.1f} s"
         total = sum(row[f"{stage}_s"] for stage in model)
         assert abs(sum(model.values()) - total) <= TOLERANCE * total
+
+
+def test_plan_prices_the_measured_main_job_within_30_percent(measured, tmp_path):
+    """The whole main job (every process of `run table1 --preset smoke`) against plan's CPU-minutes plus the table."""
+    job = measured["main_job"]
+    reg = Registry()
+    assert job["recipe"] == recipe(reg.resolve("base-s42", preset="smoke"))
+    estimate = main_job_figures(reg, tmp_path)["cpu_minutes"] * 60 + CPU_STARTUP_S + CPU_TABLE_S
+    assert abs(estimate - job["cpu_s"]) <= TOLERANCE * job["cpu_s"], (estimate, job["cpu_s"])
 
 
 def test_checkpoint_evaluation_cost_is_the_measured_stages_after_training(measured):
