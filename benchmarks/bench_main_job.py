@@ -4,9 +4,10 @@ Runs the real `run` verb on a few Table-1 smoke specs (`--specs`, default the ch
 base-s42 and dynamic-e-exoformer-s42, 20-30% apart in CPU time at the smoke shape, so their mean times nine is the
 table's cost: 12.8-14.7 CPU-minutes by load against 14.3 measured for the whole main job at load ~9.5) in a child
 process with one torch thread, as the local backend runs each job, into a temporary runs root. The child wraps each
-stage function of exoformer/runs/pipeline.py and records the process CPU time (user + sys, every thread) it took; start-up is the CPU time from the interpreter's start to the first stage (imports, registry,
-plan), the rest after the last stage is the table and figures `run` prints. Wall times on a shared machine say
-little, so the output is CPU seconds and their ratios, with the load average beside them.
+stage function of exoformer/runs/pipeline.py and records the process CPU time (user + sys, every thread) it took;
+start-up is the CPU time from the interpreter's start to the first stage (imports, registry, plan), the rest after
+the last stage is the table and figures `run` prints. Wall times on a shared machine say little, so the output is
+CPU seconds and their ratios, with the load average beside them.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_main_job.py [--specs SPEC ...] [--set KEY=VALUE ...]
         [--out FILE.json]
