@@ -1,14 +1,18 @@
 """Where the README's main job (`reproduce.py run table1 --preset smoke`) spends its CPU time, stage by stage.
 
-Runs the real `run` verb on one (or a few) Table-1 smoke specs (`--specs`, default one: the stages of the nine
-specs differ only in the mixing modules, so one model, times nine, is the table's cost to within a few %) in a
-child process with one torch thread, as the local backend runs each job, into a temporary runs root. The child
-wraps each stage function of exoformer/runs/pipeline.py and records the process CPU time (user + sys, every
-thread) it took; start-up is the CPU time from the interpreter's start to the first stage (imports, registry,
-plan), the rest after the last stage is the table and figures `run` prints. Wall times on a shared machine say
-little, so the output is CPU seconds and their ratios, with the load average beside them.
+Runs the real `run` verb on a few Table-1 smoke specs (`--specs`, default the cheapest and the dearest of the nine:
+base-s42 and dynamic-e-exoformer-s42, 20-30% apart in CPU time at the smoke shape, so their mean times nine is the
+table's cost: 12.8-14.7 CPU-minutes by load against 14.3 measured for the whole main job at load ~9.5) in a child
+process with one torch thread, as the local backend runs each job, into a temporary runs root. The child wraps each
+stage function of exoformer/runs/pipeline.py and records the process CPU time (user + sys, every thread) it took;
+start-up is the CPU time from the interpreter's start to the first stage (imports, registry, plan), the rest after
+the last stage is the table and figures `run` prints. Wall times on a shared machine say little, so the output is
+CPU seconds and their ratios, with the load average beside them.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_main_job.py [--specs base-s42 ...] [--out FILE.json]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_main_job.py [--specs SPEC ...] [--set KEY=VALUE ...]
+        [--out FILE.json]
+
+`--set` measures a candidate recipe (e.g. `--set train.steps=100`) before it goes into experiments/presets.yaml.
 """
 
 from __future__ import annotations
@@ -66,11 +70,12 @@ STAGES = ("train", "validate", "evaluate", "analyse")
 
 
 def task_scores(runs_root: Path, spec: str) -> dict[str, dict[str, float]]:
-    """{task: {value, stderr, chance}} under the default convention, from the run's eval/long.jsonl."""
+    """{task: {value, stderr, chance}} under the default convention, from the run's eval/long.jsonl (the newest run
+    of `spec` under `runs_root`)."""
     from exoformer.data.smoke.tasks import CHANCE
     from exoformer.registry.tables import DEFAULT_CONVENTION
 
-    [long] = (runs_root / spec).glob("*/eval/long.jsonl")
+    long = max((runs_root / spec).glob("*/eval/long.jsonl"), key=lambda p: p.stat().st_mtime)
     scores = {}
     for line in long.read_text().splitlines():
         row = json.loads(line)
@@ -108,26 +113,40 @@ def run_child(args: list[str], record_path: Path, threads: int) -> dict:
     return record
 
 
-def cost_model(specs: list[str]) -> dict[str, float]:
+def recipe(name: str, overrides: list[str]) -> dict:
+    """The fields of the measured spec that set its stages' work (tests/harness/test_cost_calibration.py checks that
+    the recorded measurement is of the current smoke recipe)."""
+    from exoformer.registry.registry import Registry
+
+    spec = Registry().resolve(name, preset="smoke", overrides=overrides)
+    t = spec.train
+    return {"steps": t.steps, "batch_tokens": t.batch_tokens, "val_every": t.val_every, "val_batches": t.val_batches,
+            "final_val_tokens": t.final_val_tokens, "eval_suite": spec.eval.suite, "eval_limit": spec.eval.limit}
+
+
+def cost_model(specs: list[str], overrides: list[str]) -> dict[str, float]:
     """The CPU cost model's seconds per stage (exoformer/budget/cost.py cpu_stage_seconds), mean over `specs`."""
     from exoformer.budget.cost import cpu_stage_seconds
     from exoformer.registry.profiles import load_profile
     from exoformer.registry.registry import Registry
 
     reg, cpu = Registry(), load_profile("cpu")
-    rows = [cpu_stage_seconds(reg.resolve(name, preset="smoke"), cpu) for name in specs]
+    rows = [cpu_stage_seconds(reg.resolve(name, preset="smoke", overrides=overrides), cpu) for name in specs]
     return {stage: sum(r[stage] for r in rows) / len(rows) for stage in rows[0]}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--specs", nargs="+", default=["base-s42"], help="Table-1 smoke specs to run")
+    parser.add_argument("--specs", nargs="+", default=["base-s42", "dynamic-e-exoformer-s42"],
+                        help="Table-1 smoke specs to run")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the local backend's default: 1)")
     parser.add_argument("--models", type=int, default=9, help="models of the main job, to extrapolate to")
     parser.add_argument("--out", type=Path, default=None, help="also write the numbers as JSON")
     parser.add_argument("--backend", default="inline", choices=("inline", "local"),
                         help="inline: the stages of each job measured apart; local: the README's path (a submitit job "
                              "process per spec, 1 thread), measured as one total per job")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="run a candidate recipe: passed to `run --set` and to the cost model (repeatable)")
     parser.add_argument("--keep", type=Path, default=None, help="runs root to keep (default: a temporary one)")
     args = parser.parse_args(argv)
 
@@ -136,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp) / "runs"
         for name in args.specs:
-            command = ["run", name, "--preset", "smoke", "--backend", args.backend, "--runs-dir", str(root)]
+            command = ["run", name, "--preset", "smoke", "--backend", args.backend, "--runs-dir", str(root),
+                       *(f"--set={o}" for o in args.overrides)]
             if args.backend == "local":
                 command += ["--jobs", "1", "--threads", str(args.threads)]
             record = run_child(command, Path(tmp) / f"{name}.json", args.threads)
@@ -146,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             per_spec.append({"spec": name, "startup_s": startup + max(0.0, interpreter), **{f"{s}_s": v for s, v in
                              stages.items()}, "after_s": record["end"] - record.get("last_stage_end", record["end"]),
                              "total_cpu_s": record["process_cpu_s"], "wall_s": record["wall_s"],
-                             "tasks": task_scores(root, name)})
+                             "recipe": recipe(name, args.overrides), "tasks": task_scores(root, name)})
         finish = finish_cpu_s(root, Path(tmp) / "figures")
     if args.backend == "local":  # no stage split from a job process: the total per job is the number
         result = {"load_average": load, "cores": os.cpu_count(), "threads": args.threads, "backend": "local",
@@ -160,10 +180,11 @@ def main(argv: list[str] | None = None) -> int:
             args.out.write_text(json.dumps(result, indent=2) + "\n")
         return 0
     keys = ["startup_s", *(f"{s}_s" for s in STAGES), "after_s"]
-    model = cost_model(args.specs)
+    model = cost_model(args.specs, args.overrides)
     mean = {k: sum(r[k] for r in per_spec) / len(per_spec) for k in keys}
     total = sum(mean.values())
-    result = {"cost_model_s": model, "load_average": load, "cores": os.cpu_count(), "threads": args.threads,
+    result = {"cost_model_s": model, "overrides": args.overrides, "load_average": load,
+              "load_average_end": os.getloadavg(), "cores": os.cpu_count(), "threads": args.threads,
               "per_spec": per_spec,
               "mean_per_model_cpu_s": mean, "ratios": {k: v / total for k, v in mean.items()},
               "eval_over_train": mean["evaluate_s"] / mean["train_s"] if mean["train_s"] else None,

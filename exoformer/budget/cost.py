@@ -201,23 +201,31 @@ def estimate(spec: Spec, profile: Profile, *, memory: SpecMemory | None = None) 
 # ---------------------------------------------------------------------------------------------- CPU time
 # A job's CPU seconds on a CPU profile, stage by stage, calibrated against benchmarks/bench_main_job.py (one torch
 # thread per job, as the local backend runs it; results/bench_main_job.json holds the measurement a test checks
-# these against): FLOPs at the profile's `cpu.gflops` for training, forward-only passes faster per FLOP (fp32
+# these against): training FLOPs at the profile's `cpu.gflops`, forward-only passes faster per FLOP (fp32
 # validation CPU_FORWARD_SPEEDUP, bf16 scoring CPU_BF16_SCORING_SPEEDUP), plus the fixed and per-request work that
-# is not arithmetic. CPU time itself rises with the machine's load (the benchmark records it): ~15% between load
-# 11 and 19 on 2 cores.
+# is not arithmetic. The constants are of a shared 2-core machine at load 3-12 (the benchmark records the load). CPU
+# time itself rises with the load: base-s42 trained in 56.8 CPU-s at load 0.4-3.5 and in 65.3 at load 3.7-8.2 (150
+# updates), so an idle machine needs less than these say.
 
-CPU_STARTUP_S = 4.0
-"""Per job: the interpreter, imports, the registry and the plan, before the first stage."""
-CPU_FORWARD_SPEEDUP = 1.5
+CPU_STARTUP_S = 6.0
+"""Per job: the interpreter, imports (torch, the pipeline), the registry and the plan, before the first stage."""
+CPU_TRAIN_SETUP_S = 2.5
+"""Per training run: torch._dynamo (imported by torch's optimisers when they are built), the GPT-2 BPE under the
+compact vocabulary, the model, the data checksums and the final checkpoint."""
+CPU_FORWARD_SPEEDUP = 1.45
 """fp32 forward-only passes (validation) per FLOP against a training step (no backward, no optimiser)."""
-CPU_BF16_SCORING_SPEEDUP = 3.3
-"""Scoring at eval.precision bf16 (the default) per FLOP against a training step: bf16 matmuls and short requests."""
+CPU_BF16_SCORING_SPEEDUP = 2.0
+"""Scoring at eval.precision bf16 (the default) per FLOP against a training step: bf16 matmuls, no backward (the
+model's forward is ~60% of the smoke evaluate stage under cProfile, the rest lm-eval's prompts and tokenizing)."""
 CPU_EVAL_SETUP_S = 2.5
 """Per evaluation: lm-eval's and datasets' imports, the task configs, the tokenizer and the task files."""
-CPU_EVAL_S_PER_REQUEST = 0.00175
-"""Per loglikelihood request: lm-eval renders its few-shot prompt from Jinja templates, and it is tokenized."""
-CPU_ANALYSE_S = 0.3
+CPU_EVAL_S_PER_REQUEST = 0.0016
+"""Per loglikelihood request: lm-eval builds its few-shot prompt (templates compiled once, exoformer/eval/templates.py)
+and it is tokenized."""
+CPU_ANALYSE_S = 0.5
 """The probes and spike scores of the analyse stage (a few sequences: fixed work at the smoke scale)."""
+CPU_TABLE_S = 5.0
+"""Once per `run TABLE` after its jobs: the table and its figures (bench_main_job.py's `finish`)."""
 SMOKE_TOKENS_PER_REQUEST = 104
 """Mean tokens per 5-shot smoke request (context + continuation; exoformer/eval/request_stats.py on the smoke
 suite with the smoke tokenizer: 277,171 tokens in 2,664 requests)."""
@@ -258,13 +266,25 @@ def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True) -> di
     eval_forward = (requests * min(per_request, spec.model.seq_len)
                     * forward_flops_per_token(spec.model, spec.model.seq_len))
     stages = {"startup": CPU_STARTUP_S,
-              "train": (training_flops(spec) + in_run_val) / rate if train else 0.0,
+              "train": CPU_TRAIN_SETUP_S + training_flops(spec) / rate + in_run_val / (rate * CPU_FORWARD_SPEEDUP)
+              if train else 0.0,
               "validate": t.final_val_tokens * forward / (rate * CPU_FORWARD_SPEEDUP),
               "evaluate": CPU_EVAL_SETUP_S + requests * CPU_EVAL_S_PER_REQUEST
               + eval_forward / (rate * (CPU_BF16_SCORING_SPEEDUP if spec.eval.precision == "bf16"
                                         else CPU_FORWARD_SPEEDUP)),
               "analyse": CPU_ANALYSE_S if spec.analysis.enabled else 0.0}
     return stages
+
+
+def local_wall_seconds(job_seconds: list[float], slots: int, *, serial_s: float = 0.0) -> float:
+    """Wall seconds of jobs run as the local backend runs them: in queue order, each to the first free slot (`slots`
+    jobs side by side, one torch thread and one free core each), plus `serial_s` (the launcher's start and the table
+    after the jobs)."""
+    ends = [0.0] * max(1, slots)
+    for seconds in job_seconds:
+        first = min(range(len(ends)), key=ends.__getitem__)
+        ends[first] += seconds
+    return max(ends) + serial_s
 
 
 # ---------------------------------------------------------------------------------------------- memory

@@ -74,6 +74,7 @@ def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathL
         from lm_eval.tasks import TaskManager
 
         from exoformer.eval.lm import ExoLM
+        from exoformer.eval.templates import compiled_templates
         from exoformer.train.distributed import group_rank_and_size
 
         split = splits_across_ranks(limit)
@@ -82,7 +83,7 @@ def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathL
         lm = model if isinstance(model, LM) else ExoLM(model, tokenizer, batch_size=batch_size, device=device,
                                                       precision=check_scoring_precision(precision),
                                                       data_parallel=split)
-        with dataset_cache_errors(cache / "datasets", data_dir):
+        with dataset_cache_errors(cache / "datasets", data_dir), compiled_templates():
             results = lm_eval.simple_evaluate(
                 model=lm, tasks=configs, num_fewshot=num_fewshot, batch_size=batch_size, device=device,
                 limit=limit, log_samples=keep_samples, task_manager=TaskManager(include_defaults=False),

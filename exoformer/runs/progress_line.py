@@ -23,8 +23,8 @@ from typing import TextIO
 from exoformer.rundir import PENDING, RUNNING, RunDir, parse_time
 from exoformer.train.progress import duration
 
-POST_TRAIN_SHARE = 0.25
-"""Validate + evaluate + analyse over train, per job: 0.23 at the smoke preset (benchmarks/bench_main_job.py)."""
+POST_TRAIN_SHARE = 0.35
+"""Validate + evaluate + analyse over train, per job: 0.34-0.37 at the smoke preset (results/bench_main_job.json)."""
 MAX_SHOWN = 3
 """Running jobs named on the line; the rest are counted."""
 

@@ -25,9 +25,9 @@ from exoformer.train.loop import train
 
 pytestmark = pytest.mark.slow
 
-SEPARATION_STEPS = 150  # the smoke preset's own step count
+SEPARATION_STEPS = Registry().resolve("base-s42", preset="smoke").train.steps  # the smoke preset's own step count
 LIMIT = 40
-OVERRIDES = [f"train.steps={SEPARATION_STEPS}", f"train.checkpoint_every={SEPARATION_STEPS}", "train.val_every=75",
+OVERRIDES = [f"train.checkpoint_every={SEPARATION_STEPS}", f"train.val_every={SEPARATION_STEPS // 2}",
              "train.final_val_tokens=8192", f"eval.limit={LIMIT}"]
 
 

@@ -2,7 +2,8 @@
 
 results/bench_main_job.json holds stage-time measurements of benchmarks/bench_main_job.py (CPU seconds per stage
 of smoke jobs at one torch thread, as the local backend runs them); each stage the cost model prices must be within
-30% of each, so that `plan`'s CPU-minutes say what a run costs. The README's figures are checked against `plan`, so
+30% of each, and `plan` within 30% of the whole main job measured (`main_job`), so that `plan`'s CPU-minutes say
+what a run costs. The README's figures are checked against `plan`, so
 a change of the cost model or the registry that moves them fails here until the README says the new number.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from exoformer.budget.cost import cpu_stage_seconds
+from exoformer.budget.cost import CPU_STARTUP_S, CPU_TABLE_S, cpu_stage_seconds, local_wall_seconds
 from exoformer.checkpoint_import.checkpoint_run import eval_cost
 from exoformer.registry.profiles import load_profile
 from exoformer.registry.registry import Registry
@@ -36,6 +37,13 @@ def rows(measured: dict) -> list[dict]:
     return [row for run in measured["runs"] for row in run["per_spec"]]
 
 
+def test_the_measurements_are_of_the_current_smoke_recipe(measured):
+    """A change of the smoke recipe must come with a new measurement (benchmarks/bench_main_job.py --out)."""
+    reg = Registry()
+    for row in rows(measured):
+        assert row["recipe"] == recipe(reg.resolve(row["spec"], preset="smoke")), row["spec"]
+
+
 def test_cpu_cost_model_is_within_30_percent_of_the_measured_stages(measured):
     """Per stage and in total; a sub-second stage (analyse) within NOISE_S, the timer's noise at that size."""
     reg, cpu = Registry(), load_profile("cpu")
@@ -50,6 +58,15 @@ def test_cpu_cost_model_is_within_30_percent_of_the_measured_stages(measured):
         assert abs(sum(model.values()) - total) <= TOLERANCE * total
 
 
+def test_plan_prices_the_measured_main_job_within_30_percent(measured, tmp_path):
+    """The whole main job (every process of `run table1 --preset smoke`) against plan's CPU-minutes plus the table."""
+    job = measured["main_job"]
+    reg = Registry()
+    assert job["recipe"] == recipe(reg.resolve("base-s42", preset="smoke"))
+    estimate = main_job_figures(reg, tmp_path)["cpu_minutes"] * 60 + CPU_STARTUP_S + CPU_TABLE_S
+    assert abs(estimate - job["cpu_s"]) <= TOLERANCE * job["cpu_s"], (estimate, job["cpu_s"])
+
+
 def test_checkpoint_evaluation_cost_is_the_measured_stages_after_training(measured):
     """A checkpoint run imports instead of training; the rest of the job is the same stages."""
     reg, cpu = Registry(), load_profile("cpu")
@@ -60,11 +77,33 @@ def test_checkpoint_evaluation_cost_is_the_measured_stages_after_training(measur
         assert abs(estimate - seen) <= TOLERANCE * seen
 
 
+def recipe(spec) -> dict:
+    """The fields of a smoke spec that set its stages' work (what benchmarks/bench_main_job.py records)."""
+    t = spec.train
+    return {"steps": t.steps, "batch_tokens": t.batch_tokens, "val_every": t.val_every, "val_batches": t.val_batches,
+            "final_val_tokens": t.final_val_tokens, "eval_suite": spec.eval.suite, "eval_limit": spec.eval.limit}
+
+
+def main_job_figures(reg: Registry, runs_root) -> dict[str, float]:
+    """The README's figures of the main job, from `plan` and the cost model it prices with: CPU-minutes, the
+    shares of training and evaluation, and the minutes of two jobs side by side on 2 cores (the local backend's
+queue: exoformer/budget/cost.py local_wall_seconds)."""
+    planned = plan(reg, "table1", preset="smoke", runs_root=runs_root)
+    cpu = load_profile("cpu")
+    stages = [cpu_stage_seconds(p.spec, cpu) for p in planned]
+    total = sum(sum(s.values()) for s in stages)
+    wall = local_wall_seconds([sum(s.values()) for s in stages], 2, serial_s=CPU_STARTUP_S + CPU_TABLE_S)
+    return {"cpu_minutes": totals(planned)["cpu_minutes"], "train": sum(s["train"] for s in stages) / total,
+            "evaluate": sum(s["evaluate"] for s in stages) / total, "wall_minutes": wall / 60.0}
+
+
 def test_readme_cost_figures_are_what_plan_prints(tmp_path):
     reg = Registry()
-    readme = (REPO / "README.md").read_text()
-    smoke = totals(plan(reg, "table1", preset="smoke", runs_root=tmp_path))["cpu_minutes"]
-    assert f"({smoke:.1f} CPU-minutes by `plan`," in readme
+    readme = " ".join((REPO / "README.md").read_text().split())
+    smoke = main_job_figures(reg, tmp_path)
+    assert f"({smoke['cpu_minutes']:.1f} CPU-minutes by `plan`," in readme
+    assert f"training is {smoke['train']:.0%} of it, evaluation {smoke['evaluate']:.0%};" in readme
+    assert f"two jobs side by side on 2 cores make that about {smoke['wall_minutes']:.1f} minutes" in readme
     paper = plan(reg, "table1", runs_root=tmp_path)
     assert f"Training Table 1 costs ~{totals(paper)['gpu_hours']:.0f} GPU-hours" in readme
     h100 = load_profile("h100")

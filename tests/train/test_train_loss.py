@@ -56,3 +56,26 @@ def test_chunked_loss_without_gradients_equals_the_unchunked_loss():
         theirs = lm_loss(hidden @ weight.T, targets, 1e-4)
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("tokens, recomputed", [(16, False), (17, True)])
+def test_only_a_loss_of_several_chunks_is_recomputed_in_the_backward(monkeypatch, tokens, recomputed):
+    """One chunk's logits are alive at the backward's start either way; recomputing them would only cost time."""
+    import exoformer.train.loss as loss_module
+
+    calls = []
+    real = loss_module.checkpoint
+    monkeypatch.setattr(loss_module, "checkpoint", lambda *a, **k: calls.append(1) or real(*a, **k))
+    torch.manual_seed(2)
+    hidden = torch.randn(1, tokens, 8, requires_grad=True)
+    weight = torch.randn(30, 8, requires_grad=True)
+    targets = torch.randint(0, 30, (1, tokens))
+    loss, _, _ = chunked_lm_loss(hidden, weight, targets, 1e-2, chunk_tokens=16)
+    loss.backward()
+    assert bool(calls) is recomputed
+    ref_hidden, ref_weight = hidden.detach().clone().requires_grad_(), weight.detach().clone().requires_grad_()
+    ref_loss, _, _ = lm_loss(ref_hidden @ ref_weight.T, targets, 1e-2)
+    ref_loss.backward()
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(hidden.grad, ref_hidden.grad, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(weight.grad, ref_weight.grad, rtol=1e-6, atol=1e-6)
