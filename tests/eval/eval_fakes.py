@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import torch
+from lm_eval.api.model import LM
 from torch import nn
 
 from exoformer.eval.suites import PAPER_TASKS, builtin_config, named_splits
@@ -103,3 +104,21 @@ def write_task_dir(root: Path, *, n: int = 6, tasks=PAPER_TASKS, seed: int = 0) 
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("".join(json.dumps(row) + "\n" for row in fake_rows(task, n, rng)))
     return root
+
+
+class RecordingLM(LM):
+    """Scores a continuation by its length (longest wins) and records every request lm-eval makes."""
+
+    def __init__(self):
+        super().__init__()
+        self.requests = []
+
+    def loglikelihood(self, requests, disable_tqdm=False):
+        self.requests += [r.args for r in requests]
+        return [(float(len(cont)), False) for _, cont in (r.args for r in requests)]
+
+    def loglikelihood_rolling(self, requests, disable_tqdm=False):
+        raise NotImplementedError
+
+    def generate_until(self, requests, disable_tqdm=False):
+        raise NotImplementedError

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from lm_eval.api.model import LM
 
 from exoformer.errors import UserError
 from exoformer.eval.run import DEFAULT_SEEDS, evaluate, long_rows
 from exoformer.eval.suites import PAPER_TASKS
 
 sys.path.insert(0, str(Path(__file__).parent))
-from eval_fakes import CharTokenizer, TinyCausalLM, write_task_dir  # noqa: E402
+from eval_fakes import CharTokenizer, RecordingLM, TinyCausalLM, write_task_dir  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -29,24 +28,6 @@ def no_network(monkeypatch):
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
-
-
-class RecordingLM(LM):
-    """Scores a continuation by its length (longest wins) and records every request lm-eval makes."""
-
-    def __init__(self):
-        super().__init__()
-        self.requests = []
-
-    def loglikelihood(self, requests, disable_tqdm=False):
-        self.requests += [r.args for r in requests]
-        return [(float(len(cont)), False) for _, cont in (r.args for r in requests)]
-
-    def loglikelihood_rolling(self, requests, disable_tqdm=False):
-        raise NotImplementedError
-
-    def generate_until(self, requests, disable_tqdm=False):
-        raise NotImplementedError
 
 
 def test_paper_suite_runs_offline_through_simple_evaluate(tmp_path, no_network):

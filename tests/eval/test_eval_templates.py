@@ -3,31 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import sys
+from pathlib import Path
 
 import pytest
 from lm_eval import utils
-from lm_eval.api.model import LM
 
 from exoformer.eval import templates
 from exoformer.eval.run import evaluate
 
-
-class RecordingLM(LM):
-    """Scores a continuation by its length and records every request lm-eval makes, in order."""
-
-    def __init__(self):
-        super().__init__()
-        self.requests = []
-
-    def loglikelihood(self, requests, disable_tqdm=False):
-        self.requests += [r.args for r in requests]
-        return [(float(len(cont)), False) for _, cont in (r.args for r in requests)]
-
-    def loglikelihood_rolling(self, requests, disable_tqdm=False):
-        raise NotImplementedError
-
-    def generate_until(self, requests, disable_tqdm=False):
-        raise NotImplementedError
+sys.path.insert(0, str(Path(__file__).parent))
+from eval_fakes import RecordingLM  # noqa: E402
 
 
 def smoke_requests(tmp_path, monkeypatch, *, cached: bool) -> tuple[list, dict]:
