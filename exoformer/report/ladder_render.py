@@ -62,6 +62,12 @@ def render_forecast(f: TableForecast, prices: dict[str, tuple[str, float]]) -> s
         lines.append(f"  {row:<{width}} E {law.E:.3f}  A {law.A:.4g}  alpha {law.alpha:.3f}  B {law.B:.4g}  "
                      f"beta {law.beta:.3f}  (n={law.n}, residual sd {law.sigma:.3g}, {law.dof} dof; "
                      f"target N {count(t.params)})")
+    weak = {row: law.weak_spots() for row, law in f.laws.items() if law.weak_spots()}
+    if weak:
+        spots = sorted({spot for row_spots in weak.values() for spot in row_spots})
+        lines.append(f"caution: the ladder does not pin the law down for {len(weak)} of {len(f.laws)} rows "
+                     f"({', '.join(weak)}): {'; '.join(spots)}; the forecasts below extrapolate a form these runs "
+                     "do not support (docs/forecast.md)")
     lines.append("loss -> accuracy (%), pooled over the ladder's rows: "
                  "chance + (top - chance) / (1 + exp(k (L - L0))):")
     for task, fit in f.accuracy.items():
@@ -138,7 +144,8 @@ def forecast_json(f: TableForecast, prices: dict[str, tuple[str, float]]) -> dic
     return {"table": f.table, "ladder": f.group, "preset": f.preset, "comparable": not f.comparable,
             "not_comparable": f.comparable or None,
             "laws": {row: {"E": law.E, "A": law.A, "alpha": law.alpha, "B": law.B, "beta": law.beta, "n": law.n,
-                           "sigma": law.sigma, "params": f.targets[row].params, "tokens": f.targets[row].tokens}
+                           "sigma": law.sigma, "params": f.targets[row].params, "tokens": f.targets[row].tokens,
+                           "weak_spots": law.weak_spots()}
                      for row, law in f.laws.items()},
             "cells": [{"row": c.row, "column": c.column, "forecast": c.value, "lo": c.lo, "hi": c.hi,
                        "why": c.why or None, "paper": c.paper, "ours": c.ours} for c in f.cells.values()],

@@ -57,6 +57,16 @@ class LawFit:
     def dof(self) -> int:
         return self.n - N_PARAMS
 
+    def weak_spots(self) -> list[str]:
+        """Why the ladder does not pin this law down, if it does not: the floor held at zero, an exponent outside
+        the range the fit searches, one residual degree of freedom. Its forecasts then extrapolate a form the runs
+        do not support, however wide their intervals."""
+        low, high = float(_EXPONENT_GRID[0]), float(_EXPONENT_GRID[-1])
+        spots = ["the floor E held at 0"] if self.E <= 1e-9 else []
+        spots += [f"{name} outside the searched {low:g}-{high:g}"
+                  for name, value in (("alpha", self.alpha), ("beta", self.beta)) if not low <= value <= high]
+        return spots + ([f"{self.dof} residual dof"] if self.dof < 2 else [])
+
     def predict(self, params, tokens) -> np.ndarray:
         """The law's expected loss at each (params, tokens)."""
         x, y = np.broadcast_arrays(np.atleast_1d(np.asarray(params, float)) / self.n0,

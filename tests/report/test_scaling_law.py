@@ -165,3 +165,21 @@ def test_a_bad_at_or_bootstrap_is_refused(tmp_path, _predict):
     assert "PARAMS:TOKENS" in _predict("--points", str(csv_file), "--at", "450M").stderr
     done = _predict("--points", str(csv_file), "--at", "450M:10B", "--bootstrap", "1000000000")
     assert done.returncode == 2 and "bootstrap" in done.stderr
+
+
+def test_a_law_the_ladder_pins_down_has_no_weak_spots():
+    params, tokens = ladder()
+    rng = np.random.default_rng(5)
+    fits = [fit_law(params, tokens, law(params, tokens) + rng.normal(0, 0.003, len(params)), bootstrap=50, seed=i)
+            for i in range(20)]
+    assert [f.weak_spots() for f in fits] == [[]] * 20
+
+
+def test_a_ladder_far_from_the_law_names_its_weak_spots():
+    # 3 sizes x 2 budgets whose loss halves between budgets (early training): the fit holds E at 0, needs a
+    # steep token exponent and keeps one residual dof, as the CPU smoke ladder does (docs/forecast.md).
+    params, tokens = (a.ravel() for a in np.meshgrid([2e5, 3.3e5, 6e5], [92e3, 184e3]))
+    loss = np.array([1.72, 1.63, 1.55, 0.86, 0.83, 0.80]) * np.array([1.0, 1.0, 1.0, 1.0, 1.01, 0.99])
+    spots = fit_law(params, tokens, loss, bootstrap=50).weak_spots()
+    assert "1 residual dof" in spots
+    assert any(spot.startswith(("the floor E", "alpha", "beta")) for spot in spots)
