@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import make_run, registry, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
+from exoformer.registry.registry import Registry  # noqa: E402
 from exoformer.registry.tables import DEFAULT_CONVENTION, TASKS  # noqa: E402
 from exoformer.report import compare_figure  # noqa: E402
 from exoformer.report.compare_operands import parse_operand, read_operands  # noqa: E402
@@ -105,7 +106,8 @@ def test_the_header_names_exactly_the_keys_that_differ(runs, capsys):
                  str(root)]) == 0
     out = capsys.readouterr().out
     assert sorted(_differs(out)) == ["eval.limit", "train.steps"]
-    assert "train.steps (A 150, B 30)" in out and "eval.limit (A null, B 8)" in out
+    steps = Registry().resolve("base-s42", preset="smoke").train.steps
+    assert f"train.steps (A {steps}, B 30)" in out and "eval.limit (A null, B 8)" in out
     assert "B: base-s42@smoke+train.steps=30,eval.limit=8  (run " in out
     assert "overrides train.steps=30,eval.limit=8" in out
     notes = [line for line in out.splitlines() if line.startswith("not comparable")]
