@@ -151,7 +151,10 @@ def test_ctrl_c_marks_interrupted_then_a_plain_run_resumes(tmp_path):
     env.pop("SLURM_CONF", None)
     args = ["--preset", "smoke", "--set", "train.steps=400", "--set", "train.checkpoint_every=5"]
     cmd = [sys.executable, str(REPO / "reproduce.py"), "run", "base-s42", *args, "--backend", "local"]
-    launcher = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    # A terminal's Ctrl-C: the launcher starts with SIGINT at its default even where the suite itself runs with it
+    # ignored (a background job of a non-interactive shell), or Python would never raise KeyboardInterrupt in it.
+    launcher = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     spec = Registry().resolve("base-s42", preset="smoke", overrides=args[3::2])
     rd = RunDir(runs.run_dir_for(spec, tmp_path))
     deadline = time.monotonic() + 240
