@@ -62,7 +62,7 @@ def render_forecast(f: TableForecast, prices: dict[str, tuple[str, float]]) -> s
         lines.append(f"  {row:<{width}} E {law.E:.3f}  A {law.A:.4g}  alpha {law.alpha:.3f}  B {law.B:.4g}  "
                      f"beta {law.beta:.3f}  (n={law.n}, residual sd {law.sigma:.3g}, {law.dof} dof; "
                      f"target N {count(t.params)})")
-    weak = {row: law.weak_spots() for row, law in f.laws.items() if law.weak_spots()}
+    weak = {row: spots for row, law in f.laws.items() if (spots := law.weak_spots())}
     if weak:
         spots = sorted({spot for row_spots in weak.values() for spot in row_spots})
         lines.append(f"caution: the ladder does not pin the law down for {len(weak)} of {len(f.laws)} rows "
