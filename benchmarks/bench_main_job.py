@@ -121,7 +121,8 @@ def recipe(name: str, overrides: list[str]) -> dict:
     spec = Registry().resolve(name, preset="smoke", overrides=overrides)
     t = spec.train
     return {"steps": t.steps, "batch_tokens": t.batch_tokens, "val_every": t.val_every, "val_batches": t.val_batches,
-            "final_val_tokens": t.final_val_tokens, "eval_suite": spec.eval.suite, "eval_limit": spec.eval.limit}
+            "final_val_tokens": t.final_val_tokens, "eval_suite": spec.eval.suite, "eval_limit": spec.eval.limit,
+            "eval_shots": spec.eval.num_fewshot}
 
 
 def cost_model(specs: list[str], overrides: list[str]) -> dict[str, float]:

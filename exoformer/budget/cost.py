@@ -203,9 +203,9 @@ def estimate(spec: Spec, profile: Profile, *, memory: SpecMemory | None = None) 
 # thread per job, as the local backend runs it; results/bench_main_job.json holds the measurement a test checks
 # these against): training FLOPs at the profile's `cpu.gflops`, forward-only passes faster per FLOP (fp32
 # validation CPU_FORWARD_SPEEDUP, bf16 scoring CPU_BF16_SCORING_SPEEDUP), plus the fixed and per-request work that
-# is not arithmetic. The constants are of a shared 2-core machine at load 3-12 (the benchmark records the load). CPU
-# time itself rises with the load: base-s42 trained in 56.8 CPU-s at load 0.4-3.5 and in 65.3 at load 3.7-8.2 (150
-# updates), so an idle machine needs less than these say.
+# is not arithmetic. The constants are of the 2-core machine idle (load below 1 at the start; the benchmark records
+# the load). CPU time itself rises with the load: base-s42 trained 120 updates in 53.0 CPU-s at load 0.6-2.7 and in
+# 56.5 at load ~10, so a machine with other work on it needs up to ~10-15% more than these say.
 
 CPU_STARTUP_S = 6.0
 """Per job: the interpreter, imports (torch, the pipeline), the registry and the plan, before the first stage."""
@@ -219,16 +219,17 @@ CPU_BF16_SCORING_SPEEDUP = 2.0
 model's forward is ~60% of the smoke evaluate stage under cProfile, the rest lm-eval's prompts and tokenizing)."""
 CPU_EVAL_SETUP_S = 2.5
 """Per evaluation: lm-eval's and datasets' imports, the task configs, the tokenizer and the task files."""
-CPU_EVAL_S_PER_REQUEST = 0.0016
+CPU_EVAL_S_PER_REQUEST = 0.0008
 """Per loglikelihood request: lm-eval builds its few-shot prompt (templates compiled once, exoformer/eval/templates.py)
-and it is tokenized."""
+and it is tokenized (fitted at the smoke preset's 2 shots)."""
 CPU_ANALYSE_S = 0.5
 """The probes and spike scores of the analyse stage (a few sequences: fixed work at the smoke scale)."""
 CPU_TABLE_S = 5.0
 """Once per `run TABLE` after its jobs: the table and its figures (bench_main_job.py's `finish`)."""
-SMOKE_TOKENS_PER_REQUEST = 104
-"""Mean tokens per 5-shot smoke request (context + continuation; exoformer/eval/request_stats.py on the smoke
-suite with the smoke tokenizer: 277,171 tokens in 2,664 requests)."""
+SMOKE_TOKENS_ZERO_SHOT, SMOKE_TOKENS_PER_SHOT = 15.4, 17.7
+"""Mean tokens per smoke request (context + continuation) = 15.4 + 17.7 per shot: exoformer/eval/request_stats.py on
+the smoke suite with the smoke tokenizer gives 41,091 / 88,321 / 135,527 / 277,171 tokens in 2,664 requests at 0 / 1
+/ 2 / 5 shots."""
 
 
 def forward_flops_per_token(model: ModelConfig, seq_len: int) -> float:
@@ -245,7 +246,8 @@ def eval_requests(spec: Spec) -> tuple[int, float]:
         requests = sum(n_choices * (list(SPLITS[task].values())[-1] if limit is None
                                     else min(limit, list(SPLITS[task].values())[-1]))
                        for task, n_choices in N_CHOICES.items())
-        return requests, float(min(SMOKE_TOKENS_PER_REQUEST, spec.model.seq_len))
+        per_request = SMOKE_TOKENS_ZERO_SHOT + SMOKE_TOKENS_PER_SHOT * spec.eval.num_fewshot
+        return requests, float(min(per_request, spec.model.seq_len))
     from exoformer.eval.task_facts import TASK_FACTS
 
     counts = [(f.choices * (f.documents if limit is None else min(f.documents, limit)), f.tokens_per_request)
@@ -276,16 +278,37 @@ def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True) -> di
     return stages
 
 
-def local_wall_seconds(job_seconds: list[float], slots: int, *, serial_s: float = 0.0) -> float:
-    """Wall seconds of jobs run as the local backend runs them: in queue order, each to the first free slot (`slots`
-    jobs side by side, one torch thread and one free core each), plus `serial_s` (the launcher's start and the table
-    after the jobs)."""
-    ends = [0.0] * max(1, slots)
-    for seconds in job_seconds:
-        first = min(range(len(ends)), key=ends.__getitem__)
-        ends[first] += seconds
-    return max(ends) + serial_s
+def local_wall_seconds(job_seconds: list[float], slots: int, *, cores: int | None = None,
+                       serial_s: float = 0.0) -> float:
+    """Wall seconds of jobs run as the local backend runs them: in queue order, each to the first free slot, `slots`
+    one-thread jobs side by side on `cores` cores (default: one core per slot), plus `serial_s` (the launcher's
+    start and the table after the jobs). A job alone on a core takes its `job_seconds`; when more jobs run than
+    there are cores they share them evenly (each at cores/running of its speed), as the kernel's scheduler does."""
+    slots, cores = max(1, slots), max(1, cores or slots)
+    queue, running, now = list(job_seconds), [], 0.0  # running: CPU seconds each job still needs
+    while queue or running:
+        while queue and len(running) < slots:
+            running.append(float(queue.pop(0)))
+        speed = min(1.0, cores / len(running))
+        step = min(running) / speed
+        now += step
+        running = [left - step * speed for left in running]
+        running = [left for left in running if left > 1e-9]
+    return now + serial_s
 
+
+def balanced_slots(n_jobs: int, cores: int) -> int:
+    """Jobs to run side by side so that `n_jobs` equal one-thread jobs keep `cores` cores busy to the end.
+
+    One job per core leaves cores idle in the last round when `n_jobs` is not a multiple of `cores` (nine jobs on two
+    cores: the ninth runs alone, 5 job-lengths in all). A few more slots than cores share the cores instead (three
+    side by side: 4.5 job-lengths, the least possible). The fewest slots, at most twice the cores, with the shortest
+    wall time of equal jobs under local_wall_seconds; `cores` when there are no more jobs than cores."""
+    cores = max(1, cores)
+    if n_jobs <= cores:
+        return cores
+    options = range(cores, min(n_jobs, 2 * cores) + 1)
+    return min(options, key=lambda slots: (round(local_wall_seconds([1.0] * n_jobs, slots, cores=cores), 9), slots))
 
 # ---------------------------------------------------------------------------------------------- memory
 

@@ -1,7 +1,7 @@
 """lm-eval's prompt templates compiled once per evaluation instead of once per document field.
 
 lm-eval 0.4.13's `lm_eval.utils.apply_template` calls `env.from_string(template)` at every call, and a task calls
-it for each document's text, target and choices: the smoke suite's 5-shot evaluation compiled 11,544 Jinja
+it for each document's text, target and choices: the smoke suite's evaluation at 5 shots compiled 11,544 Jinja
 templates (a few dozen distinct ones), a third of the evaluate stage's CPU time
 (benchmarks/bench_main_job.py). `compiled_templates()` swaps in the same function with the compiled template
 kept per template string, in lm-eval's own Jinja environment, so every prompt renders to the same string.

@@ -163,5 +163,5 @@ def _backend(registry: Registry, planned: list[PlannedRun], options: LaunchOptio
     preset_profile = registry.presets[specs[0].preset].profile if specs else None
     return make_backend(options.backend, profile_name=profile_name, preset_profile=preset_profile,
                         concurrency=options.jobs, timeout_min=options.timeout_min, threads=options.threads,
-                        profile_overrides=profile_sets)
+                        profile_overrides=profile_sets, expected_jobs=sum(1 for p in planned if p.launches))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from exoformer.budget.cost import CPU_STARTUP_S, CPU_TABLE_S, cpu_stage_seconds, local_wall_seconds
+from exoformer.budget.cost import CPU_STARTUP_S, CPU_TABLE_S, balanced_slots, cpu_stage_seconds, local_wall_seconds
 from exoformer.checkpoint_import.checkpoint_run import eval_cost
 from exoformer.registry.profiles import load_profile
 from exoformer.registry.registry import Registry
@@ -81,20 +81,22 @@ def recipe(spec) -> dict:
     """The fields of a smoke spec that set its stages' work (what benchmarks/bench_main_job.py records)."""
     t = spec.train
     return {"steps": t.steps, "batch_tokens": t.batch_tokens, "val_every": t.val_every, "val_batches": t.val_batches,
-            "final_val_tokens": t.final_val_tokens, "eval_suite": spec.eval.suite, "eval_limit": spec.eval.limit}
+            "final_val_tokens": t.final_val_tokens, "eval_suite": spec.eval.suite, "eval_limit": spec.eval.limit,
+            "eval_shots": spec.eval.num_fewshot}
 
 
 def main_job_figures(reg: Registry, runs_root) -> dict[str, float]:
     """The README's figures of the main job, from `plan` and the cost model it prices with: CPU-minutes, the
-    shares of training and evaluation, and the minutes of two jobs side by side on 2 cores (the local backend's
-queue: exoformer/budget/cost.py local_wall_seconds)."""
+    shares of training and evaluation, and the minutes on 2 cores with as many jobs side by side as the local
+    backend runs there (exoformer/budget/cost.py balanced_slots, local_wall_seconds)."""
     planned = plan(reg, "table1", preset="smoke", runs_root=runs_root)
     cpu = load_profile("cpu")
     stages = [cpu_stage_seconds(p.spec, cpu) for p in planned]
     total = sum(sum(s.values()) for s in stages)
-    wall = local_wall_seconds([sum(s.values()) for s in stages], 2, serial_s=CPU_STARTUP_S + CPU_TABLE_S)
+    slots = balanced_slots(len(stages), 2)
+    wall = local_wall_seconds([sum(s.values()) for s in stages], slots, cores=2, serial_s=CPU_STARTUP_S + CPU_TABLE_S)
     return {"cpu_minutes": totals(planned)["cpu_minutes"], "train": sum(s["train"] for s in stages) / total,
-            "evaluate": sum(s["evaluate"] for s in stages) / total, "wall_minutes": wall / 60.0}
+            "evaluate": sum(s["evaluate"] for s in stages) / total, "wall_minutes": wall / 60.0, "slots": slots}
 
 
 def test_readme_cost_figures_are_what_plan_prints(tmp_path):
@@ -103,7 +105,7 @@ def test_readme_cost_figures_are_what_plan_prints(tmp_path):
     smoke = main_job_figures(reg, tmp_path)
     assert f"({smoke['cpu_minutes']:.1f} CPU-minutes by `plan`," in readme
     assert f"training is {smoke['train']:.0%} of it, evaluation {smoke['evaluate']:.0%};" in readme
-    assert f"two jobs side by side on 2 cores make that about {smoke['wall_minutes']:.1f} minutes" in readme
+    assert f"{smoke['slots']} jobs side by side on 2 cores make that about {smoke['wall_minutes']:.1f} minutes" in readme
     paper = plan(reg, "table1", runs_root=tmp_path)
     assert f"Training Table 1 costs ~{totals(paper)['gpu_hours']:.0f} GPU-hours" in readme
     h100 = load_profile("h100")

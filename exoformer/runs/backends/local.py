@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from exoformer.budget.cost import balanced_slots
 from exoformer.environ import quiet_progress_env, temporary_env
 from exoformer.errors import UserError
 from exoformer.limits import check_option
@@ -22,13 +23,18 @@ from exoformer.registry.spec import Spec
 from exoformer.rundir import JOBS_DIR, RunDir, Status
 
 
-def default_concurrency() -> int:
-    """Local jobs side by side: one per core, each with ONE torch thread (unless OMP_NUM_THREADS is set).
+def default_concurrency(n_jobs: int | None = None) -> int:
+    """Local jobs side by side, each with ONE torch thread (unless OMP_NUM_THREADS is set): one per core, or a few
+    more when that keeps every core busy to the end (`n_jobs` known: exoformer.budget.cost.balanced_slots, nine
+    smoke jobs on 2 cores run three at a time).
 
     Measured on the shared 2-core dev machine (gVisor, load ~4 from other work), smoke preset step of 4,096
     tokens: 1 thread ~0.6 s/step, 2 threads ~7 s/step (intra-op threads spin against other processes). So a
     table runs as parallel 1-thread processes, never as multi-threaded ones."""
-    return max(1, os.cpu_count() or 1)
+    cores = max(1, os.cpu_count() or 1)
+    if n_jobs is None:
+        return cores
+    return balanced_slots(n_jobs, cores)
 
 
 class LocalBackend:
@@ -41,7 +47,7 @@ class LocalBackend:
 
     def __init__(self, *, concurrency: int | None = None, timeout_min: float = 60.0, signal_delay_s: int = 30,
                  max_requeues: int = 3, threads_per_job: int | None = None, poll_s: float = 0.2,
-                 profile: Profile | None = None) -> None:
+                 profile: Profile | None = None, expected_jobs: int | None = None) -> None:
         if concurrency is not None and concurrency < 1:
             raise UserError(f"must be >= 1, got {concurrency}", where="--jobs", fix="use --jobs 2")
         if threads_per_job is not None and threads_per_job < 1:
@@ -52,7 +58,7 @@ class LocalBackend:
         for value, option in ((concurrency, "--jobs"), (threads_per_job, "--threads"), (timeout_min, "--timeout-min")):
             if value is not None:
                 check_option(value, option)
-        self.concurrency = concurrency or default_concurrency()
+        self.concurrency = concurrency or default_concurrency(expected_jobs)
         self.parallel_jobs = self.concurrency
         self.timeout_min = float(timeout_min)
         self.signal_delay_s = int(min(signal_delay_s, max(1, self.timeout_min * 60 / 4)))
