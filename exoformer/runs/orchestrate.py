@@ -35,7 +35,8 @@ class LaunchOptions:
     profile: str | None = None
     """Cluster profile in slurm/profiles/ (default: the specs' own, else the preset's)."""
     jobs: int | None = None
-    """local: jobs side by side (default: number of cores)."""
+    """local: jobs side by side (default: the cores, or a few more so that none idles at the end: budget/cost.py
+    balanced_slots)."""
     threads: int | None = None
     """local: torch threads per job (default: $OMP_NUM_THREADS, else 1)."""
     timeout_min: float | None = None

@@ -105,7 +105,8 @@ def test_readme_cost_figures_are_what_plan_prints(tmp_path):
     smoke = main_job_figures(reg, tmp_path)
     assert f"({smoke['cpu_minutes']:.1f} CPU-minutes by `plan`," in readme
     assert f"training is {smoke['train']:.0%} of it, evaluation {smoke['evaluate']:.0%};" in readme
-    assert f"{smoke['slots']} jobs side by side on 2 cores make that about {smoke['wall_minutes']:.1f} minutes" in readme
+    wall = f"{smoke['slots']} jobs side by side on 2 cores make that about {smoke['wall_minutes']:.1f} minutes"
+    assert wall in readme
     paper = plan(reg, "table1", runs_root=tmp_path)
     assert f"Training Table 1 costs ~{totals(paper)['gpu_hours']:.0f} GPU-hours" in readme
     h100 = load_profile("h100")
