@@ -37,6 +37,9 @@ POLL_S = 0.05
 """How often a rank at a meeting point looks at the store."""
 WATCH_S = 0.5
 """How often a rank that may be inside a collective looks at the store for another rank's failure."""
+WATCHER_JOIN_S = 5.0
+"""How long leaving `fail_together` waits for its watcher thread (it wakes at once; a store call to a vanished host
+can block longer, and that host's store is not this process's to tear down)."""
 ACK_WAIT_S = 10.0
 """How long a failing store host stays up so that the waiting ranks can read its message."""
 TIMEOUT_ENV = "EXOFORMER_DIST_TIMEOUT_S"
@@ -276,6 +279,9 @@ def fail_together(env: DistEnv | None = None) -> Iterator[None]:
                 _link.store.add("left", 1)
     finally:
         watcher.stop()
+        # joined, so that no thread is inside a store call while the store host's process exits (torch's TCPStore
+        # server then ends the process with std::terminate, exit status -6, instead of the rank's own status)
+        watcher.join(timeout=WATCHER_JOIN_S)
         _link = None
 
 

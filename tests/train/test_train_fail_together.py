@@ -32,6 +32,7 @@ def run_two_ranks(data: Path, out: Path, failing: int, where: str) -> list[tuple
     finally:
         for p in procs:
             p.kill()
+    assert not any("WATCHER ALIVE" in text for text in outputs), outputs  # no thread left inside a store call
     return [(p.returncode, text) for p, text in zip(procs, outputs)]
 
 

@@ -8,6 +8,7 @@ before the first barrier). Prints `ERROR <message>` and exits 3 when this rank s
 
 import os
 import sys
+import threading
 from pathlib import Path
 
 import torch
@@ -34,9 +35,18 @@ def main() -> int:
             train(tiny_model(), tiny_train(data, steps=2, val_every=0), out)
     except Exception as err:  # noqa: BLE001 - the test reads the message
         print(f"ERROR {type(err).__name__}: {err}", flush=True)
+        watchers_left()
         return 3
+    watchers_left()
     print("DONE", flush=True)
     return 0
+
+
+def watchers_left() -> None:
+    """Prints `WATCHER ALIVE` when fail_together left its watcher thread running (it may be inside a store call
+    when the process exits)."""
+    if any(t.name == "exoformer-fail-together" and t.is_alive() for t in threading.enumerate()):
+        print("WATCHER ALIVE", flush=True)
 
 
 if __name__ == "__main__":
