@@ -310,6 +310,7 @@ def balanced_slots(n_jobs: int, cores: int) -> int:
     options = range(cores, min(n_jobs, 2 * cores) + 1)
     return min(options, key=lambda slots: (round(local_wall_seconds([1.0] * n_jobs, slots, cores=cores), 9), slots))
 
+
 # ---------------------------------------------------------------------------------------------- memory
 
 

@@ -22,8 +22,8 @@ CASES = [  # variant, layers, width, heads, vocab, seq, micro-batch, precision
     ("gated", 4, 256, 4, 50304, 64, 2, "fp32"),  # weights, gradients and optimiser states dominate
     ("dynamic-e-exoformer", 4, 256, 4, 2048, 256, 8, "official-pure-bf16"),  # activations dominate
     ("e-nuresformer", 4, 256, 4, 2048, 256, 8, "bf16-autocast"),
-    pytest.param("gated", 8, 512, 8, 50304, 64, 2, "fp32", marks=pytest.mark.slow),
-    pytest.param("e-exoformer", 8, 512, 8, 50304, 64, 1, "official-pure-bf16", marks=pytest.mark.slow),  # weights in bf16
+    # weights and optimiser states in bf16, at a size where they dominate
+    pytest.param("e-exoformer", 8, 512, 8, 50304, 64, 1, "official-pure-bf16", marks=pytest.mark.slow),
 ]
 
 
