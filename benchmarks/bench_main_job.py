@@ -114,11 +114,15 @@ def run_child(args: list[str], record_path: Path, threads: int) -> dict:
 
 
 def recipe(name: str, overrides: list[str]) -> dict:
-    """The fields of the measured spec that set its stages' work (tests/harness/test_cost_calibration.py checks that
-    the recorded measurement is of the current smoke recipe)."""
+    """The recipe of the measured spec at the smoke preset (spec_recipe)."""
     from exoformer.registry.registry import Registry
 
-    spec = Registry().resolve(name, preset="smoke", overrides=overrides)
+    return spec_recipe(Registry().resolve(name, preset="smoke", overrides=overrides))
+
+
+def spec_recipe(spec) -> dict:
+    """The fields of a spec that set its stages' work (tests/harness/test_cost_calibration.py checks with this that
+    the recorded measurement is of the current smoke recipe)."""
     t = spec.train
     return {"steps": t.steps, "batch_tokens": t.batch_tokens, "val_every": t.val_every, "val_batches": t.val_batches,
             "final_val_tokens": t.final_val_tokens, "eval_suite": spec.eval.suite, "eval_limit": spec.eval.limit,

@@ -10,6 +10,7 @@ a change of the cost model or the registry that moves them fails here until the 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,9 @@ from exoformer.registry.registry import Registry
 from exoformer.runs.plan import plan, totals
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from bench_main_job import spec_recipe  # noqa: E402  (what the benchmark records as a measurement's recipe)
+
 MEASURED = REPO / "results" / "bench_main_job.json"
 TOLERANCE = 0.30
 NOISE_S = 0.5
@@ -41,7 +45,7 @@ def test_the_measurements_are_of_the_current_smoke_recipe(measured):
     """A change of the smoke recipe must come with a new measurement (benchmarks/bench_main_job.py --out)."""
     reg = Registry()
     for row in rows(measured):
-        assert row["recipe"] == recipe(reg.resolve(row["spec"], preset="smoke")), row["spec"]
+        assert row["recipe"] == spec_recipe(reg.resolve(row["spec"], preset="smoke")), row["spec"]
 
 
 def test_cpu_cost_model_is_within_30_percent_of_the_measured_stages(measured):
@@ -62,7 +66,7 @@ def test_plan_prices_the_measured_main_job_within_30_percent(measured, tmp_path)
     """The whole main job (every process of `run table1 --preset smoke`) against plan's CPU-minutes plus the table."""
     job = measured["main_job"]
     reg = Registry()
-    assert job["recipe"] == recipe(reg.resolve("base-s42", preset="smoke"))
+    assert job["recipe"] == spec_recipe(reg.resolve("base-s42", preset="smoke"))
     estimate = main_job_figures(reg, tmp_path)["cpu_minutes"] * 60 + CPU_STARTUP_S + CPU_TABLE_S
     assert abs(estimate - job["cpu_s"]) <= TOLERANCE * job["cpu_s"], (estimate, job["cpu_s"])
 
@@ -75,14 +79,6 @@ def test_checkpoint_evaluation_cost_is_the_measured_stages_after_training(measur
         seen = sum(row[f"{s}_s"] for s in ("startup", "validate", "evaluate", "analyse"))
         estimate = eval_cost(spec, cpu).cpu_minutes * 60
         assert abs(estimate - seen) <= TOLERANCE * seen
-
-
-def recipe(spec) -> dict:
-    """The fields of a smoke spec that set its stages' work (what benchmarks/bench_main_job.py records)."""
-    t = spec.train
-    return {"steps": t.steps, "batch_tokens": t.batch_tokens, "val_every": t.val_every, "val_batches": t.val_batches,
-            "final_val_tokens": t.final_val_tokens, "eval_suite": spec.eval.suite, "eval_limit": spec.eval.limit,
-            "eval_shots": spec.eval.num_fewshot}
 
 
 def main_job_figures(reg: Registry, runs_root) -> dict[str, float]:
