@@ -83,7 +83,7 @@ def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathL
         lm = model if isinstance(model, LM) else ExoLM(model, tokenizer, batch_size=batch_size, device=device,
                                                       precision=check_scoring_precision(precision),
                                                       data_parallel=split)
-        with dataset_cache_errors(cache / "datasets", data_dir), compiled_templates():
+        with dataset_cache_errors(cache / "datasets", data_dir), compiled_templates(), environment_in_provenance():
             results = lm_eval.simple_evaluate(
                 model=lm, tasks=configs, num_fewshot=num_fewshot, batch_size=batch_size, device=device,
                 limit=limit, log_samples=keep_samples, task_manager=TaskManager(include_defaults=False),
@@ -114,6 +114,32 @@ def dataset_cache_errors(cache: Path, data_dir: str | os.PathLike | None) -> Ite
         raise UserError(f"the dataset cache cannot be read ({type(err).__name__}: {first})", where=str(cache),
                         fix=f"delete that folder (rm -rf {cache}) and run the same command again: the evaluation "
                             f"rebuilds it from the offline task files (if it fails again, {again})") from None
+
+
+ENVIRONMENT_NOTE = "not collected per evaluation: the run's provenance.json records the environment"
+
+
+@contextlib.contextmanager
+def environment_in_provenance() -> Iterator[None]:
+    """lm-eval's simple_evaluate ends by describing the environment with torch.utils.collect_env, which runs pip,
+    lscpu, nvidia-smi and others as child processes: about a CPU-second per evaluation, more than a tenth of a smoke
+    model's evaluation. A run records its environment once, in provenance.json (exoformer/runs/rundirs.py
+    submit_provenance: code identity, package versions, host), so while `evaluate` runs lm-eval's report is
+    replaced by the lm-eval version and a pointer there; every other field of the results is lm-eval's."""
+    import lm_eval.evaluator
+
+    original = lm_eval.evaluator.add_env_info
+
+    def pointer(storage: dict[str, Any]) -> None:
+        from importlib.metadata import version
+
+        storage.update(pretty_env_info=ENVIRONMENT_NOTE, lm_eval_version=version("lm_eval"))
+
+    lm_eval.evaluator.add_env_info = pointer
+    try:
+        yield
+    finally:
+        lm_eval.evaluator.add_env_info = original
 
 
 def _offline_env(cache: Path) -> contextlib.AbstractContextManager:

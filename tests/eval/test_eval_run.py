@@ -112,3 +112,30 @@ def test_long_rows_parse_metric_keys_and_missing_stderr():
     ]
     with pytest.raises(UserError, match="no evaluation results"):
         long_rows({"results": {}}, spec="a", seed=1)
+
+
+def test_the_environment_report_points_at_provenance_and_starts_no_process(tmp_path, monkeypatch):
+    """lm-eval's per-evaluation environment report (torch.utils.collect_env: pip, lscpu, ... as child processes)
+    is replaced while `evaluate` runs by the lm-eval version and a pointer to provenance.json, and put back after."""
+    import subprocess
+
+    import lm_eval.evaluator
+
+    from exoformer.eval.run import ENVIRONMENT_NOTE
+
+    original = lm_eval.evaluator.add_env_info
+    spawned = []
+    real_popen = subprocess.Popen.__init__
+
+    def watch(self, args, *rest, **kwargs):
+        spawned.append(args)
+        return real_popen(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", watch)
+    results = evaluate(TinyCausalLM(seq_len=1024), CharTokenizer(), "smoke", limit=2, batch_size=16,
+                       cache_dir=tmp_path / "hf")
+    assert results["pretty_env_info"] == ENVIRONMENT_NOTE
+    assert results["lm_eval_version"] == "0.4.13"
+    assert lm_eval.evaluator.add_env_info is original
+    assert not [args for args in spawned if "pip" in str(args) or "lscpu" in str(args)]
+    assert results["config"]["fewshot_seed"] == DEFAULT_SEEDS["fewshot_random_seed"]  # the rest is lm-eval's
