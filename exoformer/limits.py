@@ -146,6 +146,9 @@ def check_runs_root_path(root: Any, *, where: str = "--runs-dir") -> None:
                         f"{MAX_COMPONENT_BYTES})", where=where, fix="choose a runs root with shorter directory names")
 
 
+DEFAULT_ITEM_RESAMPLES = 2000
+"""--bootstrap's default (exoformer/report/replication.py): here, so that building the command line needs no scipy."""
+
 OPTION_BOUNDS: dict[str, tuple[float, float]] = {
     "--bootstrap": (200, 100_000),
     "--jobs": (1, 1_024),
@@ -166,7 +169,7 @@ def check_option(value: Any, option: str) -> Any:
     if isinstance(low, int) and isinstance(high, int) and option not in ("--timeout-min", "--interval"):
         if not (is_number and float(value).is_integer() and low <= value <= high):
             raise UserError(f"must be an integer in [{low:,}, {high:,}], got {value!r}", where=option,
-                            fix=f"use {option} {low if option != '--bootstrap' else 2000}")
+                            fix=f"use {option} {low if option != '--bootstrap' else DEFAULT_ITEM_RESAMPLES}")
         return int(value)
     if not (is_number and math.isfinite(value) and low < value <= high):
         raise UserError(f"must be a number in ({low:g}, {high:,}], got {value!r}", where=option,

@@ -66,9 +66,9 @@ def table_verb(args: argparse.Namespace) -> int:
 
 
 def _bootstrap_option(parser: argparse.ArgumentParser) -> None:
-    from exoformer.report.replication import DEFAULT_ITEM_RESAMPLES, ITEM_RESAMPLES_RANGE
+    from exoformer.limits import DEFAULT_ITEM_RESAMPLES, OPTION_BOUNDS
 
-    low, high = ITEM_RESAMPLES_RANGE
+    low, high = OPTION_BOUNDS["--bootstrap"]
     parser.add_argument("--bootstrap", default=str(DEFAULT_ITEM_RESAMPLES), metavar="N",
                         help=f"item resamples behind each claim's item-sampling figure ({low} to {high:,}; default "
                              f"{DEFAULT_ITEM_RESAMPLES})")

@@ -36,7 +36,7 @@ SIGNIFICANT = (REPLICATES, DIRECTION_ONLY, CONTRADICTS)
 KINDS = {"accuracy": "higher", "loss": "lower"}
 """Which side is better for each kind of metric."""
 ALPHA = pw.ALPHA
-DEFAULT_ITEM_RESAMPLES = 2000
+DEFAULT_ITEM_RESAMPLES = limits.DEFAULT_ITEM_RESAMPLES
 ITEM_RESAMPLES_RANGE = limits.OPTION_BOUNDS["--bootstrap"]
 """Bounds on the item resamples: fewer gives a percentile interval noisier than its width; more buys nothing."""
 _CHUNK_CELLS = 1 << 22
