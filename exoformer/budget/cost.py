@@ -207,19 +207,19 @@ def estimate(spec: Spec, profile: Profile, *, memory: SpecMemory | None = None) 
 # the load). CPU time itself rises with the load: base-s42 trained 120 updates in 53.0 CPU-s at load 0.6-2.7 and in
 # 56.5 at load ~10, so a machine with other work on it needs up to ~10-15% more than these say.
 
-CPU_STARTUP_S = 6.0
+CPU_STARTUP_S = 3.0
 """Per job: the interpreter, imports (torch, the pipeline), the registry and the plan, before the first stage."""
 CPU_TRAIN_SETUP_S = 2.5
 """Per training run: torch._dynamo (imported by torch's optimisers when they are built), the GPT-2 BPE under the
 compact vocabulary, the model, the data checksums and the final checkpoint."""
-CPU_FORWARD_SPEEDUP = 1.45
+CPU_FORWARD_SPEEDUP = 1.2
 """fp32 forward-only passes (validation) per FLOP against a training step (no backward, no optimiser)."""
 CPU_BF16_SCORING_SPEEDUP = 2.0
 """Scoring at eval.precision bf16 (the default) per FLOP against a training step: bf16 matmuls, no backward (the
 model's forward is ~60% of the smoke evaluate stage under cProfile, the rest lm-eval's prompts and tokenizing)."""
-CPU_EVAL_SETUP_S = 2.5
+CPU_EVAL_SETUP_S = 0.8
 """Per evaluation: lm-eval's and datasets' imports, the task configs, the tokenizer and the task files."""
-CPU_EVAL_S_PER_REQUEST = 0.0008
+CPU_EVAL_S_PER_REQUEST = 0.0006
 """Per loglikelihood request: lm-eval builds its few-shot prompt (templates compiled once, exoformer/eval/templates.py)
 and it is tokenized (fitted at the smoke preset's 2 shots)."""
 CPU_ANALYSE_S = 0.5
@@ -278,37 +278,45 @@ def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True) -> di
     return stages
 
 
-def local_wall_seconds(job_seconds: list[float], slots: int, *, cores: int | None = None,
-                       serial_s: float = 0.0) -> float:
-    """Wall seconds of jobs run as the local backend runs them: in queue order, each to the first free slot, `slots`
-    one-thread jobs side by side on `cores` cores (default: one core per slot), plus `serial_s` (the launcher's
-    start and the table after the jobs). A job alone on a core takes its `job_seconds`; when more jobs run than
-    there are cores they share them evenly (each at cores/running of its speed), as the kernel's scheduler does."""
-    slots, cores = max(1, slots), max(1, cores or slots)
+CPU_SHARING_SLOWDOWN = 1.1
+"""CPU time of a one-thread job while more jobs than cores share the cores, over its CPU time at one job per core:
+the smoke base-s42 job took 67.9 CPU-s three side by side on 2 cores against 60.9 two side by side (idle machine;
+the jobs take turns on the cores and evict each other's caches)."""
+
+
+def local_slots(queued: int, running: int, cores: int, *, slowdown: float = CPU_SHARING_SLOWDOWN) -> int:
+    """How many jobs the local backend lets run now: one per core, except at the end of a launch. When more jobs are
+    left (`queued` + `running`) than cores but fewer than two rounds of them, they all run together and share the
+    cores, so that no core idles while the last ones finish (nine equal jobs on two cores: three rounds of two, then
+    the last three together, 4.65 job-lengths; three side by side throughout take 4.95, two at a time 5). Only
+    that last round pays the `slowdown` of sharing, and only where it is cheaper than the second round it saves
+    (left x slowdown < 2 x cores: 15 jobs on 8 cores run 8, then 7)."""
+    cores, left = max(1, cores), queued + running
+    return left if cores < left and left * slowdown < 2 * cores else cores
+
+
+def local_wall_seconds(job_seconds: list[float], slots: int | None = None, *, cores: int | None = None,
+                       serial_s: float = 0.0, slowdown: float = CPU_SHARING_SLOWDOWN) -> float:
+    """Wall seconds of jobs run as the local backend runs them: in queue order, each to the first free slot, with
+    `slots` one-thread jobs side by side (None: as many as local_slots allows at each start) on `cores` cores
+    (default: one core per slot), plus `serial_s` (the launcher's start and the table after the jobs). A job alone
+    on a core takes its `job_seconds`; when more jobs run than there are cores they share them evenly, as the
+    kernel's scheduler does, each at cores/running of its speed divided by `slowdown`."""
+    if slots is None and cores is None:
+        raise ValueError("local_wall_seconds needs the cores when the slots follow local_slots")
+    cores = max(1, cores or slots)
     queue, running, now = list(job_seconds), [], 0.0  # running: CPU seconds each job still needs
     while queue or running:
-        while queue and len(running) < slots:
+        allowed = max(1, slots) if slots is not None else local_slots(len(queue), len(running), cores,
+                                                                      slowdown=slowdown)
+        while queue and len(running) < allowed:
             running.append(float(queue.pop(0)))
-        speed = min(1.0, cores / len(running))
+        speed = 1.0 if len(running) <= cores else cores / len(running) / slowdown
         step = min(running) / speed
         now += step
         running = [left - step * speed for left in running]
         running = [left for left in running if left > 1e-9]
     return now + serial_s
-
-
-def balanced_slots(n_jobs: int, cores: int) -> int:
-    """Jobs to run side by side so that `n_jobs` equal one-thread jobs keep `cores` cores busy to the end.
-
-    One job per core leaves cores idle in the last round when `n_jobs` is not a multiple of `cores` (nine jobs on two
-    cores: the ninth runs alone, 5 job-lengths in all). A few more slots than cores share the cores instead (three
-    side by side: 4.5 job-lengths, the least possible). The fewest slots, at most twice the cores, with the shortest
-    wall time of equal jobs under local_wall_seconds; `cores` when there are no more jobs than cores."""
-    cores = max(1, cores)
-    if n_jobs <= cores:
-        return cores
-    options = range(cores, min(n_jobs, 2 * cores) + 1)
-    return min(options, key=lambda slots: (round(local_wall_seconds([1.0] * n_jobs, slots, cores=cores), 9), slots))
 
 
 # ---------------------------------------------------------------------------------------------- memory

@@ -94,8 +94,8 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default=None, help="cluster profile in slurm/profiles/ (slurm: required "
                         "unless the spec names one; local: its time limit, default the preset's)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
-                        help="local backend: jobs side by side (default: the cores, or a few more so that no core "
-                             "idles at the end)")
+                        help="local backend: jobs side by side (default: one per core, the last few together so that "
+                             "no core idles at the end)")
     parser.add_argument("--threads", type=int, default=None, metavar="N",
                         help="local backend: torch threads per job (default: $OMP_NUM_THREADS, else 1)")
     parser.add_argument("--timeout-min", type=float, default=None,

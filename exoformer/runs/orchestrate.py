@@ -35,8 +35,8 @@ class LaunchOptions:
     profile: str | None = None
     """Cluster profile in slurm/profiles/ (default: the specs' own, else the preset's)."""
     jobs: int | None = None
-    """local: jobs side by side (default: the cores, or a few more so that none idles at the end: budget/cost.py
-    balanced_slots)."""
+    """local: jobs side by side (default: one per core, the last few together so that none idles at the end:
+    budget/cost.py local_slots)."""
     threads: int | None = None
     """local: torch threads per job (default: $OMP_NUM_THREADS, else 1)."""
     timeout_min: float | None = None
@@ -164,5 +164,5 @@ def _backend(registry: Registry, planned: list[PlannedRun], options: LaunchOptio
     preset_profile = registry.presets[specs[0].preset].profile if specs else None
     return make_backend(options.backend, profile_name=profile_name, preset_profile=preset_profile,
                         concurrency=options.jobs, timeout_min=options.timeout_min, threads=options.threads,
-                        profile_overrides=profile_sets, expected_jobs=sum(1 for p in planned if p.launches))
+                        profile_overrides=profile_sets)
 

@@ -32,10 +32,9 @@ def check_name(name: str) -> type:
 
 
 def make_backend(name: str, *, profile_name: str | None, preset_profile: str | None, concurrency: int | None,
-                 timeout_min: float | None, threads: int | None = None, profile_overrides: dict | None = None,
-                 expected_jobs: int | None = None) -> InlineBackend | LocalBackend | SlurmBackend:
-    """The backend for `run`; the profile is validated here (unknown profile -> one-line error, exit 2).
-    `expected_jobs` (the plan's launches) sizes the local backend's slots when `concurrency` is not given."""
+                 timeout_min: float | None, threads: int | None = None,
+                 profile_overrides: dict | None = None) -> InlineBackend | LocalBackend | SlurmBackend:
+    """The backend for `run`; the profile is validated here (unknown profile -> one-line error, exit 2)."""
     cls = check_name(name)
     if cls is InlineBackend:
         return InlineBackend()
@@ -46,8 +45,7 @@ def make_backend(name: str, *, profile_name: str | None, preset_profile: str | N
                             where="--profile", fix="use --backend slurm")
         return LocalBackend(concurrency=concurrency, timeout_min=profile.slurm.time_min if timeout_min is None
                             else timeout_min, signal_delay_s=profile.slurm.signal_delay_s,
-                            max_requeues=profile.slurm.max_requeues, threads_per_job=threads, profile=profile,
-                            expected_jobs=expected_jobs)
+                            max_requeues=profile.slurm.max_requeues, threads_per_job=threads, profile=profile)
     if not profile_name:
         raise UserError("the slurm backend needs a cluster profile", where="--profile",
                         fix="pass --profile NAME (one of slurm/profiles/*.yaml)")

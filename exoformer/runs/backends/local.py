@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from exoformer.budget.cost import balanced_slots
+from exoformer.budget.cost import local_slots
 from exoformer.environ import quiet_progress_env, temporary_env
 from exoformer.errors import UserError
 from exoformer.limits import check_option
@@ -23,22 +23,20 @@ from exoformer.registry.spec import Spec
 from exoformer.rundir import JOBS_DIR, RunDir, Status
 
 
-def default_concurrency(n_jobs: int | None = None) -> int:
-    """Local jobs side by side, each with ONE torch thread (unless OMP_NUM_THREADS is set): one per core, or a few
-    more when that keeps every core busy to the end (`n_jobs` known: exoformer.budget.cost.balanced_slots, nine
-    smoke jobs on 2 cores run three at a time).
+def default_concurrency() -> int:
+    """Local jobs side by side, each with ONE torch thread (unless OMP_NUM_THREADS is set): one per core, and at
+    the end of a launch the last few together when that keeps every core busy (exoformer.budget.cost.local_slots:
+    nine smoke jobs on 2 cores run two at a time, then the last three together).
 
     Measured on the shared 2-core dev machine (gVisor, load ~4 from other work), smoke preset step of 4,096
     tokens: 1 thread ~0.6 s/step, 2 threads ~7 s/step (intra-op threads spin against other processes). So a
     table runs as parallel 1-thread processes, never as multi-threaded ones."""
-    cores = max(1, os.cpu_count() or 1)
-    if n_jobs is None:
-        return cores
-    return balanced_slots(n_jobs, cores)
+    return max(1, os.cpu_count() or 1)
 
 
 class LocalBackend:
-    """submitit.LocalExecutor, at most `concurrency` jobs at a time, each with an explicit timeout."""
+    """submitit.LocalExecutor, each job with an explicit timeout: `concurrency` (--jobs) at a time when given, else
+    local_slots' choice as the queue empties (one per core, the last few together)."""
 
     name = "local"
     waits = True
@@ -47,7 +45,7 @@ class LocalBackend:
 
     def __init__(self, *, concurrency: int | None = None, timeout_min: float = 60.0, signal_delay_s: int = 30,
                  max_requeues: int = 3, threads_per_job: int | None = None, poll_s: float = 0.2,
-                 profile: Profile | None = None, expected_jobs: int | None = None) -> None:
+                 profile: Profile | None = None) -> None:
         if concurrency is not None and concurrency < 1:
             raise UserError(f"must be >= 1, got {concurrency}", where="--jobs", fix="use --jobs 2")
         if threads_per_job is not None and threads_per_job < 1:
@@ -58,8 +56,8 @@ class LocalBackend:
         for value, option in ((concurrency, "--jobs"), (threads_per_job, "--threads"), (timeout_min, "--timeout-min")):
             if value is not None:
                 check_option(value, option)
-        self.concurrency = concurrency or default_concurrency(expected_jobs)
-        self.parallel_jobs = self.concurrency
+        self.concurrency = concurrency
+        self.parallel_jobs = concurrency or default_concurrency()
         self.timeout_min = float(timeout_min)
         self.signal_delay_s = int(min(signal_delay_s, max(1, self.timeout_min * 60 / 4)))
         self.max_requeues = max_requeues
@@ -104,7 +102,7 @@ class LocalBackend:
         with temporary_env({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **quiet_progress_env()}):
             try:
                 while queue or running:
-                    while queue and len(running) < self.concurrency:
+                    while queue and len(running) < self._slots(len(queue), len(running)):
                         item = queue.pop(0)
                         job = _submit_deaf_to_ctrl_c(executor, item)
                         item.claim.job_id, item.claim.folder = str(job.job_id), str(job.paths.folder)
@@ -119,6 +117,11 @@ class LocalBackend:
             except KeyboardInterrupt:
                 self._stop(running)
                 raise
+
+    def _slots(self, queued: int, running: int) -> int:
+        if self.concurrency is not None:
+            return self.concurrency
+        return local_slots(queued, running, default_concurrency())
 
     def _stop(self, running: list, *, grace_s: float = 60.0) -> None:
         """Ctrl-C in the launcher (the jobs ignore it): each job is asked to stop for good and gets SIGTERM, so
