@@ -307,8 +307,10 @@ def local_wall_seconds(job_seconds: list[float], slots: int | None = None, *, co
     cores = max(1, cores or slots)
     queue, running, now = list(job_seconds), [], 0.0  # running: CPU seconds each job still needs
     while queue or running:
-        allowed = max(1, slots) if slots is not None else local_slots(len(queue), len(running), cores,
-                                                                      slowdown=slowdown)
+        if slots is None:
+            allowed = local_slots(len(queue), len(running), cores, slowdown=slowdown)
+        else:
+            allowed = max(1, slots)
         while queue and len(running) < allowed:
             running.append(float(queue.pop(0)))
         speed = 1.0 if len(running) <= cores else cores / len(running) / slowdown
