@@ -97,7 +97,11 @@ def finish_cpu_s(root: Path, figures: Path) -> float:
 
 
 def run_child(args: list[str], record_path: Path, threads: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    from exoformer.environ import glibc_malloc_env
+
+    # the environment a local job process starts with (exoformer/runs/backends/local.py)
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               **glibc_malloc_env())
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", CHILD, str(record_path), *args], cwd=REPO, env=env,

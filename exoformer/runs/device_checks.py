@@ -3,7 +3,7 @@
 Three mistakes otherwise surface deep inside a job, or never: a GPU profile run locally on a machine without
 CUDA, a precision the device cannot do, and a rank count that does not divide the global batch. Each is one
 UserError naming the field and the fix (exit 2). Torch-free at import: torch is asked about the local device
-only when a local or inline backend is checked and no `device` is given.
+only when a local or inline backend is checked, no `device` is given and the installed torch has a GPU backend.
 
 The rules:
 - Local and inline jobs run on this machine, one rank each (backends.LocalBackend starts one task). A
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from exoformer.errors import UserError
@@ -41,6 +42,10 @@ NO_BF16_GPUS = re.compile(r"(?<![A-Z0-9])(K80|M60|P4|P40|P100|V100|T4|TITAN V|GT
 """GPU families before Ampere (compute capability < 8.0, no bf16 units), matched in the upper-cased gpu.name."""
 
 
+GPU_BACKENDS = ("cuda", "hip")
+"""torch/version.py's names for the GPU backends torch.cuda drives (CUDA, and ROCm through the same API)."""
+
+
 @dataclass(kw_only=True, slots=True, frozen=True)
 class DeviceInfo:
     """The device a job trains on, as far as the checks need it."""
@@ -53,7 +58,15 @@ class DeviceInfo:
 
 
 def probe_local_device() -> DeviceInfo:
-    """This machine's training device, as exoformer.train.distributed picks it (the first CUDA GPU, else CPU)."""
+    """This machine's training device, as exoformer.train.distributed picks it (the first CUDA GPU, else CPU).
+
+    A torch build with no GPU backend (the CPU wheel requirements.txt installs) can only train on the CPU, which
+    its version file says without importing torch: that import is two CPU-seconds before the first local job can
+    start, on a core that would otherwise be training."""
+    import sys
+
+    if "torch" not in sys.modules and torch_build_backends() == {}:
+        return DeviceInfo(kind="cpu", name="cpu", bf16=True)
     import torch
 
     if torch.cuda.is_available():
@@ -61,6 +74,36 @@ def probe_local_device() -> DeviceInfo:
         return DeviceInfo(kind="cuda", name=torch.cuda.get_device_name(0),
                           bf16=torch.cuda.get_device_capability(0) >= (8, 0))
     return DeviceInfo(kind="cpu", name="cpu", bf16=True)
+
+
+def torch_build_backends(version_file: Path | None = None) -> dict[str, str] | None:
+    """The GPU backends the installed torch was built with ({'cuda': '12.8'}; {} for a CPU-only build), read from
+    torch/version.py (`cuda = ...`, `hip = ...`, written by torch's build) without importing torch; None when
+    that file cannot be found or read as such, and the caller has to ask torch itself."""
+    import ast
+    import importlib.util
+
+    if version_file is None:
+        found = importlib.util.find_spec("torch")
+        if found is None or not found.submodule_search_locations:
+            return None
+        version_file = Path(next(iter(found.submodule_search_locations))) / "version.py"
+    try:
+        tree = ast.parse(version_file.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    values = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(
+            node, "target", None)
+        if isinstance(target, ast.Name) and target.id in GPU_BACKENDS and getattr(node, "value", None) is not None:
+            try:
+                values[target.id] = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+    if set(values) != set(GPU_BACKENDS):
+        return None
+    return {name: str(value) for name, value in values.items() if value is not None}
 
 
 def profile_device(profile: Profile) -> DeviceInfo:

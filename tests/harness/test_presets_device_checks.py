@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from exoformer.errors import UserError
-from exoformer.runs.device_checks import DeviceInfo, check_placement, probe_local_device, world_size
+from exoformer.runs.device_checks import (DeviceInfo, check_placement, probe_local_device, torch_build_backends,
+                                          world_size)
 from exoformer.registry.profiles import GpuProfile, Profile, SlurmProfile, load_profile
 from exoformer.registry.registry import Registry
 
@@ -131,6 +132,27 @@ def test_probe_matches_torch_and_the_module_imports_without_torch():
             "assert 'torch' not in sys.modules, 'torch imported'; print('clean')")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "clean" in res.stdout, res.stderr
+
+
+def test_a_cpu_only_torch_build_is_a_cpu_device_without_importing_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    assert torch_build_backends() == {k: v for k, v in (("cuda", torch.version.cuda), ("hip", torch.version.hip))
+                                      if v is not None}
+    version = tmp_path / "version.py"
+    version.write_text("from typing import Optional\n__version__ = '2.13.0'\ncuda: Optional[str] = '12.8'\n"
+                       "hip: Optional[str] = None\n")
+    assert torch_build_backends(version) == {"cuda": "12.8"}
+    version.write_text("cuda = None\nhip = None\n")
+    assert torch_build_backends(version) == {}
+    for unreadable in ("cuda = None\n", "cuda = get()\nhip = None\n", "cuda = (\n"):  # ask torch instead
+        version.write_text(unreadable)
+        assert torch_build_backends(version) is None
+    assert torch_build_backends(tmp_path / "missing.py") is None
+    if torch_build_backends() == {}:
+        code = ("import sys; from exoformer.runs.device_checks import probe_local_device; "
+                "d = probe_local_device(); assert 'torch' not in sys.modules, 'torch imported'; print(d.kind)")
+        res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and res.stdout.split() == ["cpu"], res.stderr
 
 
 def test_flex_attention_cannot_train_on_a_cpu_and_auto_can(registry):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from exoformer.budget.cost import local_slots
-from exoformer.environ import quiet_progress_env, temporary_env
+from exoformer.environ import glibc_malloc_env, quiet_progress_env, temporary_env
 from exoformer.errors import UserError
 from exoformer.limits import check_option
 from exoformer.runs import locking
@@ -99,7 +99,8 @@ class LocalBackend:
         queue, running = list(items), []
         threads = str(self.threads_per_job or os.environ.get("OMP_NUM_THREADS") or 1)
         # inherited by the job processes
-        with temporary_env({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **quiet_progress_env()}):
+        with temporary_env({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **quiet_progress_env(),
+                            **glibc_malloc_env()}):
             try:
                 while queue or running:
                     while queue and len(running) < self._slots(len(queue), len(running)):
