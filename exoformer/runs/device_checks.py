@@ -94,9 +94,13 @@ def torch_build_backends(version_file: Path | None = None) -> dict[str, str] | N
         return None
     values = {}
     for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(
-            node, "target", None)
-        if isinstance(target, ast.Name) and target.id in GPU_BACKENDS and getattr(node, "value", None) is not None:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:  # `cuda: Optional[str] = None`
+            target = node.target
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id in GPU_BACKENDS:
             try:
                 values[target.id] = ast.literal_eval(node.value)
             except ValueError:
