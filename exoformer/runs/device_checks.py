@@ -24,6 +24,7 @@ The rules:
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,16 +64,13 @@ def probe_local_device() -> DeviceInfo:
     A torch build with no GPU backend (the CPU wheel requirements.txt installs) can only train on the CPU, which
     its version file says without importing torch: that import is two CPU-seconds before the first local job can
     start, on a core that would otherwise be training."""
-    import sys
+    if "torch" in sys.modules or torch_build_backends() != {}:
+        import torch
 
-    if "torch" not in sys.modules and torch_build_backends() == {}:
-        return DeviceInfo(kind="cpu", name="cpu", bf16=True)
-    import torch
-
-    if torch.cuda.is_available():
-        # not torch.cuda.is_bf16_supported(): it also says True for bf16 emulated on pre-Ampere GPUs
-        return DeviceInfo(kind="cuda", name=torch.cuda.get_device_name(0),
-                          bf16=torch.cuda.get_device_capability(0) >= (8, 0))
+        if torch.cuda.is_available():
+            # not torch.cuda.is_bf16_supported(): it also says True for bf16 emulated on pre-Ampere GPUs
+            return DeviceInfo(kind="cuda", name=torch.cuda.get_device_name(0),
+                              bf16=torch.cuda.get_device_capability(0) >= (8, 0))
     return DeviceInfo(kind="cpu", name="cpu", bf16=True)
 
 
