@@ -25,7 +25,7 @@ threshold is free, so a CPU training step that allocates and frees the same mult
 step's 2,048 x 2,048 fp32 logits are 16 MiB) faults every page of them in again, zeroed by the kernel, each step.
 Blocks up to 32 MiB (glibc's own ceiling for its dynamic threshold on 64-bit) from the heap, and a heap that is
 never trimmed, keep those pages: 40 smoke training steps take 139k page faults instead of 386k at the same peak
-memory, and the README's main job 9-10 s of system time instead of 37-47, 570-610 CPU-s instead of 640 and the same
+memory, and the README's main job 9-10 s of system time instead of 37-47, 572-612 CPU-s instead of 641 and the same
 Table 1 (results/bench_main_job.json, main_job). Setting the trim threshold alone would freeze the mmap threshold at
 128 KiB and fault far more, so both are set together. Other C libraries ignore these variables."""
 
