@@ -86,6 +86,8 @@ def torch_build_backends(version_file: Path | None = None) -> dict[str, str] | N
         if found is None or not found.submodule_search_locations:
             return None
         version_file = Path(next(iter(found.submodule_search_locations))) / "version.py"
+    if not version_file.is_file():  # a regular file only (never a FIFO or a directory)
+        return None
     try:
         tree = ast.parse(version_file.read_text())
     except (OSError, SyntaxError, ValueError):

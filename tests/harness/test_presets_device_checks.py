@@ -1,5 +1,6 @@
 """check_placement: GPU profiles without CUDA, precisions the device cannot do, ranks that split the batch."""
 
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -148,6 +149,8 @@ def test_a_cpu_only_torch_build_is_a_cpu_device_without_importing_torch(tmp_path
         version.write_text(unreadable)
         assert torch_build_backends(version) is None
     assert torch_build_backends(tmp_path / "missing.py") is None
+    os.mkfifo(tmp_path / "fifo.py")
+    assert torch_build_backends(tmp_path / "fifo.py") is None  # not opened: reading a FIFO would block
     if torch_build_backends() == {}:
         code = ("import sys; from exoformer.runs.device_checks import probe_local_device; "
                 "d = probe_local_device(); assert 'torch' not in sys.modules, 'torch imported'; print(d.kind)")
