@@ -77,7 +77,8 @@ def polar_express(update: Tensor) -> Tensor:
     else:
         for a, b, c in POLAR_EXPRESS_COEFFICIENTS:
             gram = x @ x.mT
-            x = a * x + (b * gram + c * (gram @ gram)) @ x
+            # bA + cA^2 and aX + BX with the scalars inside the GEMMs (beta/alpha): no elementwise passes
+            x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
     return x.mT if transposed else x
 
 
@@ -144,7 +145,8 @@ class Muon(torch.optim.Optimizer):
                 buf.lerp_(grad, 1 - group["momentum"])
                 update = grad.lerp(buf, group["momentum"])
                 owner = len(work) % world
-                ortho = polar_express(update).to(p.dtype) if owner == rank else torch.empty_like(p)
+                # contiguous: broadcast sends the storage as laid out (a transposed view would arrive transposed)
+                ortho = polar_express(update).to(p.dtype).contiguous() if owner == rank else torch.empty_like(p)
                 work.append((group, p, owner, ortho))
         if world > 1:
             for handle in [torch.distributed.broadcast(ortho, src=owner, async_op=True)

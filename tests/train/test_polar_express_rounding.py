@@ -78,7 +78,9 @@ def test_bf16_orthogonalisation_equals_the_transcription_and_not_per_op_rounding
     assert rel(polar_express(update.float()), want) > 0.005  # and the fp32 iteration ~1%
 
 
-def test_fp32_path_is_plain_fp32_and_unchanged():
+def test_fp32_path_is_the_plain_fp32_iteration():
+    """fp32 weights: the textbook iteration in fp32 (scalars folded into the GEMMs, so equal up to fp32 rounding),
+    never the bf16 rounding of the official kernels (about 1% away)."""
     torch.manual_seed(2)
     update = torch.randn(80, 48)
     x = update.mT / (update.norm() * 1.02 + 1e-6)
@@ -86,4 +88,6 @@ def test_fp32_path_is_plain_fp32_and_unchanged():
         gram = x @ x.mT
         x = a * x + (b * gram + c * (gram @ gram)) @ x
     got = polar_express(update)
-    assert got.dtype == torch.float32 and torch.equal(got, x.mT)
+    assert got.dtype == torch.float32 and got.shape == update.shape
+    assert rel(got, x.mT) < 1e-5
+    assert rel(author_polar_express(update).float(), x.mT) > 1e-3
