@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from exoformer.errors import UserError
+from exoformer.process_exit import collect_then_freeze_at_exit
 
 VERB_MODULES = ("exoformer.cli.registry", "exoformer.cli.runs", "exoformer.cli.preflight", "exoformer.cli.report",
                 "exoformer.cli.compare", "exoformer.cli.power", "exoformer.cli.forecast", "exoformer.cli.data",
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    collect_then_freeze_at_exit()  # the shutdown after `run` has printed its table (exoformer/process_exit.py)
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

@@ -43,6 +43,7 @@ from exoformer.runs import rundirs as runs
 from exoformer.runs.health import health_check_or_exit
 from exoformer.registry.spec import STAGES, Spec, wanted_stages
 from exoformer.io import remove_temp_files
+from exoformer.process_exit import collect_then_freeze_at_exit
 from exoformer.rundir import RunDir
 from exoformer.run_identity import CHECKPOINT
 from exoformer.stage import StageContext, StageFunction, run_source
@@ -348,6 +349,7 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
     `checkpoint()` (resubmit self with the same arguments) resumes from the run directory."""
 
     def __call__(self, run_dir: str, spec: Spec, backend: str) -> dict[str, Any]:
+        collect_then_freeze_at_exit()  # the next job (or the table) waits for this process's exit
         job_id, rank, tasks = _job_id_and_rank()
         if tasks == 1:
             return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=0)
