@@ -57,7 +57,6 @@ import exoformer.process_exit
 
 def test_job_processes_and_the_cli_register_the_handler():
     code = """
-import atexit
 from exoformer.runs.pipeline import PipelineJob
 from exoformer.cli import main
 from exoformer import process_exit
