@@ -145,9 +145,9 @@ class Muon(torch.optim.Optimizer):
                 buf.lerp_(grad, 1 - group["momentum"])
                 update = grad.lerp(buf, group["momentum"])
                 owner = len(work) % world
-                ortho = polar_express(update).to(p.dtype) if owner == rank else torch.empty_like(p)
-                if world > 1:  # broadcast sends the storage as laid out: a transposed view would arrive transposed
-                    ortho = ortho.contiguous()
+                # contiguous: broadcast sends the storage as laid out (a transposed view would arrive transposed),
+                # and in one process too, so that the norms after it sum in the same order at every world size
+                ortho = polar_express(update).to(p.dtype).contiguous() if owner == rank else torch.empty_like(p)
                 work.append((group, p, owner, ortho))
         if world > 1:
             for handle in [torch.distributed.broadcast(ortho, src=owner, async_op=True)
