@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 FINISH = r"""
 import sys
 from exoformer.registry.registry import Registry
-from exoformer.report.summary import report_table
+from exoformer.report.pages.summary import report_table
 text, written = report_table(Registry(), "table1", runs_root=sys.argv[1], preset="smoke", figures_dir=sys.argv[2])
 assert written, "no figure drawn"
 """

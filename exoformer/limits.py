@@ -147,7 +147,7 @@ def check_runs_root_path(root: Any, *, where: str = "--runs-dir") -> None:
 
 
 DEFAULT_ITEM_RESAMPLES = 2000
-"""--bootstrap's default (exoformer/report/replication.py): here, so that building the command line needs no scipy."""
+"""--bootstrap's default (exoformer/report/stats/replication.py): here, so that building the command line needs no scipy."""
 
 OPTION_BOUNDS: dict[str, tuple[float, float]] = {
     "--bootstrap": (200, 100_000),
@@ -158,7 +158,7 @@ OPTION_BOUNDS: dict[str, tuple[float, float]] = {
 }
 """Numeric command-line option -> (low, high) (docs/input-limits.md "Options"): integers in [low, high], numbers of
 minutes or seconds in (low, high]. --bootstrap counts the item resamples of a verdict's item-sampling figure
-(exoformer/report/replication.py, drawn in bounded chunks): fewer than 200 gives a percentile interval noisier
+(exoformer/report/stats/replication.py, drawn in bounded chunks): fewer than 200 gives a percentile interval noisier
 than its width, more than 100,000 buys nothing but time."""
 
 

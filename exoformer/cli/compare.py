@@ -1,5 +1,5 @@
-"""`compare A B [C...]`: runs or variants side by side (exoformer/report/compare.py), their validation curves
-overlaid with --curves (exoformer/report/compare_figure.py). Torch-free."""
+"""`compare A B [C...]`: runs or variants side by side (exoformer/report/compare/side_by_side.py), their validation curves
+overlaid with --curves (exoformer/report/compare/curves.py). Torch-free."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ def compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _curves_path(args: argparse.Namespace, registry, runs) -> Path | None:
-    from exoformer.report.compare_figure import default_path
-    from exoformer.report.outputs import check_apart
-    from exoformer.report.tables import check_out_dir
+    from exoformer.report.compare.curves import default_path
+    from exoformer.report.reading.outputs import check_apart
+    from exoformer.report.tables.build import check_out_dir
 
     if args.curves is None:
         return None
@@ -50,9 +50,9 @@ def _check_curves_option(value: str | None) -> None:
 
 
 def compare_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.compare import render
-    from exoformer.report.compare_operands import check_count, parse_operand, read_operands
-    from exoformer.report.outputs import output_errors
+    from exoformer.report.compare.side_by_side import render
+    from exoformer.report.compare.operands import check_count, parse_operand, read_operands
+    from exoformer.report.reading.outputs import output_errors
     from exoformer.runs.run_index import one_view
 
     _check_curves_option(args.curves)
@@ -70,7 +70,7 @@ def compare_verb(args: argparse.Namespace) -> int:
             print(note, file=sys.stderr, flush=True)
         print(render(runs, args.format), end="")
         if path is not None:
-            from exoformer.report.compare_figure import draw_compare
+            from exoformer.report.compare.curves import draw_compare
 
             with output_errors(path.parent, option="--curves"):
                 written = draw_compare(registry, runs, path)

@@ -47,7 +47,7 @@ def predict_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def predict_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.ladder_points import fit_groups, forecast, parse_at, read_points
+    from exoformer.report.forecast.points import fit_groups, forecast, parse_at, read_points
 
     table_only = [flag for flag, value in (("--from", args.ladder), ("--to", args.to), ("--figure", args.figure),
                                            ("--profile", args.profile), ("--seeds", args.seeds != 3 or None))
@@ -92,7 +92,7 @@ def predict_verb(args: argparse.Namespace) -> int:
 def _predict_table(args: argparse.Namespace) -> int:
     from exoformer.errors import did_you_mean
     from exoformer.registry.registry import DEFAULT_PRESET
-    from exoformer.report.ladder_render import render_forecast, forecast_json
+    from exoformer.report.forecast.render import render_forecast, forecast_json
 
     registry = options.registry(args)
     if args.table not in registry.tables:
@@ -110,7 +110,7 @@ def _predict_table(args: argparse.Namespace) -> int:
     if args.figure is not None and not args.figure.endswith(".png"):
         raise UserError(f"{args.figure!r} is not a .png path", where="--figure", fix="e.g. --figure ladder.png")
     root = options.existing_runs_root(args)
-    from exoformer.report.ladder_forecast import forecast_table
+    from exoformer.report.forecast.table_forecast import forecast_table
 
     result = forecast_table(registry, root, args.table, args.ladder, preset=preset, bootstrap=args.bootstrap,
                             seed=args.seed, seeds=args.seeds)
@@ -120,7 +120,7 @@ def _predict_table(args: argparse.Namespace) -> int:
     else:
         print(render_forecast(result, prices))
     if args.figure is not None:
-        from exoformer.report.ladder_figure import draw_forecast
+        from exoformer.report.forecast.figure import draw_forecast
 
         draw_forecast(result, args.figure, registry)
         print(f"figure: {args.figure}")

@@ -1,7 +1,7 @@
 """Verb `power`: the seeds per row each claimed difference needs for 80% power, and their GPU-hours, before paying.
 
 `power TABLE`: the paper's differences of a table, with the seed spread measured in the runs we have (any preset:
-report/seed_plan.py) or given (`--seed-sd`), priced at the target preset on a profile (budget/cost.py through
+report/tables/seed_plan.py) or given (`--seed-sd`), priced at the target preset on a profile (budget/cost.py through
 `plan`). `power --effect LABEL=VALUE ... --seed-sd SD`: claims and spreads given on the command line. The rules
 are in docs/replication.md.
 """
@@ -51,7 +51,7 @@ def power_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def power_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.power import PlannedClaim, plan_seeds
+    from exoformer.report.stats.power import PlannedClaim, plan_seeds
 
     if args.seed_sd is not None and not (math.isfinite(args.seed_sd) and args.seed_sd >= 0):
         raise UserError(f"must be a finite sd >= 0, got {args.seed_sd}", where="--seed-sd", fix="e.g. --seed-sd 0.8")
@@ -91,7 +91,7 @@ def power_verb(args: argparse.Namespace) -> int:
 
 def _table_power(args: argparse.Namespace) -> int:
     from exoformer.registry.profiles import load_profile
-    from exoformer.report.seed_plan import measured_spreads, plan_claims, table_hours
+    from exoformer.report.tables.seed_plan import measured_spreads, plan_claims, table_hours
     from exoformer.runs.plan import cost_profile_name, plan
 
     registry = options.registry(args)

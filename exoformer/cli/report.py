@@ -14,7 +14,7 @@ TABLE_FORMATS = ("md", "latex", "csv", "long")
 def _composed(args: argparse.Namespace, check, **what):
     """(registry, report) of a reading verb: `check(registry)` first (a wrong target is reported before a missing
     runs root), then report.compose; its preset lines (README "Which runs the reading verbs read") go to stderr."""
-    from exoformer.report.compose import compose
+    from exoformer.report.tables.compose import compose
 
     registry = options.registry(args)
     check(registry)
@@ -46,8 +46,8 @@ def table_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def table_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.outputs import check_apart
-    from exoformer.report.tables import check_out_dir, render, write_table
+    from exoformer.report.reading.outputs import check_apart
+    from exoformer.report.tables.build import check_out_dir, render, write_table
 
     if args.out:
         check_out_dir(args.out)
@@ -55,7 +55,7 @@ def table_verb(args: argparse.Namespace) -> int:
     _, report = _composed(args, _table_check(args.table), tables=[args.table])
     text = render(report.tables[args.table].built, args.format)
     if args.out:
-        from exoformer.report.outputs import output_errors
+        from exoformer.report.reading.outputs import output_errors
 
         with output_errors(args.out):
             path = write_table(text, args.table, args.format, args.out, preset=args.preset, overrides=args.overrides)
@@ -81,8 +81,8 @@ def diff_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def diff_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.diff import diff_table, exit_code, render_diff
-    from exoformer.report.verdicts import check_bootstrap, column_maxima, render_maxima, render_verdicts, table_verdicts
+    from exoformer.report.tables.diff import diff_table, exit_code, render_diff
+    from exoformer.report.tables.verdicts import check_bootstrap, column_maxima, render_maxima, render_verdicts, table_verdicts
 
     n_boot = check_bootstrap(args.bootstrap)
     registry, report = _composed(args, _table_check(args.target), tables=[args.target])
@@ -106,9 +106,9 @@ def figure_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def figure_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.figures import draw
-    from exoformer.report.outputs import check_apart
-    from exoformer.report.tables import check_out_dir
+    from exoformer.report.figures.draw import draw
+    from exoformer.report.reading.outputs import check_apart
+    from exoformer.report.tables.build import check_out_dir
 
     def check(registry) -> None:
         check_apart(args.out, runs_roots=[options.runs_root(args)], registries=[registry.directory])
@@ -118,7 +118,7 @@ def figure_verb(args: argparse.Namespace) -> int:
             raise UserError(f"unknown figure {args.figure!r}", where="FIGURE",
                             fix=did_you_mean(args.figure, registry.figures))
 
-    from exoformer.report.outputs import output_errors
+    from exoformer.report.reading.outputs import output_errors
 
     check_out_dir(args.out)
     registry, report = _composed(args, check, figures=[args.figure])
@@ -138,8 +138,8 @@ def claims_arguments(parser: argparse.ArgumentParser) -> None:
 
 def claims_verb(args: argparse.Namespace) -> int:
     from exoformer.registry.claims_schema import check_claims
-    from exoformer.report.claims import render_markdown
-    from exoformer.report.verdicts import check_bootstrap, render_verdicts
+    from exoformer.report.tables.claims import render_markdown
+    from exoformer.report.tables.verdicts import check_bootstrap, render_verdicts
 
     n_boot = check_bootstrap(args.bootstrap)
     _, report = _composed(args, check_claims, claims=True, n_boot=n_boot)
@@ -159,9 +159,9 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def report_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.html import build_report
+    from exoformer.report.pages.html import build_report
 
-    from exoformer.report.outputs import output_errors
+    from exoformer.report.reading.outputs import output_errors
 
     with phase_lines(), output_errors(args.out):
         index = build_report(options.registry(args), list(args.targets), runs_root=options.existing_runs_root(args),
@@ -177,7 +177,7 @@ def phase_lines(stream=None):
     import logging
     import time
 
-    from exoformer.report.html import PHASES
+    from exoformer.report.pages.html import PHASES
 
     stream = stream or sys.stderr
     if not stream.isatty():

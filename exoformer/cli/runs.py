@@ -240,7 +240,7 @@ def _announce(item) -> str:
 
 def _print_table(reg, table_id: str, root, preset: str | None, overrides: list[str]) -> None:
     """After a table's runs end: the table beside the paper's numbers, and its figures."""
-    from exoformer.report.summary import report_table
+    from exoformer.report.pages.summary import report_table
 
     try:
         text, written = report_table(reg, table_id, runs_root=root, preset=preset, overrides=overrides)

@@ -8,7 +8,7 @@ CUDA compute the same thing. Cells scored so are
 comparable with the paper's. `fp32` is the named alternative: fp32 weights, fp32 matmuls and an fp32
 log-softmax, for when accuracy matters more than matching the paper (H4: bf16 log-probs can flip close
 multiple-choice decisions). A cell scored at another precision than its table's reference recipe is marked
-not comparable (report/recipe.py compares `eval.precision` like any other field). Torch-free at import.
+not comparable (report/reading/recipe.py compares `eval.precision` like any other field). Torch-free at import.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 For each task, the documents' ids in order and, per metric, one value per document (acc and acc_norm are 0/1):
 {"format": 1, "tasks": {"arc_easy": {"doc_id": [0, 1, ...], "acc": [1.0, 0.0, ...], "acc_norm": [...]}}}.
 The documents, prompts and responses are dropped (they are lm-eval's inputs, not results). The paired
-bootstrap of report/verdicts.py resamples documents from these lists. Torch-free.
+bootstrap of report/tables/verdicts.py resamples documents from these lists. Torch-free.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from exoformer.registry.sweeps import check_name
 
 COMPARISONS = {"value": 1, "ratio": 2, "versus": 2, "difference": 2, "column_max": 1}
 """Comparison -> how many reads it takes. `difference`: the paper's gap between two rows of one column (first -
-second; judged by exoformer/report/verdicts.py); `column_max`: the paper's best value of a column over an unknown
+second; judged by exoformer/report/tables/verdicts.py); `column_max`: the paper's best value of a column over an unknown
 row (min where lower is better; its read names no row)."""
 TABLE_CLAIMS = ("difference", "column_max")
 """Comparisons read from a table's cells (their metric is a column of the table), shown by `diff` and the verdicts."""
@@ -33,7 +33,7 @@ READ_KEYS = ("table", "row", "metric", "label")
 CELL_KEYS = ("table", "row", "column")
 DERIVED_KEYS = ("estimator", "reference", "input")
 ESTIMATORS = {"tokens_to_loss": False, "reference_over_own": True}
-"""A derived metric's estimator (exoformer/report/derived.py) -> whether it names an `input` metric."""
+"""A derived metric's estimator (exoformer/report/tables/derived.py) -> whether it names an `input` metric."""
 LITERAL_KEYS = ("value", "source", "version", "note")
 
 

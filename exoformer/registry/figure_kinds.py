@@ -1,6 +1,6 @@
 """What each figure kind of experiments/figures.yaml draws, so that a declared kind is checked, not trusted.
 
-A figure is drawn by its `kind` alone (exoformer/report/figures.py has one plot function per kind), so its
+A figure is drawn by its `kind` alone (exoformer/report/figures/draw.py has one plot function per kind), so its
 id can be anything; `validate` calls `check_figure_kinds` to reject a figure whose kind cannot draw its
 series. Torch-free and free of report imports (the report depends on the harness, never the reverse).
 """
@@ -47,7 +47,7 @@ KINDS: dict[str, FigureKind] = {k.name: k for k in (
     FigureKind(name="table", draws=("analysis.spike_scores",), companions=("grad_norm", "loss"),
                description="the spike-score table: our scores beside the paper's, as PNG, PDF and Markdown"),
 )}
-"""Kind name -> what it draws. exoformer/report/figures.py has a plot function for each."""
+"""Kind name -> what it draws. exoformer/report/figures/draw.py has a plot function for each."""
 
 
 def check_figure(figure: Any) -> None:

@@ -31,7 +31,7 @@ class Metric:
     description: str
     better: str  # "lower" | "higher"
     derived: Derived | None = None
-    """How it is computed across runs (exoformer/report/derived.py); None for a metric a run writes."""
+    """How it is computed across runs (exoformer/report/tables/derived.py); None for a metric a run writes."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -42,7 +42,7 @@ class TableRow:
     """First: the run the paper reports (seed 42); then seed replicates for the spread."""
     source: str
     figure_label: str = ""
-    """The row's model's label in every figure (yaml `figure: {label, colour}`; exoformer/report/style.py)."""
+    """The row's model's label in every figure (yaml `figure: {label, colour}`; exoformer/report/figures/style.py)."""
     colour: str = ""
     """The row's model's colour in every figure; empty: not declared."""
 

@@ -186,7 +186,7 @@ def test_stage_accepts_a_resolved_registry_spec(tmp_path):
                                             "granularity": "headwise"}])
 def test_stage_writes_the_coefficients_the_lambda_heatmaps_draw(tmp_path, overrides):
     from exoformer.model import ExoTransformer
-    from exoformer.report.figures import lambda_ratios
+    from exoformer.report.figures.draw import lambda_ratios
     config = tiny_config(**overrides)
     ctx = make_run(tmp_path, config, checkpoint=False, probes=("coefficient_stats",))
     torch.manual_seed(1)

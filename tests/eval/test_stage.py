@@ -11,7 +11,7 @@ import torch
 
 from exoformer.eval.stage import evaluate_stage, validate_stage
 from exoformer.registry.registry import Registry
-from exoformer.report.collect import collect
+from exoformer.report.reading.collect import collect
 from exoformer.stage import StageContext
 from exoformer.train.loop import train
 

@@ -62,7 +62,7 @@ def test_checkpoint_eval_cost_reads_the_facts(monkeypatch):
 
 
 def test_the_report_asks_the_facts_which_task_has_acc_only(monkeypatch):
-    from exoformer.report.tables import _swapped, swapped_convention
+    from exoformer.report.tables.build import _swapped, swapped_convention
 
     table = Registry().tables["table1"]
     assert _swapped(table, "winogrande") is None and _swapped(table, "piqa") == {"piqa": "acc"}

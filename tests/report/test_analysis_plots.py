@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from exoformer.errors import UserError
-from exoformer.report import analysis_plots as ap
+from exoformer.report.figures import analysis_plots as ap
 from exoformer.rundir import RunDir, run_dir_of
 
 NO_GATE = "not applicable: the model has no attention gate"
@@ -151,7 +151,7 @@ def test_reported_spike_rows_come_from_reported_yaml():
 def test_plots_cover_every_declared_analysis_figure():
     from exoformer.registry.figure_kinds import KINDS, PER_LAYER_PROBES
     from exoformer.registry.registry import Registry
-    from exoformer.report import figures
+    from exoformer.report.figures import draw as figures
 
     declared = {fid: fig for fid, fig in Registry().figures.items()
                 if fig.kind != "heatmap" and any(s.startswith("analysis.") for s in fig.series)}
@@ -172,7 +172,7 @@ def test_layer_similarity_colour_floor_is_shared_and_rounded():
 def test_figure_verb_dispatches_to_these_plots(tmp_path):
     """The report engineer's `figure NAME` finds the runs and calls PLOTS with (declaration, runs, out_dir)."""
     from exoformer.registry.registry import Registry
-    from exoformer.report import figures
+    from exoformer.report.figures import draw as figures
 
     registry = Registry()
     for name, gated in (("base-s42", False), ("gated-s42", True)):

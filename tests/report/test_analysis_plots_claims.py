@@ -6,8 +6,8 @@ import pytest
 
 from exoformer.cli import main
 from exoformer.registry.registry import Registry
-from exoformer.report import claims
-from exoformer.report.collect import collect
+from exoformer.report.tables import claims
+from exoformer.report.reading.collect import collect
 from exoformer.rundir import run_dir_of
 
 

@@ -12,8 +12,8 @@ from exoformer.cli import main
 from exoformer.errors import UserError
 from exoformer.registry.claims_schema import check_claims
 from exoformer.registry.registry import REPO_ROOT, Registry
-from exoformer.report import claims
-from exoformer.report.collect import collect
+from exoformer.report.tables import claims
+from exoformer.report.reading.collect import collect
 from exoformer.rundir import run_dir_of
 
 SINK = "    paper: [{table: claims, row: exoformer, column: attention_sink_ratio_vs_gated}]\n"

@@ -20,8 +20,8 @@ from synthetic import make_run, registry, uniform  # noqa: E402
 from exoformer.cli import main  # noqa: E402
 from exoformer.registry.registry import Registry  # noqa: E402
 from exoformer.registry.tables import DEFAULT_CONVENTION, TASKS  # noqa: E402
-from exoformer.report import compare_figure  # noqa: E402
-from exoformer.report.compare_operands import parse_operand, read_operands  # noqa: E402
+from exoformer.report.compare import curves as compare_figure  # noqa: E402
+from exoformer.report.compare.operands import parse_operand, read_operands  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 
 ERROR_LINE = re.compile(r"^error: (?:(?!: ).)+: .+ \(fix: .+\)$")

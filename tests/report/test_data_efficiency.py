@@ -1,4 +1,4 @@
-"""Data efficiency with an interval (exoformer/report/data_efficiency.py), proved on curves with a known multiplier.
+"""Data efficiency with an interval (exoformer/report/stats/data_efficiency.py), proved on curves with a known multiplier.
 
 Validation curves follow a power law L(t) = 2.8 + 5 (s t / 1e7)^-0.35 logged every 1e7 tokens, where the scale s
 is a run's efficiency: a reference at s / m needs m times the tokens of a row at s to reach any loss, so the
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from exoformer.errors import UserError
-from exoformer.report.data_efficiency import (
+from exoformer.report.stats.data_efficiency import (
     ABOVE,
     BELOW,
     EXACT,

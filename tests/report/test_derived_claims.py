@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from exoformer.report.collect import collect
-from exoformer.report.tables import build_table
+from exoformer.report.reading.collect import collect
+from exoformer.report.tables.build import build_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import make_run, registry, uniform  # noqa: E402

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import make_run, registry, uniform  # noqa: E402
 from test_html_report import smoke_runs  # noqa: E402
 
-from exoformer.report import figures  # noqa: E402
+from exoformer.report.figures import draw as figures  # noqa: E402
 
 FOOTNOTE = "not comparable with the paper"
 

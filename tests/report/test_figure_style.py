@@ -18,7 +18,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import make_run, registry, uniform  # noqa: E402
 from test_html_report import GATED, MIXING, _probes  # noqa: E402
 
-from exoformer.report import analysis_plots, figures, style  # noqa: E402
+from exoformer.report.figures import analysis_plots
+from exoformer.report.figures import draw as figures
+from exoformer.report.figures import style  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 
 TABLE1 = [row.id for row in registry().tables["table1"].rows]

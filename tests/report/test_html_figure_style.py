@@ -13,8 +13,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import make_run, registry, uniform  # noqa: E402
 from test_html_report import smoke_runs  # noqa: E402
 
-from exoformer.report import analysis_plots, figures, style  # noqa: E402
-from exoformer.report.selection import Selection  # noqa: E402
+from exoformer.report.figures import analysis_plots
+from exoformer.report.figures import draw as figures
+from exoformer.report.figures import style  # noqa: E402
+from exoformer.report.reading.selection import Selection  # noqa: E402
 
 
 def test_one_label_and_colour_per_model_whatever_the_seed():

@@ -24,9 +24,9 @@ from synthetic import make_run, registry, uniform  # noqa: E402
 from exoformer.cli import main  # noqa: E402
 from exoformer.registry.reported import Reported  # noqa: E402
 from exoformer.report import NO_VALUE  # noqa: E402
-from exoformer.report import html as report_html  # noqa: E402
-from exoformer.report.diff import CellDiff  # noqa: E402
-from exoformer.report.tables import Cell  # noqa: E402
+from exoformer.report.pages import html as report_html  # noqa: E402
+from exoformer.report.tables.diff import CellDiff  # noqa: E402
+from exoformer.report.tables.build import Cell  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 
 ROWS = ("base", "gated", "resformer", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer")

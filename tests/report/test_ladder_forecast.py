@@ -12,12 +12,12 @@ import pytest
 
 from exoformer.cli import main
 from exoformer.errors import UserError
-from exoformer.report import replication as rep
-from exoformer.report import ladder_forecast as lf
-from exoformer.report.ladder_accuracy import MIN_ACCURACY_POINTS, TOO_FEW, AccuracyFit, fit_accuracy, sigmoid
-from exoformer.report.ladder_read import Ladder, LadderRun, Target
-from exoformer.report.ladder_verdicts import forecast_verdict, replicate_probability
-from exoformer.report.scaling_law import fit_law
+from exoformer.report.stats import replication as rep
+from exoformer.report.forecast import table_forecast as lf
+from exoformer.report.forecast.accuracy import MIN_ACCURACY_POINTS, TOO_FEW, AccuracyFit, fit_accuracy, sigmoid
+from exoformer.report.forecast.ladder import Ladder, LadderRun, Target
+from exoformer.report.forecast.verdicts import forecast_verdict, replicate_probability
+from exoformer.report.forecast.law import fit_law
 
 ROW = dict(E=1.69, A=406.4, alpha=0.34, B=410.7, beta=0.28)
 REFERENCE = dict(ROW, E=1.72)
@@ -176,7 +176,7 @@ def test_a_row_whose_ladder_cannot_carry_a_law_is_refused_naming_the_row(monkeyp
     rows["gated"] = bad
     monkeypatch.setattr(lf, "read_ladder", lambda *a, **k: _ladder(rows))
     if case == "no convergence":  # the refinement of the gated row's law ends in NaN
-        from exoformer.report import scaling_law
+        from exoformer.report.forecast import law as scaling_law
 
         refine = scaling_law._refine
         monkeypatch.setattr(scaling_law, "_refine", lambda theta, x, y, target: refine(theta, x, y, target) * (
@@ -247,7 +247,7 @@ def test_a_tiny_ladder_runs_end_to_end_then_predict_names_every_cell(tmp_path):
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runs"))
     from ladder_registry import subset_registry
     from test_pipeline_smoke import cli
 

@@ -89,7 +89,7 @@ def test_a_report_never_follows_a_link_out_of_its_run(tmp_path, capsys):
 
 
 def test_is_run_file_rules(tmp_path):
-    from exoformer.report import outputs
+    from exoformer.report.reading import outputs
 
     run = tmp_path / "run"
     (run / "logs").mkdir(parents=True)

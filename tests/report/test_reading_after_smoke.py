@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runs"))
 
 from test_pipeline_smoke import cli, tiny  # noqa: E402
 
 from exoformer.registry.registry import Registry  # noqa: E402
-from exoformer.report.html import table_figure_ids  # noqa: E402
-from exoformer.report.tables import MARK  # noqa: E402
+from exoformer.report.pages.html import table_figure_ids  # noqa: E402
+from exoformer.report.tables.build import MARK  # noqa: E402
 
 
 class _Images(HTMLParser):

@@ -1,4 +1,4 @@
-"""Replication verdicts proved by simulation with known truth (exoformer/report/replication.py, power.py).
+"""Replication verdicts proved by simulation with known truth (exoformer/report/stats/replication.py, power.py).
 
 Tables are simulated per item: row r, seed k, item j scores theta_j + effect_r + u_rk + e_rkj, with fixed item
 difficulties theta shared by every row, seed effects u (normal, or Student t with 3 df scaled to unit variance)
@@ -16,8 +16,8 @@ import pytest
 
 from exoformer.cli import main
 from exoformer.errors import UserError
-from exoformer.report import power as pw
-from exoformer.report.replication import (
+from exoformer.report.stats import power as pw
+from exoformer.report.stats.replication import (
     CONTRADICTS,
     DIRECTION_ONLY,
     EQUIVALENT,

@@ -14,13 +14,13 @@ from synthetic import make_run, registry, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
 from exoformer.errors import UserError  # noqa: E402
-from exoformer.report import figures  # noqa: E402
-from exoformer.report.claims import build_claims  # noqa: E402
-from exoformer.report.claims import render_markdown as render_claims
-from exoformer.report.collect import collect  # noqa: E402
-from exoformer.report.diff import OUTSIDE, RANK_ONLY, WITHIN, diff_table, exit_code, render_diff  # noqa: E402
-from exoformer.report.recipe import differences  # noqa: E402
-from exoformer.report.tables import MARK, build_table, render  # noqa: E402
+from exoformer.report.figures import draw as figures  # noqa: E402
+from exoformer.report.tables.claims import build_claims  # noqa: E402
+from exoformer.report.tables.claims import render_markdown as render_claims
+from exoformer.report.reading.collect import collect  # noqa: E402
+from exoformer.report.tables.diff import OUTSIDE, RANK_ONLY, WITHIN, diff_table, exit_code, render_diff  # noqa: E402
+from exoformer.report.reading.recipe import differences  # noqa: E402
+from exoformer.report.tables.build import MARK, build_table, render  # noqa: E402
 
 SHRUNK = ("model.n_layer=2", "train.steps=30", "eval.limit=20", "train.final_val_tokens=16384")
 """A 450m spec shrunk to a few CPU minutes: numbers that mean nothing against the paper's."""
@@ -48,7 +48,7 @@ def test_differences_name_the_fields_most_telling_first():
 
 
 def test_another_preset_is_named_first_then_only_the_set_on_top_of_it(tmp_path):
-    from exoformer.report.recipe import run_differences
+    from exoformer.report.reading.recipe import run_differences
 
     plain = make_run(tmp_path, "gated-s42", preset="smoke", ppl=40.0)
     assert run_differences(registry(), "gated-s42", plain) == ["preset smoke (paper 450m)"]

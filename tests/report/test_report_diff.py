@@ -15,10 +15,10 @@ from synthetic import make_run, registry, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
 from exoformer.registry.reported import DEFAULT_REPORTED  # noqa: E402
-from exoformer.report.collect import collect  # noqa: E402
-from exoformer.report.diff import OUTSIDE, WITHIN, diff_table, exit_code, tolerance  # noqa: E402
-from exoformer.report.rank import kendall_tau_b  # noqa: E402
-from exoformer.report.tables import build_table  # noqa: E402
+from exoformer.report.reading.collect import collect  # noqa: E402
+from exoformer.report.tables.diff import OUTSIDE, WITHIN, diff_table, exit_code, tolerance  # noqa: E402
+from exoformer.report.stats.rank import kendall_tau_b  # noqa: E402
+from exoformer.report.tables.build import build_table  # noqa: E402
 
 PAPER_PPL = {"base": 14.79, "gated": 14.64, "resformer": 14.32, "gated-resformer": 14.25, "e-nuresformer": 14.15,
              "e-exoformer": 14.13, "dynamic-e-exoformer": 14.09}

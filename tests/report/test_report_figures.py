@@ -19,7 +19,8 @@ from exoformer.errors import UserError  # noqa: E402
 from exoformer.registry.figure_kinds import KINDS, check_figure_kinds  # noqa: E402
 from exoformer.registry.registry import REPO_ROOT, Registry  # noqa: E402
 from exoformer.registry.tables import FIGURE_KINDS  # noqa: E402
-from exoformer.report import data_efficiency, figures  # noqa: E402
+from exoformer.report.stats import data_efficiency
+from exoformer.report.figures import draw as figures  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 
 ROWS = ("base", "gated", "resformer", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer")
@@ -189,7 +190,7 @@ def test_every_kind_has_a_plotter_and_every_declared_kind_is_honest():
 
 
 def test_report_table_gives_the_table_and_its_curve_and_bar_figures(tmp_path):
-    from exoformer.report.summary import report_table, table_figures
+    from exoformer.report.pages.summary import report_table, table_figures
 
     assert set(table_figures(registry(), "table1")) == {"val-loss-table1", "accuracy-bars-table1"}
     runs = tmp_path / "runs"

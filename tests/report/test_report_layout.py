@@ -22,10 +22,10 @@ from synthetic import make_run, registry, uniform  # noqa: E402
 from test_html_report import NEEDS_CHROMIUM, _headless, chromium  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
-from exoformer.report import html as report_html  # noqa: E402
-from exoformer.report.compose import compose  # noqa: E402
-from exoformer.report.diff import diff_table, render_diff  # noqa: E402
-from exoformer.report.tables import MARK, comparability_notes, fold, render, rows_named  # noqa: E402
+from exoformer.report.pages import html as report_html  # noqa: E402
+from exoformer.report.tables.compose import compose  # noqa: E402
+from exoformer.report.tables.diff import diff_table, render_diff  # noqa: E402
+from exoformer.report.tables.build import MARK, comparability_notes, fold, render, rows_named  # noqa: E402
 
 ROW_IDS = [row.id for row in registry().tables["table1"].rows]
 SHARED = "not comparable: preset smoke (paper 450m), 2 of 3 seeds"

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import make_run, registry, uniform  # noqa: E402
 
 from exoformer.cli.report import phase_lines  # noqa: E402
-from exoformer.report import html as report_html  # noqa: E402
+from exoformer.report.pages import html as report_html  # noqa: E402
 
 
 class _Terminal(io.StringIO):

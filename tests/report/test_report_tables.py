@@ -15,8 +15,8 @@ from synthetic import make_run, registry, uniform  # noqa: E402
 from exoformer.cli import main  # noqa: E402
 from exoformer.errors import UserError  # noqa: E402
 from exoformer.registry.registry import REPO_ROOT, Registry  # noqa: E402
-from exoformer.report.collect import collect  # noqa: E402
-from exoformer.report.tables import build_table, render  # noqa: E402
+from exoformer.report.reading.collect import collect  # noqa: E402
+from exoformer.report.tables.build import build_table, render  # noqa: E402
 
 
 def test_collect_long_table_has_the_documented_columns_and_strips_smoke_prefix(tmp_path):
@@ -159,7 +159,7 @@ def test_a_table_without_reported_numbers_reads_not_reported(tmp_path):
 
 
 def test_rank_agreement_counts_only_rows_with_both_values():
-    from exoformer.report.rank import kendall_tau_b
+    from exoformer.report.stats.rank import kendall_tau_b
 
     nan = float("nan")
     assert kendall_tau_b([nan] * 5, [1.0, 2.0, 3.0, 4.0, 5.0]) is None  # nothing to rank: no agreement, not -1.00

@@ -11,9 +11,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from synthetic import make_run, registry, uniform  # noqa: E402
 
-from exoformer.report.collect import collect  # noqa: E402
-from exoformer.report.recipe import identity_of, run_differences  # noqa: E402
-from exoformer.report.tables import build_table, render  # noqa: E402
+from exoformer.report.reading.collect import collect  # noqa: E402
+from exoformer.report.reading.recipe import identity_of, run_differences  # noqa: E402
+from exoformer.report.tables.build import build_table, render  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 
 SHRUNK = ("model.n_layer=2", "train.steps=30", "eval.limit=20")

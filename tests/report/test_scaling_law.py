@@ -10,7 +10,7 @@ import pytest
 
 from exoformer.cli import main
 from exoformer.errors import UserError
-from exoformer.report.scaling_law import fit_law
+from exoformer.report.forecast.law import fit_law
 
 TRUE = dict(E=1.69, A=406.4, alpha=0.34, B=410.7, beta=0.28)
 """The Chinchilla fit (Hoffmann et al. 2022, approach 3) as a known truth."""

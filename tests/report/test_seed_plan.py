@@ -1,5 +1,5 @@
 """`power TABLE`: seeds per row for 80% power at the paper's effect from the seed spread of the runs we have,
-priced by the cost model; the same t test as the verdicts (report/power.py, proved by simulation in
+priced by the cost model; the same t test as the verdicts (report/stats/power.py, proved by simulation in
 tests/report/test_replication.py)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from exoformer.cli import main
-from exoformer.report import power as pw
-from exoformer.report.seed_plan import measured_spreads, plan_claims, table_hours
+from exoformer.report.stats import power as pw
+from exoformer.report.tables.seed_plan import measured_spreads, plan_claims, table_hours
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import registry  # noqa: E402
@@ -49,9 +49,9 @@ def test_the_spread_is_pooled_over_the_table_rows_and_planned_at_holms_level(tmp
 
 
 def test_power_and_the_verdict_name_the_same_seed_count(tmp_path):
-    from exoformer.report.selection import read
-    from exoformer.report.tables import build_table
-    from exoformer.report.verdicts import table_verdicts
+    from exoformer.report.reading.selection import read
+    from exoformer.report.tables.build import build_table
+    from exoformer.report.tables.verdicts import table_verdicts
 
     three_seeds(tmp_path)
     reg = registry()

@@ -19,8 +19,9 @@ from exoformer.cli import main  # noqa: E402
 from exoformer.errors import UserError  # noqa: E402
 from exoformer.registry.claims_schema import check_claims  # noqa: E402
 from exoformer.registry.registry import Registry  # noqa: E402
-from exoformer.report import figures, style  # noqa: E402
-from exoformer.report.selection import Selection  # noqa: E402
+from exoformer.report.figures import draw as figures
+from exoformer.report.figures import style  # noqa: E402
+from exoformer.report.reading.selection import Selection  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 
 
@@ -157,7 +158,7 @@ def test_the_figure_ratios_file_holds_the_same_seed_paired_values(smoke_root, tm
     figures.draw(reg, "val-loss-table1", runs_root=smoke_root, out_dir=tmp_path, preset="smoke")
     ratios = json.loads((tmp_path / "val-loss-table1.ratios.json").read_text())
     selection = Selection.of_root(reg, smoke_root, preset="smoke")
-    built = __import__("exoformer.report.tables", fromlist=["build_table"]).build_table(
+    built = __import__("exoformer.report.tables.build", fromlist=["build_table"]).build_table(
         reg, "claims", preset="smoke", selection=selection)
     rows = {r.id: r for r in built.table.rows}
     cell = built.cell(rows["dynamic-e-exoformer"], "tokens_to_gated_loss_ratio")

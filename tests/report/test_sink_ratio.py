@@ -1,4 +1,4 @@
-"""The attention-sink ratio (exoformer/report/sink_ratio.py): ratio of means, with a delta-method t interval.
+"""The attention-sink ratio (exoformer/report/stats/sink_ratio.py): ratio of means, with a delta-method t interval.
 
 Sinks are log-normal per seed with known means; the truth is the ratio of the means.
 """
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from exoformer.errors import UserError
-from exoformer.report.sink_ratio import sink_ratio
+from exoformer.report.stats.sink_ratio import sink_ratio
 
 SIGMA = 0.15
 

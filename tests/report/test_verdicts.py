@@ -1,5 +1,5 @@
 """Row-difference verdicts through the harness: per-document scores and seeds read from runs, compared by
-exoformer/report/replication.py (whose rates tests/report/test_replication.py proves by simulation), printed alike
+exoformer/report/stats/replication.py (whose rates tests/report/test_replication.py proves by simulation), printed alike
 by `diff`, `claims` and the HTML report."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 
 from exoformer.cli import main
 from exoformer.registry.tables import TASKS
-from exoformer.report.replication import CONTRADICTS, NOT_POWERED, ONE_SEED, REPLICATES
-from exoformer.report.selection import read
-from exoformer.report.tables import build_table
-from exoformer.report.verdicts import check_bootstrap, headline, table_verdicts, verdicts_html
+from exoformer.report.stats.replication import CONTRADICTS, NOT_POWERED, ONE_SEED, REPLICATES
+from exoformer.report.reading.selection import read
+from exoformer.report.tables.build import build_table
+from exoformer.report.tables.verdicts import check_bootstrap, headline, table_verdicts, verdicts_html
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import make_run, registry, uniform  # noqa: E402

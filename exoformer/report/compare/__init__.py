@@ -1,0 +1,1 @@
+"""`compare`: a few runs or variants side by side, with their curves."""

@@ -1,0 +1,1 @@
+"""Every declared figure, drawn from the selected runs with one look per model."""

@@ -1,0 +1,1 @@
+"""Which run each reader reads, and where report outputs may be written."""

@@ -1,0 +1,1 @@
+"""Statistics with no knowledge of runs: power, replication intervals, rank agreement, estimators."""

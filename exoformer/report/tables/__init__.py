@@ -1,0 +1,1 @@
+"""The paper's tables, claims and verdicts rebuilt from the selected runs."""

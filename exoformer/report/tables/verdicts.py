@@ -1,0 +1,331 @@
+"""Does our difference between two rows replicate the paper's? One line per claim, from exoformer/report/stats/replication.py.
+
+The paper's claims that are differences between two rows are the `difference` claims of experiments/claims.yaml
+(first row - second row in one column, e.g. Dynamic E-ExoFormer - Gated Attention = +1.47 avg6). For each, from
+our runs (source "ours"; seed k of one row paired with seed k of the other, s42 with s42, ...):
+- per seed and item, both rows' scores: lm-eval's per-document results (exoformer.eval.samples) for an accuracy
+  column (avg6 weighs its six tasks equally, as the table does), the cell itself (one item) for a perplexity;
+- replication.compare_all over the claims of one table: our mean difference with a t interval over the paired
+  seeds (the seed variance pooled over the table's rows that have every seed, when two or more do), the paper's
+  single-seed value against the prediction interval for one seed, Holm across the table's claims, power and the
+  seeds that would give it, and the item-sampling figure beside it. The rules: docs/replication.md.
+A verdict from cells that are not comparable with the paper's recipe (another preset, --set, a limited
+evaluation: report/reading/recipe.py) is marked † with what differs: at smoke scale it judges the harness, not the paper.
+Torch-free (numpy/scipy only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from exoformer.eval.suites import SMOKE_PREFIX
+from exoformer.registry.registry import Registry
+from exoformer.registry.tables import TASKS
+from exoformer.report.stats import replication as rep
+from exoformer.report.reading.selection import Selection
+from exoformer.report.tables.build import (
+    AVERAGE,
+    MARK,
+    BuiltTable,
+    seed_cell,
+    build_table,
+    fold,
+    plural,
+    rows_named,
+    run_values,
+)
+
+DEFAULT_BOOTSTRAP = rep.DEFAULT_ITEM_RESAMPLES
+RESAMPLE_SEED = 0
+"""The item resampling's random generator seed: the same runs give the same figure."""
+
+
+def check_bootstrap(value: object, *, where: str = "--bootstrap") -> int:
+    """The item-resample count of --bootstrap (docs/input-limits.md), else a UserError."""
+    text = str(value).strip()
+    return rep.check_item_resamples(int(text) if text.isdigit() else value, where=where)
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class PaperDifference:
+    table: str
+    minuend: str
+    subtrahend: str
+    column: str
+    value: float
+    source: str
+    note: str = ""
+    margin: float | None = None
+    """Equivalence margin of a "no loss" / "matches" claim (claims.yaml `margin`); None: directional."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Verdict:
+    claim: PaperDifference
+    comparison: rep.Comparison | None = None
+    """None: the two rows have no paired seed with a value."""
+    why: str = ""
+    """What differs from the paper's recipe when the cells are not comparable."""
+
+    @property
+    def label(self) -> str:
+        c = self.claim
+        return f"{c.table}: {c.minuend} - {c.subtrahend}, {c.column}"
+
+    @property
+    def ours(self) -> float | None:
+        return None if self.comparison is None else self.comparison.estimate
+
+    @property
+    def seeds(self) -> int:
+        return 0 if self.comparison is None else self.comparison.seeds
+
+    @property
+    def verdict(self) -> str:
+        """The verdict's keyword (replication.VERDICTS), or "not run"."""
+        return "not run" if self.comparison is None else self.comparison.head
+
+
+def paper_differences(registry: Registry) -> list[PaperDifference]:
+    """The paper's row differences: the `difference` claims of experiments/claims.yaml."""
+    out = []
+    for claim in registry.claims.values():
+        if claim.compare == "difference":
+            minuend, subtrahend = claim.reads
+            paper = claim.paper[0]
+            out.append(PaperDifference(table=minuend.table, minuend=minuend.row, subtrahend=subtrahend.row,
+                                       column=minuend.metric, value=float(paper.value), source=paper.source,
+                                       note=paper.note, margin=claim.margin))
+    return out
+
+
+def column_maxima(registry: Registry) -> dict[str, dict[str, float]]:
+    """table -> column -> the paper's best value of the column (min for ppl): the `column_max` claims."""
+    out: dict[str, dict[str, float]] = {}
+    for claim in registry.claims.values():
+        if claim.compare == "column_max":
+            out.setdefault(claim.reads[0].table, {})[claim.reads[0].metric] = float(claim.paper[0].value)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ computing
+
+def _per_sample(run_dir: str, tasks: tuple[str, ...], convention: dict[str, str]) -> rep.ItemScores | None:
+    """task -> {doc id: 0/1 score} of `tasks` in the table's metric convention; None without per-sample results."""
+    from exoformer.eval.samples import read_samples
+
+    samples = read_samples(run_dir)
+    if samples is None:
+        return None
+    by_task = {name.removeprefix(SMOKE_PREFIX): body for name, body in samples.items()}
+    out = {}
+    for task in tasks:
+        body = by_task.get(task)
+        values = None if body is None else body.get(convention[task])
+        if values is None or any(v is None for v in values):
+            return None
+        out[task] = dict(zip(body["doc_id"], values, strict=True))
+    return out
+
+
+@dataclass(kw_only=True, slots=True)
+class Claimed:
+    """One claim's paired seeds: (a, b) per seed and item for replication.compare_all, and the items' tasks."""
+
+    claim: PaperDifference
+    a: np.ndarray
+    b: np.ndarray
+    strata: np.ndarray | None
+    why: str
+
+
+def _row_values(built: BuiltTable, selection: Selection, column: str) -> dict[str, list[float | None]]:
+    """row id -> its per-seed values of `column` (None where a seed has no run or no value)."""
+    table = built.table
+    out = {}
+    for row in table.rows:
+        values = []
+        for k, picked in enumerate(selection.row_runs(row.specs)):
+            got = None if picked is None else seed_cell(run_values(picked.rows), column, table.convention,
+                                                        row.specs[k], table)
+            values.append(None if got is None else float(got[0]))
+        out[row.id] = values
+    return out
+
+
+def claimed_pairs(built: BuiltTable, selection: Selection, claim: PaperDifference) -> Claimed | None:
+    """The paired seeds of one claim; None when no seed pair has both values."""
+    table = built.table
+    rows = {r.id: r for r in table.rows}
+    a_row, b_row = rows[claim.minuend], rows[claim.subtrahend]
+    runs_a, runs_b = selection.row_runs(a_row.specs), selection.row_runs(b_row.specs)
+    pairs = []
+    for k, (ra, rb) in enumerate(zip(runs_a, runs_b)):
+        if ra is None or rb is None:
+            continue
+        va = seed_cell(run_values(ra.rows), claim.column, table.convention, a_row.specs[k], table)
+        vb = seed_cell(run_values(rb.rows), claim.column, table.convention, b_row.specs[k], table)
+        if va is not None and vb is not None:
+            pairs.append((ra, rb, va[0], vb[0]))
+    if not pairs:
+        return None
+    whys = [c.why for c in (built.cell(a_row, claim.column), built.cell(b_row, claim.column)) if c.why]
+    why = "; ".join(dict.fromkeys(whys))
+    tasks = TASKS if claim.column == AVERAGE else (claim.column,) if claim.column in TASKS else ()
+    if tasks:
+        a_items = [_per_sample(str(ra.path), tasks, table.convention) for ra, *_ in pairs]
+        b_items = [_per_sample(str(rb.path), tasks, table.convention) for _, rb, *_ in pairs]
+        if all(x is not None for x in [*a_items, *b_items]):
+            a, b, strata = rep.paired_items(a_items, b_items, tasks=list(tasks))
+            return Claimed(claim=claim, a=a, b=b, strata=strata, why=why)
+    a = np.array([[va] for *_, va, _ in pairs])
+    b = np.array([[vb] for *_, vb in pairs])
+    return Claimed(claim=claim, a=a, b=b, strata=None, why=why)
+
+
+def pooled_variance(built: BuiltTable, selection: Selection, claimed: Claimed) -> rep.PooledVariance | None:
+    """The seed variance of a paired difference in the claim's column, pooled over the table's rows that have its
+    K seeds (replication.pooled_seed_variance); None with one seed or fewer than two such rows."""
+    k = claimed.a.shape[0]
+    if k < 2:
+        return None
+    values = [v[:k] for v in _row_values(built, selection, claimed.claim.column).values()
+              if len(v) >= k and all(x is not None for x in v[:k])]
+    return rep.pooled_seed_variance(np.array(values)) if len(values) >= 2 else None
+
+
+def table_verdicts(registry: Registry, built: BuiltTable, *, n_boot: int = DEFAULT_BOOTSTRAP,
+                   selection: Selection | None = None) -> list[Verdict]:
+    """The Verdicts of the paper's differences within `built`'s table, Holm-adjusted as one family."""
+    selection = selection or built.selection
+    claims = [c for c in paper_differences(registry) if c.table == built.table.id]
+    claimed = [claimed_pairs(built, selection, claim) for claim in claims]
+    have = [c for c in claimed if c is not None]
+    out = [Verdict(claim=claim) for claim in claims]
+    if have:
+        kinds = ["accuracy" if registry.metrics[c.claim.column].better == "higher" else "loss" for c in have]
+        pooled = [pooled_variance(built, selection, c) for c in have]
+        comparisons = rep.compare_all([(c.a, c.b, c.claim.value) for c in have], kind=kinds, pooled=pooled,
+                                      margins=[c.claim.margin for c in have],
+                                      item_resamples=n_boot, item_strata=[c.strata for c in have],
+                                      resample_seed=RESAMPLE_SEED)
+        position = {id(c): i for i, c in enumerate(claimed)}
+        for c, comparison in zip(have, comparisons, strict=True):
+            out[position[id(c)]] = Verdict(claim=c.claim, comparison=comparison, why=c.why)
+    return out
+
+
+def all_verdicts(registry: Registry, frame: pd.DataFrame | None, *, preset: str | None, runs_root: str = "",
+                 overrides: list[str] | tuple[str, ...] = (), n_boot: int = DEFAULT_BOOTSTRAP,
+                 selection: Selection | None = None) -> list[Verdict]:
+    """The Verdicts of every paper difference, table by table (each table one Holm family; the `claims` verb and
+    the HTML report), from the runs `selection` picks (else those of `frame`)."""
+    if selection is None:
+        selection = Selection.of_frame(registry, frame, preset=preset, overrides=overrides)
+    out = []
+    for table_id in dict.fromkeys(c.table for c in paper_differences(registry)):
+        built = build_table(registry, table_id, preset=preset, runs_root=runs_root, overrides=overrides,
+                            selection=selection)
+        out += table_verdicts(registry, built, n_boot=n_boot, selection=selection)
+    return out
+
+
+def headline(verdicts: list[Verdict]) -> str:
+    """"k of m claims replicate" over the verdicts with runs (Holm-adjusted within each table), then how many
+    claims have no runs."""
+    compared = [v.comparison for v in verdicts if v.comparison is not None]
+    text = rep.headline(compared) if compared else "no claim has runs"
+    missing = len(verdicts) - len(compared)
+    return text + (f"; {plural(missing, 'claim')} not run" if missing else "")
+
+
+def tally(verdicts: list[Verdict]) -> list[tuple[str, int]]:
+    """(verdict keyword, number of claims) in replication.VERDICTS order, then "not run"; only those that occur."""
+    counts = {v: sum(x.verdict == v for x in verdicts) for v in (*rep.VERDICTS, "not run")}
+    return [(v, n) for v, n in counts.items() if n]
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+
+def verdict_rows(verdicts: list[Verdict]) -> list[dict[str, str]]:
+    """One mapping per verdict with the shown texts (shared by the text and HTML renderings): the claim, the
+    paper's value and source, the line (ours [interval], one seed's prediction interval, the verdict, the seeds
+    needed), how each interval was computed, and what differs from the paper's recipe."""
+    out = []
+    for v in verdicts:
+        c = v.comparison
+        out.append({"claim": v.label, "paper": f"{v.claim.value:+.2f} [{v.claim.source}]",
+                    "line": "not run" if c is None else c.line() + (f" {MARK}" if v.why else ""),
+                    "verdict": v.verdict, "method": "" if c is None else c.methods(), "why": v.why})
+    return out
+
+
+RULE = ("replicates = same direction, significant after Holm, the paper's value inside one seed's 95% prediction "
+        "interval; direction only = same direction, the paper's value outside it; contradicts = significant the "
+        "other way; not powered = not significant and the paper's effect below the minimum detectable effect; "
+        "inconclusive = not significant though powered; one seed = no verdict about the architecture "
+        "(docs/replication.md)")
+
+
+def why_lines(rows: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """(the claims, what differs) once per distinct reason (tables.fold): at smoke scale every claim shares one."""
+    return [(rows_named(claims, "claims", "; "), why) for claims, why in fold([(r["claim"], r["why"]) for r in rows
+                                                                              if r["why"]])]
+
+
+def render_verdicts(verdicts: list[Verdict]) -> list[str]:
+    """Text lines: the headline, one line per claim with its methods, then the † notes and the rule."""
+    if not verdicts:
+        return []
+    rows = verdict_rows(verdicts)
+    lines = [f"row differences claimed by the paper: {headline(verdicts)}"]
+    for r in rows:
+        lines.append(f"  {r['claim']}: {r['line']}")
+        if r["method"]:
+            lines.append(f"      ({r['method']})")
+    lines.extend(f"{MARK} {claims}: not comparable: {why}" for claims, why in why_lines(rows))
+    lines.append(f"verdicts: {RULE}")
+    return lines
+
+
+def render_maxima(built: BuiltTable, maxima: dict[str, float], better: dict[str, str]) -> list[str]:
+    """Our best value of each column with a paper column maximum (min where lower is better) beside it."""
+    lines = []
+    for column, paper in maxima.items():
+        cells = [(row.id, built.cell(row, column)) for row in built.table.rows]
+        have = [(rid, c) for rid, c in cells if c.value is not None]
+        lower = better.get(column) == "lower"
+        if not have:
+            lines.append(f"  {column:<14} paper {paper:.2f}  ours not run")
+            continue
+        rid, best = (min if lower else max)(have, key=lambda rc: rc[1].value)
+        mark = f" {MARK}" if not best.comparable else ""
+        lines.append(f"  {column:<14} paper {paper:.2f}  ours {best.value:.2f} ({rid}){mark}  "
+                     f"delta {best.value - paper:+.2f}")
+    if lines:
+        lines.insert(0, "column maxima (the paper's best per column, row unknown; min for lower-is-better):")
+    return lines
+
+
+def verdicts_html(verdicts: list[Verdict]) -> str:
+    """The verdicts as an HTML section (the report's "Replication verdicts"), its headline first."""
+    import html
+
+    if not verdicts:
+        return ""
+    rows = verdict_rows(verdicts)
+    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours [95% interval], one seed's interval: verdict",
+                                             "method"))
+    body = "".join(f'<tr class="verdict-{html.escape(r["verdict"].replace(" ", "-"))}"><td class="label">'
+                   f'{html.escape(r["claim"])}</td><td>{html.escape(r["paper"])}</td><td>{html.escape(r["line"])}'
+                   f'</td><td>{html.escape(r["method"])}</td></tr>' for r in rows)
+    notes = "".join(f'<p class="note">{MARK} {html.escape(claims)}: not comparable: {html.escape(why)}</p>'
+                    for claims, why in why_lines(rows))
+    chips = "".join(f'<span class="chip verdict-{html.escape(v.replace(" ", "-"))}">{html.escape(v)}: '
+                    f'{plural(n, "claim")}</span>' for v, n in tally(verdicts))
+    return (f'<section id="verdicts"><h2>Replication verdicts</h2><p class="headline">'
+            f'{html.escape(headline(verdicts))}</p><p class="tally">{chips}</p><table class="verdicts"><tr>{head}'
+            f'</tr>{body}</table>{notes}<p class="note">{html.escape(RULE)}</p></section>')
