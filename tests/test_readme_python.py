@@ -1,4 +1,4 @@
-"""The README's "Use it from Python" section runs as written: its first snippet runs a smoke spec through
+"""docs/reading.md's "Use it from Python" section runs as written: its first snippet runs a smoke spec through
 exoformer.runs.orchestrate.run_target and reads its Table 1 row as a DataFrame; every snippet's imports resolve."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import pytest
 
 from exoformer.runs import rundirs as runs
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "reading.md"
 
 
 def python_snippets() -> list[str]:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     section = text.split("## Use it from Python", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```python\n(.*?)```", section, flags=re.S)
 
@@ -27,14 +27,14 @@ def test_every_snippet_imports_what_exists():
     for code in snippets:
         imports = [node for node in ast.parse(code).body if isinstance(node, (ast.Import, ast.ImportFrom))]
         assert imports
-        exec(compile(ast.Module(body=imports, type_ignores=[]), "README.md", "exec"), {})
+        exec(compile(ast.Module(body=imports, type_ignores=[]), "docs/reading.md", "exec"), {})
 
 
 @pytest.mark.slow
 def test_the_run_and_read_snippet(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(runs.RUNS_ENV, str(tmp_path))  # the snippet's default runs root
     namespace: dict = {}
-    exec(compile(python_snippets()[0], "README.md", "exec"), namespace)
+    exec(compile(python_snippets()[0], "docs/reading.md", "exec"), namespace)
     result, table = namespace["result"], namespace["table"]
     out = capsys.readouterr().out
     print(out[-3000:])  # the snippet's output, shown when the test fails

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Source-able helpers for .ci/run (issue 5): bring the single-node Slurm test cluster up for the tests
+# Source-able helpers for .ci/run: bring the single-node Slurm test cluster up for the tests
 # marked `slurm`, and always take it down again.
 #
 #   source slurm/testcluster/ci.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the Debian packages of the single-node Slurm test cluster (issue 5): munge, slurmctld,
+# Install the Debian packages of the single-node Slurm test cluster: munge, slurmctld,
 # slurmd, slurm-client and, for sacct, slurmdbd + mariadb-server.
 #
 # Idempotent: when every package is already installed it returns in well under a second without

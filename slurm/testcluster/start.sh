@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start a private single-node Slurm cluster with accounting under BASE_DIR (issue 5).
+# Start a private single-node Slurm cluster with accounting under BASE_DIR.
 #
 #   slurm/testcluster/start.sh BASE_DIR      then: source BASE_DIR/env.sh
 #

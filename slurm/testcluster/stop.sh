@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop the test cluster that start.sh started under BASE_DIR (issue 5).
+# Stop the test cluster that start.sh started under BASE_DIR.
 #
 #   slurm/testcluster/stop.sh BASE_DIR
 #

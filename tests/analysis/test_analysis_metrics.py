@@ -1,4 +1,4 @@
-"""The analysis metrics on hand-built inputs whose values are known in closed form (issue 7)."""
+"""The analysis metrics on hand-built inputs whose values are known in closed form."""
 
 import json
 import math

@@ -1,4 +1,4 @@
-"""Session fixture for tests against the real single-node Slurm test cluster (issue 5).
+"""Session fixture for tests against the real single-node Slurm test cluster.
 
 `.ci/run` starts the cluster (slurm/testcluster/ci.sh) and exports EXOFORMER_TEST_SLURM_CONF; without
 it the tests here are skipped, unless EXOFORMER_TEST_SLURM_REQUIRED=1 says the cluster should have

@@ -1,4 +1,4 @@
-"""The single-node test cluster behaves like a real Slurm for what our backends rely on (issue 5).
+"""The single-node test cluster behaves like a real Slurm for what our backends rely on.
 
 sbatch/sacct states and exit codes, scancel, submitit's slurm executor, job arrays with a parallelism
 limit, and a short requeue hold. Each test is a few seconds; the requeue test ~15 s.

@@ -1,4 +1,4 @@
-"""Safety of the test-cluster scripts themselves; these need no running cluster (issue 5).
+"""Safety of the test-cluster scripts themselves; these need no running cluster.
 
 stop.sh must never signal a process it did not start, even when a PID file names one, and must not
 fail when nothing runs; start.sh must refuse bad arguments before starting anything.
