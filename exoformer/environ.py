@@ -19,15 +19,11 @@ def quiet_progress_env() -> dict[str, str]:
 
 
 GLIBC_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024), "MALLOC_TRIM_THRESHOLD_": str(4 * 1024 ** 3)}
-"""glibc malloc settings for a job process, read once when it starts. By default glibc serves every block above
-its mmap threshold with a fresh mapping and gives the top of the heap back to the OS whenever more than the trim
-threshold is free, so a CPU training step that allocates and frees the same multi-megabyte tensors (a smoke
-step's 2,048 x 2,048 fp32 logits are 16 MiB) faults every page of them in again, zeroed by the kernel, each step.
-Blocks up to 32 MiB (glibc's own ceiling for its dynamic threshold on 64-bit) from the heap, and a heap that is
-never trimmed, keep those pages: 40 smoke training steps take 139k page faults instead of 386k at the same peak
-memory, and the README's main job 9-10 s of system time instead of 37-47, 572-612 CPU-s instead of 641 and the same
-Table 1 (results/bench_main_job.json, main_job). Setting the trim threshold alone would freeze the mmap threshold at
-128 KiB and fault far more, so both are set together. Other C libraries ignore these variables."""
+"""glibc malloc settings for a job process, read once when it starts: a CPU training step allocates and frees the
+same multi-megabyte tensors, which glibc's defaults would map afresh (and the kernel zero) every step. Serving
+blocks up to 32 MiB from a heap that is never trimmed keeps those pages; the trim threshold alone would freeze the
+mmap threshold at 128 KiB, so both are set together (benchmarks/bench_main_job.py measures the effect). Other C
+libraries ignore these variables."""
 
 
 def glibc_malloc_env() -> dict[str, str]:

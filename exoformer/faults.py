@@ -30,9 +30,7 @@ def is_machine_fault(error: BaseException) -> bool:
     """Whether `error` (or what caused it) is a fault of the machine that a rerun resumes from."""
     seen = 0
     while error is not None and seen < 8:
-        if isinstance(error, ResumableFault):
-            return True
-        if isinstance(error, OSError) and error.errno in MACHINE_ERRNOS:
+        if isinstance(error, ResumableFault) or (isinstance(error, OSError) and error.errno in MACHINE_ERRNOS):
             return True
         error, seen = error.__cause__ or error.__context__, seen + 1
     return False

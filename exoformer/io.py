@@ -5,6 +5,7 @@ Write to a temporary file in the same directory, fsync it, rename it over the ta
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -12,6 +13,7 @@ import os
 import re
 import stat
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
@@ -36,10 +38,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as err:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         if isinstance(err, (IsADirectoryError, NotADirectoryError)) or (isinstance(err, OSError) and path.is_dir()):
             raise UserError("is a directory, so the file cannot be written there", where=str(path),
                             fix="move that directory away (nothing was changed)") from None
@@ -62,8 +62,6 @@ def remove_temp_files(directory: str | os.PathLike, *, recursive: bool = False,
     `recursive`, below it, never following symlinks). Only their owner calls this, while no write can be under
     way (it holds the run's job lock or the runs root's launch lock), or with `older_than_s`: then only files
     older than that are removed (a write under way takes milliseconds). Returns what was removed."""
-    import time
-
     cutoff = None if older_than_s is None else time.time() - older_than_s
     removed = []
     try:

@@ -157,16 +157,15 @@ OPTION_BOUNDS: dict[str, tuple[float, float]] = {
     "--interval": (0, 86_400),
 }
 """Numeric command-line option -> (low, high) (docs/input-limits.md "Options"): integers in [low, high], numbers of
-minutes or seconds in (low, high]. --bootstrap counts the item resamples of a verdict's item-sampling figure
-(exoformer/report/stats/replication.py, drawn in bounded chunks): fewer than 200 gives a percentile interval noisier
-than its width, more than 100,000 buys nothing but time."""
+minutes or seconds in (low, high]. Fewer than 200 bootstrap resamples give a percentile interval noisier than its
+width; more buy nothing but time past 100,000."""
 
 
 def check_option(value: Any, option: str) -> Any:
     """`value` of a numeric option inside OPTION_BOUNDS[option]; a one-line UserError naming the option otherwise."""
     low, high = OPTION_BOUNDS[option]
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if isinstance(low, int) and isinstance(high, int) and option not in ("--timeout-min", "--interval"):
+    if option not in ("--timeout-min", "--interval"):
         if not (is_number and float(value).is_integer() and low <= value <= high):
             raise UserError(f"must be an integer in [{low:,}, {high:,}], got {value!r}", where=option,
                             fix=f"use {option} {low if option != '--bootstrap' else DEFAULT_ITEM_RESAMPLES}")

@@ -1,11 +1,7 @@
-"""A process that loaded torch, lm-eval and datasets spends over a second in the interpreter's shutdown, in garbage
-collections that walk every object those libraries made at import, and the next local job or the main job's table
-waits for it: 1.4 CPU-s, and 0.43 with the handler below (benchmarks/bench_process_exit.py).
-
-`collect_then_freeze_at_exit` registers, once per process, an exit handler that collects the garbage there is
-(finalisers of cyclic garbage run as before) and then moves what is still alive into gc's permanent generation,
-so the shutdown's collections skip it. Module teardown still frees those objects by reference count, and exit
-handlers registered before this one (logging's flush and close among them) still run after it.
+"""A process that loaded torch, lm-eval and datasets spends a long shutdown in garbage collections that walk every
+object those libraries made at import, and the next job waits for it. Collecting once at exit and then freezing
+what is still alive lets the shutdown's collections skip it; module teardown still frees those objects by
+reference count, and exit handlers registered before this one (logging's among them) still run after it.
 """
 
 from __future__ import annotations

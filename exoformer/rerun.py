@@ -23,16 +23,12 @@ def rerun_command(provenance: dict[str, Any], spec_name: str, run_dir: str | Pat
     argv = [str(a) for a in recorded] if isinstance(recorded, list) else []
     kept: list[str] = []
     if len(argv) >= 3 and argv[1] == "run":
-        rest, i = argv[3:], 0
-        while i < len(rest):
-            arg = rest[i]
+        rest = iter(argv[3:])
+        for arg in rest:
             name = arg.split("=", 1)[0]
-            if name in _DROPPED_FLAGS:
-                i += 1
-            elif name in _DROPPED_OPTIONS:
-                i += 1 if "=" in arg else 2
-            else:
+            if name in _DROPPED_OPTIONS and "=" not in arg:
+                next(rest, None)  # its value
+            elif name not in _DROPPED_FLAGS | _DROPPED_OPTIONS:
                 kept.append(arg)
-                i += 1
     root = Path(run_dir).parent.parent
     return shlex.join(["reproduce.py", "run", spec_name, *kept, "--runs-dir", str(root), "--force"])

@@ -18,25 +18,25 @@ Fields (all JSON data):
 - `data`: the fingerprint of the token data the run trains on (`data_fingerprint`: one sha256 over its
   shards' content digests, as provenance.json records them), None when not known (a checkpoint run, data
   absent from the launching machine);
-- `recorded`: True when written at launch. Runs launched before identity files existed have none: the run
-  index derives theirs once from spec.yaml and provenance.json (exoformer.runs.rundirs `derive_identity`),
-  with `recorded` False, and caches it (never in the run directory).
+- `steps`: the training steps of the resolved spec (`status` shows progress against it), None when not known.
+A run directory without a readable identity file reads DAMAGED (exoformer/runs/run_index.py): the identity is
+never derived from spec.yaml or a command line.
 
 Adding a field: give it a default here (older identity files then still read, with that default; `from_dict`
 checks it by its annotation), fill it in `exoformer.runs.rundirs` (`identity_for`, the one writer, or
-`prepare` for a fact that costs reading the data; `derive_identity` for older runs), and when it changes what a
-number means, let `differences` name it. `from_dict` ignores keys it does not know, so a newer file still
-reads. Torch-free and free of harness imports (the harness, the stages and the report all read it).
+`prepare` for a fact that costs reading the data), and when it changes what a number means, let `differences`
+name it. `from_dict` ignores keys it does not know, so a newer file still reads. Torch-free and free of harness
+imports (the harness, the stages and the report all read it).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from exoformer.errors import UserError
+from exoformer.records import load
 
 OURS, CHECKPOINT = "ours", "checkpoint"
 SOURCES = (OURS, CHECKPOINT)
@@ -75,7 +75,7 @@ class RunIdentity:
     scoring: dict[str, Any] = field(default_factory=dict)
     differs: tuple[str, ...] = ()
     data: str | None = None
-    recorded: bool = True
+    steps: int | None = None
 
     @property
     def comparable(self) -> bool:
@@ -86,45 +86,19 @@ class RunIdentity:
         return str(self.scoring.get("suite") or "")
 
     def to_dict(self) -> dict[str, Any]:
-        data = {name: getattr(self, name) for name, _, _ in _checks(type(self))}
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         return {**data, "overrides": dict(self.overrides), "scoring": dict(self.scoring), "differs": list(self.differs)}
 
     @classmethod
     def from_dict(cls, data: Any, *, where: str) -> RunIdentity:
-        """The identity a record holds (an identity file, a run index entry); a record that is not one of ours
-        is a UserError naming `where`. Each field is checked against its annotation (`_KINDS`)."""
+        """The identity a record holds (an identity file, a run index entry), each field checked against its
+        annotation; a record that is not one of ours is a UserError naming `where`."""
         fix = "the run directory is damaged: re-run it with --force"
-        if not isinstance(data, dict):
-            raise UserError("not a run identity record", where=where, fix=fix)
-        values = {}
-        for name, kinds, required in _checks(cls):
-            if name not in data:
-                if required:
-                    raise UserError(f"the run identity has no {name!r}", where=where, fix=fix)
-                continue
-            value = data[name]
-            if not isinstance(value, kinds) or (value.__class__ is bool and bool not in kinds):
-                raise UserError(f"the run identity has no valid {name!r} ({value!r})", where=where, fix=fix)
-            if value.__class__ is list:
-                if not all(isinstance(item, str) for item in value):
-                    raise UserError(f"the run identity's {name!r} is not a list of strings", where=where, fix=fix)
-                value = tuple(value)
-            values[name] = value
-        if values.get("source", OURS) not in SOURCES:
-            raise UserError(f"the run identity says source {values['source']!r}", where=where,
+        identity = load(cls, data, where=where, what="run identity", fix=fix, ignore_unknown=True)
+        if identity.source not in SOURCES:
+            raise UserError(f"the run identity says source {identity.source!r}", where=where,
                             fix=f"source is one of {', '.join(SOURCES)}")
-        return cls(**values)
-
-
-_KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "bool": (bool,), "str | None": (str, type(None)),
-                                       "dict[str, Any]": (dict,), "tuple[str, ...]": (list, tuple)}
-"""A field's annotation -> the JSON types its value may have (a list stands for a tuple of strings)."""
-
-
-@functools.cache
-def _checks(cls: type) -> tuple[tuple[str, tuple[type, ...], bool], ...]:
-    """(name, the JSON types of its value, whether a record must have it) per field of `cls`."""
-    return tuple((f.name, _KINDS[f.type], f.default is MISSING and f.default_factory is MISSING) for f in fields(cls))
+        return identity
 
 
 def data_fingerprint(checksums: Any) -> str | None:

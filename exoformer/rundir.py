@@ -17,7 +17,7 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from exoformer.io import (
     read_regular,
     read_regular_text,
 )
+from exoformer.records import load
 from exoformer.run_identity import RunIdentity
 
 PENDING, RUNNING, SUCCEEDED, FAILED, INTERRUPTED = "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "INTERRUPTED"
@@ -90,23 +91,15 @@ class Status:
         return asdict(self)
 
 
-_STATUS_TYPES = {"state": str, "stage": str, "reason": str, "log": str, "job_id": str, "backend": str,
-                 "updated": str, "started": str, "host": str, "pid": int}
-
-
 def _status_from_dict(data: dict[str, Any]) -> Status | None:
-    """A Status when every known field has its type; None when any does not (then the file is damaged)."""
-    known: dict[str, Any] = {}
-    for f in fields(Status):
-        if f.name not in data or data[f.name] is None:
-            continue
-        value, kind = data[f.name], _STATUS_TYPES[f.name]
-        if isinstance(value, bool) or not isinstance(value, kind):
-            return None
-        known[f.name] = value
-    if known.get("state") not in STATES:
+    """A Status when every known field has its type (null: the default); None when any does not (then the file
+    is damaged). Unknown keys are ignored: a newer version may have written them."""
+    try:
+        status = load(Status, {k: v for k, v in data.items() if v is not None}, where="STATUS", what="status",
+                      ignore_unknown=True)
+    except UserError:
         return None
-    return Status(**known)
+    return status if status.state in STATES else None
 
 
 class RunDir:
@@ -236,13 +229,11 @@ class RunDir:
         """STATUS, None when there is none, or a DAMAGED status (with the fix in `reason`) when it is not ours."""
         path = self.status_file
         try:
-            raw = read_regular(path)
+            data = json.loads(read_regular(path).decode("utf-8"))
         except FileNotFoundError:
             return None
         except OSError as err:  # a directory, a FIFO, unreadable, ...
             return _damaged(path, f"cannot be read ({type(err).__name__})")
-        try:
-            data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             return _damaged(path, "is not a JSON status record")
         status = _status_from_dict(data) if isinstance(data, dict) else None
@@ -281,16 +272,15 @@ class RunDir:
         """
         self.check_real_layout()
         self.path.mkdir(parents=True, exist_ok=True)
+        path, fix = self.path / _JOB_LOCK, "move it away (a lock file is a plain file the job creates), then run again"
         try:
-            fd = os.open(self.path / _JOB_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as err:
-            raise UserError(f"the job lock cannot be opened ({err.strerror or type(err).__name__})",
-                            where=str(self.path / _JOB_LOCK),
-                            fix="move it away (a lock file is a plain file the job creates), then run again") from None
+            raise UserError(f"the job lock cannot be opened ({err.strerror or type(err).__name__})", where=str(path),
+                            fix=fix) from None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise UserError("the job lock is not a regular file", where=str(self.path / _JOB_LOCK),
-                                fix="move it away (a lock file is a plain file the job creates), then run again")
+                raise UserError("the job lock is not a regular file", where=str(path), fix=fix)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -341,21 +331,19 @@ class RunDir:
 
     # ------------------------------------------------------------------------------------------ identity
     def identity(self) -> RunIdentity | None:
-        """The identity recorded at launch; None for a run launched before identity files existed. A damaged
-        file is a UserError naming it (a wrong identity would silently change what a table compares)."""
+        """The identity recorded at launch; None when the run has no identity file (it then reads DAMAGED). A
+        damaged file is a UserError naming it (a wrong identity would silently change what a table compares)."""
         path = self.identity_file
+        fix = "the run directory is damaged: re-run it with --force"
         try:
-            raw = read_regular(path)
+            data = json.loads(read_regular(path).decode("utf-8"))
         except FileNotFoundError:
             return None
         except OSError as err:
             raise UserError(f"the run identity cannot be read ({type(err).__name__})", where=str(path),
-                            fix="the run directory is damaged: re-run it with --force") from None
-        try:
-            data = json.loads(raw.decode("utf-8"))
+                            fix=fix) from None
         except (UnicodeDecodeError, json.JSONDecodeError):
-            raise UserError("the run identity is not JSON", where=str(path),
-                            fix="the run directory is damaged: re-run it with --force") from None
+            raise UserError("the run identity is not JSON", where=str(path), fix=fix) from None
         return RunIdentity.from_dict(data, where=str(path))
 
     def write_identity(self, identity: RunIdentity) -> bool:
@@ -389,8 +377,7 @@ class RunDir:
                 strict: bool = False) -> Iterator[dict[str, Any]]:
         """Lines of metrics.jsonl (optionally of one `kind`), in file order (`numbered_metrics` with the line
         numbers)."""
-        for _, row in self.numbered_metrics(kind, problems=problems, strict=strict):
-            yield row
+        yield from (row for _, row in self.numbered_metrics(kind, problems=problems, strict=strict))
 
     def numbered_metrics(self, kind: str | None = None, *, problems: list[str] | None = None,
                          strict: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -550,22 +537,8 @@ def _read_rows(path: Path, spec_name: str) -> list[dict[str, Any]]:
     return rows
 
 
-def run_dir_of(root: str | os.PathLike, name: str, hash12: str) -> RunDir:
-    return RunDir(Path(root) / name / hash12)
-
-
 def is_hash12(name: str) -> bool:
     return len(name) == 12 and all(c in "0123456789abcdef" for c in name)
-
-
-def iter_run_dirs(root: str | os.PathLike) -> list[RunDir]:
-    """Every `<root>/<name>/<hash12>/` holding a spec file, sorted (directories moved aside by --force, named
-    `<hash12>.old-<time>`, are not runs)."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    spec_name = RunDir(root).spec_file.name
-    return [RunDir(p.parent) for p in sorted(root.glob(f"*/*/{spec_name}")) if is_hash12(p.parent.name)]
 
 
 def run_dirs_of_spec(root: str | os.PathLike, name: str) -> list[RunDir]:
@@ -598,7 +571,3 @@ def read_status(path: str | os.PathLike) -> Status | None:
 
 def write_status(path: str | os.PathLike, status: Status) -> Status:
     return RunDir(path).write_status(status)
-
-
-def update_status(path: str | os.PathLike, **changes: Any) -> Status:
-    return RunDir(path).update_status(**changes)

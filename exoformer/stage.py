@@ -86,10 +86,6 @@ def run_source(spec: RunSpec) -> str:
     return str(spec.semantic().get("source", OURS))
 
 
-def _quiet(text: str) -> None:
-    return None
-
-
 @dataclass(kw_only=True, slots=True)
 class StageContext:
     run_dir: Path
@@ -97,7 +93,7 @@ class StageContext:
     """The resolved spec of the run."""
     device: str | None = None
     """torch device string, None for the default (the first CUDA GPU, else CPU)."""
-    say: Callable[[str], None] = _quiet
+    say: Callable[[str], None] = lambda text: None
     """One line to the run's log."""
 
     @property

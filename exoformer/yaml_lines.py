@@ -1,6 +1,6 @@
 """Safe YAML loading under input limits that remembers where every key and value came from.
 
-Registry errors must name `file:line` (STYLE.md 3), and `yaml.safe_load` forgets positions, so the loader is
+Registry errors name `file:line` (docs/input-limits.md), but `yaml.safe_load` forgets positions, so the loader is
 a safe loader whose mappings and sequences carry their line numbers. It also rejects duplicate keys, which
 plain PyYAML silently resolves to the last one (a classic source of "my change did nothing"), while merge
 keys (`<<: *base`) keep their standard meaning: the mapping's own keys win over merged ones.
@@ -147,7 +147,6 @@ def _construct_mapping(loader: _LimitedLoader, node: MappingNode) -> LineDict:
     for key_node, value_node in node.value:
         if key_node.tag == _MERGE_TAG:
             merged.extend(_merge_sources(loader, value_node))
-            continue
     for source in reversed(merged):  # earlier sources win (YAML merge-key semantics)
         for key, value in source.items():
             result[key] = value
@@ -256,8 +255,6 @@ def load_yaml_with_lines(path: str | Path, *, display: str | None = None) -> Any
 
 def line_of(container: Any, key: Any) -> int | None:
     """The line of `key` inside a LineDict/LineList, or of the container itself, when known."""
-    if isinstance(container, LineDict):
-        return container.line_of(key)
-    if isinstance(container, LineList) and isinstance(key, int):
+    if isinstance(container, LineDict) or (isinstance(container, LineList) and isinstance(key, int)):
         return container.line_of(key)
     return getattr(container, "line", None)

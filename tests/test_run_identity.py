@@ -24,7 +24,7 @@ def test_plan_makes_the_identity_and_prepare_writes_it_once(tmp_path):
     runs.prepare(planned.spec, planned.run_dir, identity=planned.identity)
     identity = RunDir(planned.run_dir).identity()
     smoke = reg.resolve("gated-s42", preset="smoke")
-    assert identity == replace(planned.identity, data=identity.data) and identity.recorded
+    assert identity == replace(planned.identity, data=identity.data) and identity.steps == 3
     assert (identity.spec, identity.preset, identity.seed, identity.hash12) == ("gated-s42", "smoke", 42,
                                                                                 planned.spec.hash12)
     assert identity.overrides == {"train.steps": 3} and identity.source == "ours"
@@ -33,6 +33,16 @@ def test_plan_makes_the_identity_and_prepare_writes_it_once(tmp_path):
     assert identity.scoring["suite"] == "smoke" and identity.scoring["final_val_tokens"] == smoke.train.final_val_tokens
     runs.prepare(planned.spec, planned.run_dir, identity=replace(identity, differs=()))  # a resume: kept as it was
     assert RunDir(planned.run_dir).identity() == identity
+
+
+def test_a_run_prepared_without_a_plan_still_records_an_identity(tmp_path):
+    spec = Registry().resolve("gated-s42", preset="smoke", overrides=["train.steps=3"])
+    run = RunDir(runs.prepare(spec, runs.run_dir_for(spec, tmp_path)))
+    identity = run.identity()
+    assert (identity.spec, identity.preset, identity.hash12, identity.steps) == ("gated-s42", "smoke", spec.hash12, 3)
+    assert identity.reference_hash12 is None and identity.differs == ()  # compared with no registry
+    [info] = find_runs(tmp_path)
+    assert info.identity == identity and info.damage is None
 
 
 def test_the_data_fingerprint_is_the_one_of_the_shards_the_job_records(tmp_path):
@@ -44,10 +54,8 @@ def test_the_data_fingerprint_is_the_one_of_the_shards_the_job_records(tmp_path)
     assert run.identity().data == data_fingerprint(checksums) and run.identity().data.startswith("sha256:")
     assert data_fingerprint({**checksums, min(checksums): "0" * 64}) != run.identity().data
     run.record_job_provenance({"data_checksums": checksums})
-    recorded = run.identity()
-    run.identity_file.unlink()  # a run launched before identity files existed: derived from its provenance
-    [info] = find_runs(tmp_path)
-    assert not info.identity.recorded and info.identity.data == recorded.data
+    [info] = find_runs(tmp_path)  # the reading verbs see the identity's fingerprint
+    assert info.identity.data == data_fingerprint(checksums)
     assert runs.launch_data_fingerprint(str(tmp_path / "no-such-data")) is None
 
 

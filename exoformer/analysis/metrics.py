@@ -3,7 +3,7 @@
 The definitions follow the official analysis.py (HEAD), as written down in
 `docs/official_code.md` section 6.2; where ours differs (precision, memory, edge cases)
 the docstring says so and why. Every function reduces one layer's tensors to numbers, so that a probe
-can run layer by layer and never hold more than one layer's O(T^2) attention matrix (issue 7).
+can run layer by layer and never hold more than one layer's O(T^2) attention matrix.
 
 Indexing convention (docs/official_code.md 6.2): attention metrics are indexed by block 0..L-1; hidden-state metrics
 by hidden state 0..L, where 0 is the embedding output and i is the output of block i-1.
@@ -216,7 +216,7 @@ def coefficient_stats(anchor_coef: torch.Tensor, self_coef: torch.Tensor) -> Coe
     coefficients broadcastable to (B, H, T, d_head) as a model's inspection returns them (dynamic scales
     included). Four-dimensional inputs are first averaged over tokens (dims b and t); the ratio heatmap is
     then the ratio of these token averages. Official 6.2 reports static parameters only; fed with the
-    effective values this gives the 'dynamic, averaged over tokens' variant that issue 7 also asks for.
+    effective values this gives the heatmap of a dynamic model, its coefficients averaged over tokens.
     """
     a, s = (_average_over_tokens(c.detach().double()) for c in (anchor_coef, self_coef))
     a, s = torch.broadcast_tensors(a, s)

@@ -29,11 +29,6 @@ from exoformer.model.config import ABLATIONS
 
 FORMAT = "exoformer.analysis.probes/1"
 
-METRIC_KEYS = ("first_token_attention", "attention_entropy", "token_similarity_mean", "token_similarity_std",
-               "similarity_to_embeddings", "massive_activation", "pca_components", "pca_fraction",
-               "layer_similarity", "gate_mean", "gate_sparsity", "coefficients")
-"""The keys of one ablation's results (for figures and tables)."""
-
 NO_GATE = "not applicable: the model has no attention gate"
 NO_MIXING = "not applicable: the model mixes no projections (anchor 'none')"
 NO_ATTENTION = "not computed: attention probabilities were not requested"
@@ -45,7 +40,7 @@ _COEF_NAME = re.compile(r"blocks\.(\d+)\.(?:.*\.)?([qkvg])\.coef_(anchor|self)$"
 def run_probes(model: nn.Module, idx: torch.Tensor, doc_starts: torch.Tensor | None = None, *,
                ablations: Sequence[str] = ABLATIONS, pca_threshold: float = 0.99, attention: bool = True,
                stream: bool = True) -> dict[str, Any]:
-    """Every probe of issue 7 for `model` on tokens `idx` (B, T), per layer and per ablation.
+    """Every analysis probe (docs/official_code.md 6) for `model` on tokens `idx` (B, T), per layer and per ablation.
 
     The unablated pass always runs (it also tells whether the model is gated and whether it mixes);
     'anchor' and 'self' run only for mixing models and are "not applicable" otherwise. Runs in fp32

@@ -9,7 +9,7 @@ real text. Probes run in fp32 (run_probes; official: bf16, hazard H4).
 Writes `analysis/probes.json` (run_probes' output, restricted to the spec's probe selection, plus the
 identity of the run, checkpoint and input), `analysis/spikes.json` (spike scores of `metrics.jsonl`) and
 `analysis/long.jsonl` (the per-run numbers of the tables spike-scores, appendix-c and claims as rows
-{task: "analysis", metric, value, stderr, n}, which exoformer.report.reading.collect reads), each atomically, and
+{task: "analysis", metric, value, stderr, n}, which exoformer.report.reading.selection reads), each atomically, and
 returns a small summary for `stages/analyse.json` (docs/architecture.md "Runs").
 """
 

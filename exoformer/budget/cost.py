@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -102,17 +102,18 @@ def measurement_path() -> Path:
     return Path(chosen) if chosen else MEASURED_FILE
 
 
-def read_measurement(path: str | os.PathLike | None = None) -> tuple[Measurement | None, str | None]:
-    """(measurement, None), or (None, why it is not used); a missing file is (None, None)."""
+def _gpu_check_json(path: str | os.PathLike | None) -> tuple[dict | None, str | None]:
+    """(the GPU check's JSON, None), or (None, why it is ignored); a missing file is (None, None)."""
     path = Path(path) if path is not None else measurement_path()
     if not path.is_file():
         return None, None
     stat = path.stat()
-    return _read_measurement(str(path), stat.st_mtime_ns, stat.st_size)
+    return _load_gpu_check(str(path), stat.st_mtime_ns, stat.st_size)
 
 
 @lru_cache(maxsize=8)
-def _read_measurement(path: str, mtime_ns: int, size: int) -> tuple[Measurement | None, str | None]:
+def _load_gpu_check(path: str, mtime_ns: int, size: int) -> tuple[dict | None, str | None]:
+    """Cached by the file's modification time and size, so an edited file is read again."""
     shown = _display(Path(path))
     try:
         data = json.loads(Path(path).read_text())
@@ -122,6 +123,15 @@ def _read_measurement(path: str, mtime_ns: int, size: int) -> tuple[Measurement 
         return None, f"ignored {shown}: not written by {MEASURED_TOOL}"
     if data.get("cpu_mode") is not False:
         return None, f"ignored {shown}: a --cpu run measures no MFU"
+    return data, None
+
+
+def read_measurement(path: str | os.PathLike | None = None) -> tuple[Measurement | None, str | None]:
+    """(measurement, None), or (None, why it is not used); a missing file is (None, None)."""
+    data, why = _gpu_check_json(path)
+    if data is None:
+        return None, why
+    shown = _display(Path(path) if path is not None else measurement_path())
     device, date, peak, mfu = data.get("device"), data.get("date"), data.get("peak_bf16_tflops"), data.get("mfu")
     if not isinstance(device, str) or not device or not isinstance(date, str) or not date:
         return None, f"ignored {shown}: no device or date"
@@ -199,13 +209,12 @@ def estimate(spec: Spec, profile: Profile, *, memory: SpecMemory | None = None) 
 
 
 # ---------------------------------------------------------------------------------------------- CPU time
-# A job's CPU seconds on a CPU profile, stage by stage, calibrated against benchmarks/bench_main_job.py (one torch
-# thread per job, as the local backend runs it; results/bench_main_job.json holds the measurement a test checks
-# these against): training FLOPs at the profile's `cpu.gflops`, forward-only passes faster per FLOP (fp32
-# validation CPU_FORWARD_SPEEDUP, bf16 scoring CPU_BF16_SCORING_SPEEDUP), plus the fixed and per-request work that
-# is not arithmetic. The constants are of the 2-core machine idle (load below 1 at the start; the benchmark records
-# the load). CPU time itself rises with the load: base-s42 trained 120 updates in 53.0 CPU-s at load 0.6-2.7 and in
-# 56.5 at load ~10, so a machine with other work on it needs up to ~10-15% more than these say.
+# A job's CPU seconds on a CPU profile, stage by stage, at one torch thread per job as the local backend runs it:
+# training FLOPs at the profile's `cpu.gflops`, forward-only passes faster per FLOP (fp32 validation
+# CPU_FORWARD_SPEEDUP, bf16 scoring CPU_BF16_SCORING_SPEEDUP), plus the fixed and per-request work that is not
+# arithmetic. The constants are fitted to benchmarks/bench_main_job.py on an idle machine: results/bench_main_job.json
+# holds its measurement, and tests/budget/test_cost_calibration.py holds these constants to it. CPU time rises when
+# other work shares the machine, so there they are a lower bound.
 
 CPU_STARTUP_S = 3.0
 """Per job: the interpreter, imports (torch, the pipeline), the registry and the plan, before the first stage."""
@@ -216,7 +225,7 @@ CPU_FORWARD_SPEEDUP = 1.2
 """fp32 forward-only passes (validation) per FLOP against a training step (no backward, no optimiser)."""
 CPU_BF16_SCORING_SPEEDUP = 2.0
 """Scoring at eval.precision bf16 (the default) per FLOP against a training step: bf16 matmuls, no backward (the
-model's forward is ~60% of the smoke evaluate stage under cProfile, the rest lm-eval's prompts and tokenizing)."""
+model's forward is only part of the evaluate stage: lm-eval's prompts and tokenizing are priced per request)."""
 CPU_EVAL_SETUP_S = 0.8
 """Per evaluation: lm-eval's and datasets' imports, the task configs, the tokenizer and the task files."""
 CPU_EVAL_S_PER_REQUEST = 0.0006
@@ -224,12 +233,9 @@ CPU_EVAL_S_PER_REQUEST = 0.0006
 and it is tokenized (fitted at the smoke preset's 2 shots)."""
 CPU_ANALYSE_S = 0.5
 """The probes and spike scores of the analyse stage (a few sequences: fixed work at the smoke scale)."""
-CPU_TABLE_S = 5.0
-"""Once per `run TABLE` after its jobs: the table and its figures (bench_main_job.py's `finish`)."""
 SMOKE_TOKENS_ZERO_SHOT, SMOKE_TOKENS_PER_SHOT = 15.4, 17.7
-"""Mean tokens per smoke request (context + continuation) = 15.4 + 17.7 per shot: exoformer/eval/request_stats.py on
-the smoke suite with the smoke tokenizer gives 41,091 / 88,321 / 135,527 / 277,171 tokens in 2,664 requests at 0 / 1
-/ 2 / 5 shots."""
+"""Mean tokens per smoke request (context + continuation) = 15.4 + 17.7 per shot, fitted to what
+exoformer/eval/request_stats.py counts on the smoke suite."""
 
 
 def forward_flops_per_token(model: ModelConfig, seq_len: int) -> float:
@@ -243,9 +249,8 @@ def eval_requests(spec: Spec) -> tuple[int, float]:
     if spec.eval.suite == "smoke":
         from exoformer.data.smoke.tasks import N_CHOICES, SPLITS
 
-        requests = sum(n_choices * (list(SPLITS[task].values())[-1] if limit is None
-                                    else min(limit, list(SPLITS[task].values())[-1]))
-                       for task, n_choices in N_CHOICES.items())
+        docs = {task: list(SPLITS[task].values())[-1] for task in N_CHOICES}
+        requests = sum(n * (docs[task] if limit is None else min(limit, docs[task])) for task, n in N_CHOICES.items())
         per_request = SMOKE_TOKENS_ZERO_SHOT + SMOKE_TOKENS_PER_SHOT * spec.eval.num_fewshot
         return requests, float(min(per_request, spec.model.seq_len))
     from exoformer.eval.task_facts import TASK_FACTS
@@ -267,7 +272,7 @@ def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True) -> di
     requests, per_request = eval_requests(spec)
     eval_forward = (requests * min(per_request, spec.model.seq_len)
                     * forward_flops_per_token(spec.model, spec.model.seq_len))
-    stages = {"startup": CPU_STARTUP_S,
+    return {"startup": CPU_STARTUP_S,
               "train": CPU_TRAIN_SETUP_S + training_flops(spec) / rate + in_run_val / (rate * CPU_FORWARD_SPEEDUP)
               if train else 0.0,
               "validate": t.final_val_tokens * forward / (rate * CPU_FORWARD_SPEEDUP),
@@ -275,58 +280,23 @@ def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True) -> di
               + eval_forward / (rate * (CPU_BF16_SCORING_SPEEDUP if spec.eval.precision == "bf16"
                                         else CPU_FORWARD_SPEEDUP)),
               "analyse": CPU_ANALYSE_S if spec.analysis.enabled else 0.0}
-    return stages
 
 
 CPU_SHARING_SLOWDOWN = 1.1
 """CPU time of a one-thread job while more jobs than cores share the cores, over its CPU time at one job per core:
-the smoke base-s42 job took 67.9 CPU-s three side by side on 2 cores against 60.9 two side by side (idle machine;
-the jobs take turns on the cores and evict each other's caches)."""
+jobs that take turns on a core evict each other's caches (benchmarks/bench_main_job.py measures it)."""
 
 
 def local_slots(queued: int, running: int, cores: int, *, slowdown: float = CPU_SHARING_SLOWDOWN) -> int:
     """How many jobs the local backend lets run now: one per core, except at the end of a launch. When more jobs are
     left (`queued` + `running`) than cores but fewer than two rounds of them, they all run together and share the
-    cores, so that no core idles while the last ones finish (nine equal jobs on two cores: three rounds of two, then
-    the last three together, 4.65 job-lengths; three side by side throughout take 4.95, two at a time 5). Only
-    that last round pays the `slowdown` of sharing, and only where it is cheaper than the second round it saves
-    (left x slowdown < 2 x cores: 15 jobs on 8 cores run 8, then 7)."""
+    cores, so that no core idles while the last ones finish. Only that last round pays the `slowdown` of sharing,
+    and only where it is cheaper than the second round it saves (left x slowdown < 2 x cores)."""
     cores, left = max(1, cores), queued + running
     return left if cores < left and left * slowdown < 2 * cores else cores
 
 
-def local_wall_seconds(job_seconds: list[float], slots: int | None = None, *, cores: int | None = None,
-                       serial_s: float = 0.0, slowdown: float = CPU_SHARING_SLOWDOWN) -> float:
-    """Wall seconds of jobs run as the local backend runs them: in queue order, each to the first free slot, with
-    `slots` one-thread jobs side by side (None: as many as local_slots allows at each start) on `cores` cores
-    (default: one core per slot), plus `serial_s` (the launcher's start and the table after the jobs). A job alone
-    on a core takes its `job_seconds`; when more jobs run than there are cores they share them evenly, as the
-    kernel's scheduler does, each at cores/running of its speed divided by `slowdown`."""
-    if slots is None and cores is None:
-        raise ValueError("local_wall_seconds needs the cores when the slots follow local_slots")
-    cores = max(1, cores or slots)
-    queue, running, now = list(job_seconds), [], 0.0  # running: CPU seconds each job still needs
-    while queue or running:
-        if slots is None:
-            allowed = local_slots(len(queue), len(running), cores, slowdown=slowdown)
-        else:
-            allowed = max(1, slots)
-        while queue and len(running) < allowed:
-            running.append(float(queue.pop(0)))
-        speed = 1.0 if len(running) <= cores else cores / len(running) / slowdown
-        step = min(running) / speed
-        now += step
-        running = [left - step * speed for left in running]
-        running = [left for left in running if left > 1e-9]
-    return now + serial_s
-
-
 # ---------------------------------------------------------------------------------------------- memory
-
-
-def profile_ranks(profile: Profile) -> int:
-    """Ranks of one job on this profile: nodes x tasks per node (one per GPU on a GPU profile)."""
-    return profile.slurm.ranks
 
 
 def training_precision(spec: Spec, device: str) -> str:
@@ -356,10 +326,8 @@ class SpecMemory:
 def spec_memory(spec: Spec, profile: Profile, *, micro_batch: int | None = None) -> SpecMemory:
     """Memory per rank of `spec` on `profile` (at `micro_batch`, default the spec's). Raises UserError when the
     ranks and micro-batch do not divide the global batch (TrainConfig.accumulation_steps)."""
-    from dataclasses import replace
-
     device = "cuda" if profile.gpu is not None else "cpu"
-    ranks = profile_ranks(profile)
+    ranks = profile.slurm.ranks
     train = spec.train if micro_batch is None else replace(spec.train, micro_batch_seqs=micro_batch)
     accumulation = train.accumulation_steps(ranks)
     est = estimate_memory(spec.model, precision=training_precision(spec, device), micro_batch=train.micro_batch_seqs,
@@ -386,20 +354,8 @@ def spec_memory(spec: Spec, profile: Profile, *, micro_batch: int | None = None)
 
 def read_memory_ratio(path: str | os.PathLike | None = None) -> tuple[dict[str, float], str] | None:
     """({variant: measured / estimated peak}, '<device> <date>') from a GPU run of gpu_check, else None."""
-    path = Path(path) if path is not None else measurement_path()
-    if not path.is_file():
-        return None
-    stat = path.stat()
-    return _read_memory_ratio(str(path), stat.st_mtime_ns, stat.st_size)
-
-
-@lru_cache(maxsize=8)
-def _read_memory_ratio(path: str, mtime_ns: int, size: int) -> tuple[dict[str, float], str] | None:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(data, dict) or data.get("tool") != MEASURED_TOOL or data.get("cpu_mode") is not False:
+    data, _ = _gpu_check_json(path)
+    if data is None:
         return None
     ratios = data.get("memory_ratio")
     if not isinstance(ratios, dict) or not ratios:

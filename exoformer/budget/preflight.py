@@ -19,17 +19,10 @@ and the gradient accumulation that keep the global batch).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from exoformer.budget import module_figures
-from exoformer.budget.cost import (
-    GB,
-    SpecMemory,
-    estimate,
-    flops_per_token,
-    profile_ranks,
-    spec_memory,
-)
+from exoformer.budget.cost import GB, SpecMemory, estimate, flops_per_token, spec_memory
 from exoformer.errors import UserError
 from exoformer.registry.profiles import Profile
 from exoformer.registry.spec import Spec
@@ -121,15 +114,13 @@ def official_count(spec: Spec) -> int | None:
 
 def check_spec(spec: Spec, profile: Profile) -> PreflightRow:
     """Every check of the module docstring for one spec; failures become `problems`, never exceptions."""
-    from dataclasses import replace
-
     params = sum(p.numel for p in module_figures.parameters(spec.model))  # built on the meta device
     expected = official_count(spec)
     official_ok = ours = None
     if expected is not None:
         ours = sum(p.numel for p in module_figures.parameters(replace(spec.model, vocab_size=OFFICIAL_VOCAB)))
         official_ok = ours == expected
-    ranks = profile_ranks(profile)
+    ranks = profile.slurm.ranks
     sp = profile.slurm
     row = PreflightRow(spec=spec, profile=profile.name, params=params, official=expected, official_ok=official_ok,
                        flops_module=module_figures.flops_per_token(spec.model, spec.train.seq_len),

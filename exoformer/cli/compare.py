@@ -58,10 +58,8 @@ def compare_verb(args: argparse.Namespace) -> int:
     _check_curves_option(args.curves)
     check_count(args.operands)
     registry = options.registry(args)
-    if any(parse_operand(text).path is None for text in args.operands):
-        root = options.existing_runs_root(args)
-    else:
-        root = options.runs_root(args)
+    needs_root = any(parse_operand(text).path is None for text in args.operands)  # not every run is a path
+    root = options.existing_runs_root(args) if needs_root else options.runs_root(args)
     flag = f" --runs-dir {args.runs_dir}" if args.runs_dir else ""
     with one_view():
         runs = read_operands(registry, root, list(args.operands), preset=args.preset, runs_dir_flag=flag)

@@ -95,8 +95,7 @@ def _predict_table(args: argparse.Namespace) -> int:
     from exoformer.report.forecast.render import render_forecast, forecast_json
 
     registry = options.registry(args)
-    if args.table not in registry.tables:
-        raise UserError(f"unknown table {args.table!r}", where="TABLE", fix=did_you_mean(args.table, registry.tables))
+    options.check_table(registry, args.table)
     table = registry.tables[args.table]
     if args.ladder is None:
         raise UserError(f"no ladder named for table {args.table}", where="--from",

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from exoformer.errors import UserError
+from exoformer.errors import UserError, did_you_mean
 from exoformer.runs import rundirs as runs
 from exoformer.registry.registry import Registry
 
@@ -59,6 +59,11 @@ def registry(args: argparse.Namespace) -> Registry:
     if args.registry is not None and not str(args.registry).strip():
         raise UserError("the option is empty", where="--registry", fix="name a registry directory, or leave it out")
     return Registry(args.registry)
+
+
+def check_table(registry: Registry, table_id: str) -> None:
+    if table_id not in registry.tables:
+        raise UserError(f"unknown table {table_id!r}", where="TABLE", fix=did_you_mean(table_id, registry.tables))
 
 
 def runs_root(args: argparse.Namespace) -> Path:

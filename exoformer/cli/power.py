@@ -2,8 +2,8 @@
 
 `power TABLE`: the paper's differences of a table, with the seed spread measured in the runs we have (any preset:
 report/tables/seed_plan.py) or given (`--seed-sd`), priced at the target preset on a profile (budget/cost.py through
-`plan`). `power --effect LABEL=VALUE ... --seed-sd SD`: claims and spreads given on the command line. The rules
-are in docs/replication.md.
+`plan`). `power --effect LABEL=VALUE ... --seed-sd SD`: claims and spreads given on the command line. Both forms
+plan with report/tables/seed_plan.py; the rules are in docs/replication.md.
 """
 
 from __future__ import annotations
@@ -11,9 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from typing import TYPE_CHECKING
 
 from exoformer.cli import options
 from exoformer.errors import UserError
+
+if TYPE_CHECKING:
+    from exoformer.report.tables.seed_plan import PlannedClaim
 
 
 def _effect(text: str) -> tuple[str, float]:
@@ -51,7 +55,8 @@ def power_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def power_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.stats.power import PlannedClaim, plan_seeds
+    from exoformer.report.stats.power import check_alpha
+    from exoformer.report.tables.seed_plan import ClaimSpread, plan_claims
 
     if args.seed_sd is not None and not (math.isfinite(args.seed_sd) and args.seed_sd >= 0):
         raise UserError(f"must be a finite sd >= 0, got {args.seed_sd}", where="--seed-sd", fix="e.g. --seed-sd 0.8")
@@ -70,35 +75,68 @@ def power_verb(args: argparse.Namespace) -> int:
         raise UserError("nothing to plan", where="power",
                         fix="name a TABLE, or give --effect NAME=1.47 and --seed-sd 0.8")
 
-    claims = []  # the rows are not known here, so each claim is priced alone (no table total)
-    for i, text in enumerate(args.effect):
-        label, value = _effect(text)
-        claims.append(PlannedClaim(label=label, minuend=f"a{i}", subtrahend=f"b{i}", effect=value))
-    plans, _ = plan_seeds(claims, seed_sd=args.seed_sd, item_sd=args.item_sd, n_items=args.items,
-                              hours_per_run=args.hours_per_run, alpha=args.alpha, holm=not args.no_holm)
+    claims = [_effect(text) for text in args.effect]
+    check_alpha(args.alpha)
+    if not (math.isfinite(args.hours_per_run) and args.hours_per_run >= 0):
+        raise UserError(f"the GPU-hours of one run must be a finite non-negative number, got {args.hours_per_run!r}",
+                        where="hours_per_run", fix="the profile's GPU-hours per run, e.g. 12.5")
+    if not (math.isfinite(args.item_sd) and args.item_sd >= 0):
+        raise UserError(f"a standard deviation must be finite and non-negative, got {args.item_sd!r}",
+                        where="item_sd", fix="e.g. 0.3")
+    if args.items < 1:
+        raise UserError(f"the item count must be a positive integer, got {args.items!r}", where="n_items",
+                        fix="the items a row's value averages, e.g. 10042")
+    sd = math.sqrt(args.seed_sd**2 + args.item_sd**2 / args.items)
+    # the rows are not known here: each claim gets two rows of its own, so it is priced alone (no table total)
+    spreads = [ClaimSpread(minuend=f"a{i}", subtrahend=f"b{i}", effect=value, sd=sd)
+               for i, (_, value) in enumerate(claims)]
+    plans, _ = plan_claims(spreads, hours_per_run={row: args.hours_per_run for s in spreads
+                                                   for row in (s.minuend, s.subtrahend)},
+                           alpha=args.alpha, holm=not args.no_holm)
     if args.json:
-        print(json.dumps({"claims": [{"label": p.claim.label, "effect": p.claim.effect,
-                                      "seeds_per_row": p.seeds_per_row, "gpu_hours": p.gpu_hours}
-                                     for p in plans]}))
+        print(json.dumps({"claims": [{"label": label, "effect": p.spread.effect, "seeds_per_row": p.seeds_per_row,
+                                      "gpu_hours": p.gpu_hours} for (label, _), p in zip(claims, plans, strict=True)]}))
         return 0
-    for p in plans:
-        print(p.line(cost=bool(args.hours_per_run)))
+    for (label, _), p in zip(claims, plans, strict=True):
+        print(_effect_line(label, p, cost=bool(args.hours_per_run)))
     level = args.alpha if args.no_holm else args.alpha / len(plans)
     print(f"two-sided t test at {level:.3g} per claim; sd of one seed's difference "
           f"sqrt({args.seed_sd:g}^2 + {args.item_sd:g}^2 / {args.items}) (docs/replication.md)")
     return 0
 
 
+def _effect_line(label: str, p: PlannedClaim, *, cost: bool) -> str:
+    """"the +1.47 avg6 claim needs N seeds per row for 80% power: X GPU-hours" (without cost: no hours)."""
+    from exoformer.report.stats.power import MAX_SEEDS
+
+    effect = p.spread.effect
+    if p.seeds_per_row is None:
+        need = "no finite seed count (zero effect)" if effect == 0 else f"more than {MAX_SEEDS} seeds per row"
+        return f"the {effect:+g} {label} claim needs {need} for 80% power"
+    hours = f": {p.gpu_hours:.1f} GPU-hours" if cost else ""
+    return f"the {effect:+g} {label} claim needs {p.seeds_per_row} seeds per row for 80% power{hours}"
+
+
+def _table_line(p: PlannedClaim) -> str:
+    from exoformer.report.stats.power import MAX_SEEDS
+
+    c = p.spread.claim
+    head = f"{c.table}: {c.minuend} - {c.subtrahend}, {c.column} (paper {c.value:+g})"
+    if p.sd is None:
+        return f"{head}: {p.spread.how}; give --seed-sd (the sd of one seed's difference) to plan it"
+    if p.seeds_per_row is None:
+        return f"{head}: sd {p.sd:.3g}: more than {MAX_SEEDS} seeds per row for 80% power"
+    hours = "" if p.gpu_hours is None else f": {p.gpu_hours:,.1f} GPU-hours"
+    return f"{head}: sd {p.sd:.3g}, needs {p.seeds_per_row} seeds per row for 80% power{hours}"
+
+
 def _table_power(args: argparse.Namespace) -> int:
     from exoformer.registry.profiles import load_profile
-    from exoformer.report.tables.seed_plan import measured_spreads, plan_claims, table_hours
+    from exoformer.report.tables.seed_plan import measured_spreads, plan_claims
     from exoformer.runs.plan import cost_profile_name, plan
 
     registry = options.registry(args)
-    if args.table not in registry.tables:
-        from exoformer.errors import did_you_mean
-
-        raise UserError(f"unknown table {args.table!r}", where="TABLE", fix=did_you_mean(args.table, registry.tables))
+    options.check_table(registry, args.table)
     root = options.existing_runs_root(args)
     spreads = measured_spreads(registry, root, args.table, preset=args.preset, overrides=args.overrides)
     if not spreads:
@@ -109,14 +147,13 @@ def _table_power(args: argparse.Namespace) -> int:
     hours = {rows[p.spec.name]: p.cost.gpu_hours for p in priced if p.spec.name in rows}
     profile = cost_profile_name(registry, priced[0].spec, args.profile) if priced else args.profile
     load_profile(profile)  # a bad --profile is one line here too
-    plans = plan_claims(spreads, hours_per_run=hours, seed_sd=args.seed_sd, alpha=args.alpha)
-    total = table_hours(plans, hours)
+    plans, total = plan_claims(spreads, hours_per_run=hours, seed_sd=args.seed_sd, alpha=args.alpha)
     target = priced[0].spec.preset if priced else args.to
     if args.json:
         print(json.dumps({"table": args.table, "measured_preset": spreads[0].preset, "priced_preset": target,
                           "profile": profile, "gpu_hours_total": total,
-                          "claims": [{"claim": f"{p.spread.claim.minuend} - {p.spread.claim.subtrahend}",
-                                      "column": p.spread.claim.column, "paper": p.spread.claim.value,
+                          "claims": [{"claim": f"{p.spread.minuend} - {p.spread.subtrahend}",
+                                      "column": p.spread.claim.column, "paper": p.spread.effect,
                                       "seeds_measured": p.spread.seeds, "sd": p.sd, "sd_from": p.spread.how,
                                       "seeds_per_row": p.seeds_per_row, "gpu_hours": p.gpu_hours}
                                      for p in plans]}))
@@ -126,7 +163,7 @@ def _table_power(args: argparse.Namespace) -> int:
           f"{spreads[0].preset or 'of each spec'}" + (" (given --seed-sd)" if args.seed_sd is not None else "")
           + f", priced at {target} on {profile}")
     for p in plans:
-        print(f"  {p.line()}")
+        print(f"  {_table_line(p)}")
         if args.seed_sd is None and p.sd is not None:
             print(f"      (sd from {p.spread.how})")
     print("table total: " + ("not known (a claim has no seed count)" if total is None else

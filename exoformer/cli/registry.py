@@ -38,7 +38,7 @@ def _other_presets_note(specs, status: dict[str, str], root, preset: str | None)
     if any(state != "-" for state in status.values()) or not root.is_dir():
         return None
     listed = {s.preset for s in specs}
-    others = sorted({r.preset for r in find_runs(root, specs={s.name for s in specs})} - listed)
+    others = sorted({r.preset for r in find_runs(root, specs={s.name for s in specs}) if r.identity} - listed)
     if not others:
         return None
     which = f"preset {preset}" if preset else "their own presets"

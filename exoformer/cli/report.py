@@ -26,13 +26,7 @@ def _composed(args: argparse.Namespace, check, **what):
 
 
 def _table_check(table_id: str):
-    def check(registry) -> None:
-        from exoformer.errors import UserError, did_you_mean
-
-        if table_id not in registry.tables:
-            raise UserError(f"unknown table {table_id!r}", where="TABLE", fix=did_you_mean(table_id, registry.tables))
-
-    return check
+    return lambda registry: options.check_table(registry, table_id)
 
 
 def table_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,7 +101,7 @@ def figure_arguments(parser: argparse.ArgumentParser) -> None:
 
 def figure_verb(args: argparse.Namespace) -> int:
     from exoformer.report.figures.draw import draw
-    from exoformer.report.reading.outputs import check_apart
+    from exoformer.report.reading.outputs import check_apart, output_errors
     from exoformer.report.tables.build import check_out_dir
 
     def check(registry) -> None:
@@ -117,8 +111,6 @@ def figure_verb(args: argparse.Namespace) -> int:
 
             raise UserError(f"unknown figure {args.figure!r}", where="FIGURE",
                             fix=did_you_mean(args.figure, registry.figures))
-
-    from exoformer.report.reading.outputs import output_errors
 
     check_out_dir(args.out)
     registry, report = _composed(args, check, figures=[args.figure])
@@ -160,7 +152,6 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def report_verb(args: argparse.Namespace) -> int:
     from exoformer.report.pages.html import build_report
-
     from exoformer.report.reading.outputs import output_errors
 
     with phase_lines(), output_errors(args.out):

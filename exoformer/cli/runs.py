@@ -10,10 +10,11 @@ import time
 
 from exoformer.cli import options
 from exoformer.errors import UserError
+from exoformer.limits import check_option
 from exoformer.runs import rundirs as runs
 from exoformer.runs.orchestrate import LaunchOptions, RunResult, run_planned, run_target
-from exoformer.runs.plan import PlannedRun, plan, split_overrides, totals
-from exoformer.runs.status import collect, format_table
+from exoformer.runs.plan import PlannedRun, plan, resolve_target, split_overrides, totals
+from exoformer.runs.status import format_table, status_rows
 
 
 def _target_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,8 +53,8 @@ def print_plan(planned: list[PlannedRun], target: str, *, as_json: bool) -> None
     if as_json:
         print(json.dumps({"target": target, "specs": [p.to_dict() for p in planned], "total": total}))
         return
-    w = max(4, *(len(p.spec.name) for p in planned)) if planned else 4
-    a = max(6, *(len(p.describe()) for p in planned)) if planned else 6
+    w = max([4, *(len(p.spec.name) for p in planned)])
+    a = max([6, *(len(p.describe()) for p in planned)])
     print(f"{'SPEC':<{w}}  {'ACTION':<{a}}  {'PRESET':<6}  {'HASH':<12}  {'PARAMS':>8}  {'TOKENS':>8}  "
           f"{'FLOPS':>9}  COST")
     for p in planned:
@@ -118,15 +119,12 @@ def run_verb(args: argparse.Namespace) -> int:
         print_plan(_plan(args), args.target, as_json=args.json)
         return 0
     reg = options.registry(args)
-    live = _LiveLine(enabled=not args.json)
-    try:
+    with _LiveLine(enabled=not args.json) as live:
         result = run_target(args.target, preset=args.preset, overrides=args.overrides, backend=args.backend,
                             profile=args.profile, jobs=args.jobs, threads=args.threads, timeout_min=args.timeout_min,
                             wait=args.wait, tensorboard=args.tensorboard, all_seeds=args.all_seeds, force=args.force,
                             retry_failed=args.retry_failed, registry=reg, runs_root=options.writable_runs_root(args),
                             command=_command(), **live.callbacks())
-    finally:
-        live.stop()
     print_result(result, as_json=args.json)
     if result.interrupted is None and result.waited and args.target in reg.tables \
             and len({p.root for p in result.planned}) == 1 and not args.json:
@@ -137,8 +135,6 @@ def run_verb(args: argparse.Namespace) -> int:
 
 def launch_options(args: argparse.Namespace) -> LaunchOptions:
     """The LaunchOptions of a parsed `run` or `evaluate` command line (its numeric options in their bounds)."""
-    from exoformer.limits import check_option
-
     for value, option in ((args.jobs, "--jobs"), (args.threads, "--threads"), (args.timeout_min, "--timeout-min")):
         if value is not None:
             check_option(value, option)
@@ -150,11 +146,8 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
 def launch_and_report(reg, planned: list[PlannedRun], launch: LaunchOptions, *, target: str,
                       as_json: bool = False) -> int:
     """`evaluate`'s launch of a plan made beforehand, shown as `run` shows one; its exit code."""
-    live = _LiveLine(enabled=not as_json)
-    try:
+    with _LiveLine(enabled=not as_json) as live:
         result = run_planned(reg, planned, launch, target=target, command=_command(), **live.callbacks())
-    finally:
-        live.stop()
     print_result(result, as_json=as_json)
     return result.exit_code
 
@@ -184,14 +177,6 @@ def print_result(result: RunResult, *, as_json: bool) -> None:
         print("not done: " + "; ".join(f"{name} ({why})" for name, why in result.unfinished))
 
 
-def _print_decisions(planned: list[PlannedRun], backend_name: str) -> None:
-    w = max(4, *(len(p.spec.name) for p in planned)) if planned else 4
-    for p in planned:
-        print(f"{p.spec.name:<{w}}  {p.spec.hash12}  {p.describe()}")
-    n = sum(p.launches for p in planned)
-    print(f"{n} to run on {backend_name}, {len(planned) - n} skipped", flush=True)
-
-
 class _LiveLine:
     """The decisions, one line as each local/inline run ends, and (jobs side by side on a terminal) the whole
     run's progress line below them (exoformer/runs/progress_line.py)."""
@@ -205,7 +190,11 @@ class _LiveLine:
         return {"on_decided": self.decided, "on_done": self.announce} if self.enabled else {}
 
     def decided(self, planned: list[PlannedRun], backend) -> None:
-        _print_decisions(planned, backend.name)
+        w = max([4, *(len(p.spec.name) for p in planned)])
+        for p in planned:
+            print(f"{p.spec.name:<{w}}  {p.spec.hash12}  {p.describe()}")
+        n = sum(p.launches for p in planned)
+        print(f"{n} to run on {backend.name}, {len(planned) - n} skipped", flush=True)
         if backend.parallel_jobs:
             from exoformer.runs.progress_line import RunProgress
 
@@ -220,7 +209,10 @@ class _LiveLine:
             self.progress.job_done(item.run_dir)
             self.progress.say(text)
 
-    def stop(self) -> None:
+    def __enter__(self) -> _LiveLine:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
         if self.progress is not None:
             self.progress.stop()
 
@@ -269,14 +261,10 @@ def status_verb(args: argparse.Namespace) -> int:
     if not 0 < args.interval < float("inf"):  # also NaN
         raise UserError(f"must be a positive number of seconds, got {args.interval}", where="--interval",
                         fix="e.g. --interval 5")
-    from exoformer.limits import check_option
-
     check_option(args.interval, "--interval")
     root = options.existing_runs_root(args)
     targeted = None
     if args.target is not None:
-        from exoformer.runs.plan import resolve_target
-
         specs = resolve_target(options.registry(args), args.target, preset=args.preset, overrides=args.overrides,
                                all_seeds=args.all_seeds)
         targeted = [(runs.run_dir_for(s, root), s.name, s.train.steps) for s in specs]
@@ -284,7 +272,7 @@ def status_verb(args: argparse.Namespace) -> int:
     while True:
         with one_view():  # one read of each spec directory per refresh
             dirs = targeted if targeted is not None else [(run.path, run.spec, run.steps) for run in find_runs(root)]
-            rows = collect(dirs, {d: root for d, _, _ in dirs})
+            rows = status_rows(dirs, {d: root for d, _, _ in dirs})
             if targeted is not None:
                 for row in rows:  # a run not launched yet has no identity: the variant this command names
                     if row["preset"] is None:

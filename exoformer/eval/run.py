@@ -122,8 +122,8 @@ ENVIRONMENT_NOTE = "not collected per evaluation: the run's provenance.json reco
 @contextlib.contextmanager
 def environment_in_provenance() -> Iterator[None]:
     """lm-eval's simple_evaluate ends by describing the environment with torch.utils.collect_env, which runs pip,
-    lscpu, nvidia-smi and others as child processes: about a CPU-second per evaluation, more than a tenth of a smoke
-    model's evaluation. A run records its environment once, in provenance.json (exoformer/runs/rundirs.py
+    lscpu, nvidia-smi and others as child processes, every evaluation, a cost that weighs most on small models.
+    A run records its environment once, in provenance.json (exoformer/runs/rundirs.py
     submit_provenance: code identity, package versions, host), so while `evaluate` runs lm-eval's report is
     replaced by the lm-eval version and a pointer there; every other field of the results is lm-eval's."""
     import lm_eval.evaluator

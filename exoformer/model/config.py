@@ -7,11 +7,11 @@ without importing torch. Every variant of the paper is a value of this dataclass
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.limits import MAX_PARAMETERS, check_size
+from exoformer.records import check_fields, load
 
 PATHS = ("q", "k", "v", "g")
 """The four projections that can be mixed, in the order of the fused projection (official c_attn order)."""
@@ -138,12 +138,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, data: dict, *, where: str = "model") -> ModelConfig:
         """Strict construction from plain data (YAML, checkpoints): unknown keys are an error."""
-        known = {f.name for f in fields(cls)}
-        for key in data:
-            if key not in known:
-                raise UserError(f"unknown model field {key!r}", where=where, fix=did_you_mean(key, known))
-        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
-        return cls(**kwargs)
+        return load(cls, data, where=where, what="model")
 
     def num_parameters(self) -> int:
         """Parameter count from the shapes alone (no torch); a test checks it against the built model."""
@@ -184,9 +179,10 @@ def _validate(cfg: ModelConfig) -> None:
     def bad(field_name: str, problem: str, fix: str) -> UserError:
         return UserError(problem, where=f"model.{field_name}", fix=fix)
 
+    check_fields(cfg, section="model")
     for name in ("n_layer", "n_head", "d_model", "vocab_size", "seq_len", "mlp_ratio", "dynamic_hidden"):
         value = getattr(cfg, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        if value <= 0:
             raise bad(name, f"must be a positive integer, got {value!r}", "set a positive integer")
         check_size(value, where=f"model.{name}")
     if cfg.d_model % cfg.n_head:
@@ -209,7 +205,7 @@ def _validate(cfg: ModelConfig) -> None:
         raise bad("attention", f"unknown attention {cfg.attention!r}", did_you_mean(cfg.attention, ATTENTION_KERNELS))
     for name in ("mix_paths", "anchor_norm_paths", "post_mix_norm_paths"):
         paths = getattr(cfg, name)
-        if not isinstance(paths, tuple) or any(p not in PATHS for p in paths):
+        if any(p not in PATHS for p in paths):
             raise bad(name, f"must be a list drawn from {list(PATHS)}, got {paths!r}", "use q, k, v and/or g")
         if len(set(paths)) != len(paths) or tuple(p for p in PATHS if p in paths) != paths:
             raise bad(name, f"{list(paths)} has repeats or is out of order", f"write it in the order {list(PATHS)}")
@@ -228,10 +224,6 @@ def _validate(cfg: ModelConfig) -> None:
     if cfg.first_mixing_layer >= cfg.n_layer and cfg.mix_paths:
         raise bad("n_layer", f"anchor {cfg.anchor!r} leaves no layer to mix with n_layer={cfg.n_layer}",
                   f"use n_layer > {cfg.first_mixing_layer}")
-    for name in ("rope_theta", "norm_eps", "init_std", "init_cutoff", "coef_init"):
-        value = getattr(cfg, name)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-            raise bad(name, f"must be a finite number, got {value!r}", "write a finite number (not .nan or .inf)")
     for name in ("rope_theta", "norm_eps", "init_std", "init_cutoff"):
         if getattr(cfg, name) <= 0:
             raise bad(name, f"must be > 0, got {getattr(cfg, name)!r}", "use a positive value (see the default)")

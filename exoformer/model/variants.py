@@ -11,13 +11,13 @@ variant's gating) is defined there once and nowhere else.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
-from exoformer.limits import check_finite
 from exoformer.model.config import ModelConfig
+from exoformer.records import check, field_types
 
 VARIANTS_FILE = Path(__file__).resolve().parents[2] / "experiments" / "variants.yaml"
 """The repository's table of named variants and shapes (the default registry's variants.yaml)."""
@@ -28,7 +28,6 @@ SHAPE_FIELDS = ("n_layer", "n_head", "d_model", "vocab_size", "seq_len", "mlp_ra
 VARIANT_FIELDS = ("gated", "mix_paths", "anchor", "anchor_norm_paths", "post_mix_norm_paths", "granularity",
                   "dynamic", "dynamic_hidden", "coef_init", "dynamic_fc2_init")
 SECTIONS = ("variants", "shapes", "aliases")
-_FIELD_TYPES = {f.name: str(f.type) for f in fields(ModelConfig)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +121,7 @@ def _parse(data: Any, file: str) -> VariantTable:
                 if key not in allowed:
                     raise UserError(f"unknown field {key!r} in {section}.{name}", where=kw,
                                     fix=did_you_mean(str(key), allowed))
-                _check_value(value, _FIELD_TYPES[key], f"model.{key} at {kw}")
+                check(value, field_types(ModelConfig)[key], where=f"model.{key} at {kw}")
             try:  # each entry must make a valid model on its own (defaults for the rest)
                 ModelConfig.from_dict({k: v for k, v in entry.items() if k != "description"}, where=where)
             except UserError as err:
@@ -158,18 +157,6 @@ def _check_name(name: Any, where: str, what: str) -> None:
     from exoformer.limits import check_name
 
     check_name(name, where=where, what=f"{what} name")
-
-
-def _check_value(value: Any, type_name: str, where: str) -> None:
-    base = type_name.removesuffix(" | None")
-    ok = {"bool": lambda v: isinstance(v, bool),
-          "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-          "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-          "str": lambda v: isinstance(v, str),
-          "tuple[str, ...]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)}[base](value)
-    if not ok:
-        raise UserError(f"must be of type {base}, got {value!r}", where=where, fix=f"write a {base} value")
-    check_finite(value, where=where)
 
 
 def default_table() -> VariantTable:

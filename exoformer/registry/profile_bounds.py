@@ -5,12 +5,12 @@ what would crash or mislead them, at the field, in one line.
 GPU and task counts must fit the GPU kind: a GPU profile has at least one GPU per node; a CPU profile
 (`gpu: null`) has none. Slurm's own ranges: a time limit of at least a minute and at most a year (Slurm counts
 minutes in 32 bits; a longer limit is "infinite", which a requeue plan cannot use), a signal delay that is not
-negative and leaves time to run, at least one node and one array slot.
+negative and leaves time to run, at least one node and one array slot. Types are checked before, when the
+profile is read (exoformer/records.py): every value here is already an integer or a finite number.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from exoformer.errors import UserError
@@ -36,10 +36,8 @@ def check_profile_bounds(profile: Any, *, where: str) -> None:
     """A one-line UserError at the first field of `profile` (a registry.profiles.Profile) outside its range."""
     slurm = profile.slurm
     for name, (low, high) in SLURM_BOUNDS.items():
-        value = getattr(slurm, name, None)
-        if value is None and name == "tasks_per_node":
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        value = getattr(slurm, name)
+        if value is not None and not low <= value <= high:  # None: tasks_per_node left to the GPU count
             raise UserError(f"slurm.{name} must be an integer in [{low:,}, {high:,}], got {value!r}", where=where,
                             fix=f"set slurm.{name} within [{low:,}, {high:,}] (docs/input-limits.md)")
     if profile.gpu is not None and slurm.gpus_per_node < 1:
@@ -55,10 +53,9 @@ def check_profile_bounds(profile: Any, *, where: str) -> None:
     if profile.gpu is not None:
         for name, (low, high) in GPU_BOUNDS.items():
             value = getattr(profile.gpu, name)
-            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)
-                                          and low < value <= high):
+            if value is not None and not low < value <= high:
                 raise UserError(f"gpu.{name} must be a finite number in ({low:g}, {high:g}], got {value!r}",
                                 where=where, fix=f"write the vendor's value of gpu.{name}")
-    if profile.cpu is not None and not (math.isfinite(profile.cpu.gflops) and profile.cpu.gflops <= 1e9):
+    if profile.cpu is not None and not profile.cpu.gflops <= 1e9:
         raise UserError(f"cpu.gflops must be a finite number, got {profile.cpu.gflops!r}", where=where,
                         fix="write a measured GFLOP/s, e.g. 20.0")

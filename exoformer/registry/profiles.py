@@ -7,16 +7,16 @@ carry a `cpu:` section (sustained GFLOP/s) so that `plan` can print CPU-minutes.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.registry.profile_bounds import check_profile_bounds
 from exoformer.registry.registry import REPO_ROOT
-from exoformer.registry.spec import check_type
 from exoformer.limits import MAX_NAME_LEN, NAME_RE
-from exoformer.yaml_lines import LineDict, load_yaml_with_lines
+from exoformer.records import load
+from exoformer.yaml_lines import load_yaml_with_lines
 
 PROFILES_DIR = REPO_ROOT / "slurm" / "profiles"
 DIST_TIMEOUT_DEFAULT_S = 1800
@@ -97,20 +97,11 @@ def list_profiles() -> list[str]:
 
 
 def _section(cls: type, data: Any, where: str, what: str, overrides: dict[str, Any]) -> Any:
-    if not isinstance(data, dict):
-        raise UserError(f"{what} must be a mapping", where=where, fix="indent its fields under it")
-    known = {f.name: str(f.type) for f in fields(cls)}
-    values = {}
-    for key, value in {**data, **overrides}.items():
-        kw = f"{where.split(':')[0]}:{data.line_of(key)}" if hasattr(data, "line_of") and key in data else "--set"
-        if key not in known:
-            raise UserError(f"unknown field {what}.{key}", where=kw, fix=did_you_mean(str(key), known))
-        values[key] = check_type(value, known[key], where=f"{kw}: {what}.{key}")
-    try:
-        return cls(**values)
-    except TypeError as err:
-        missing = str(err).split("argument")[-1].strip(": '")
-        raise UserError(f"{what} is missing a field ({missing})", where=where, fix=f"add {missing}") from None
+    """The section as the file writes it, then with its `--set` values, so that an error names where it was made."""
+    section = load(cls, data, where=where, what=what, yaml=True)
+    if not overrides:
+        return section
+    return load(cls, {**data, **overrides}, where=f"--set profile.{what}", what=what, yaml=True)
 
 
 def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
@@ -145,8 +136,7 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
         raise UserError(f"profile {name!r} has no GPU", where="--set profile.gpu", fix="pick a GPU profile")
     cpu = None if data.get("cpu") is None else _section(CpuProfile, data["cpu"], f"{file}:{data.line_of('cpu')}",
                                                         "cpu", sub("cpu"))
-    slurm = _section(SlurmProfile, data.get("slurm") or _empty(), f"{file}:{data.line_of('slurm')}", "slurm",
-                     sub("slurm"))
+    slurm = _section(SlurmProfile, data.get("slurm") or {}, f"{file}:{data.line_of('slurm')}", "slurm", sub("slurm"))
     if gpu is not None and not (gpu.peak_bf16_tflops > 0 and 0 < gpu.mfu <= 1):
         raise UserError(f"gpu.peak_bf16_tflops={gpu.peak_bf16_tflops:g} and gpu.mfu={gpu.mfu:g}: the peak must be "
                         "> 0 and the MFU in (0, 1]", where=file, fix="set gpu.mfu to a fraction such as 0.4")
@@ -166,9 +156,3 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
                       source=file)
     check_profile_bounds(profile, where=file)
     return profile
-
-
-def _empty() -> dict:
-    d = LineDict()
-    d.line, d.key_lines = 1, {}
-    return d

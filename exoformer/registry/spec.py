@@ -9,8 +9,7 @@ and every error found while building the configs points back at the origin of th
 
 from __future__ import annotations
 
-import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from exoformer.data import SMOKE_DATA, smoke_key
@@ -18,8 +17,9 @@ from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.precision import check_scoring_precision
 from exoformer.eval.suites import SUITES
 from exoformer.registry.hashing import hash12, semantic_hash
-from exoformer.limits import MAX_INT, check_finite, check_name, check_seed, check_size
+from exoformer.limits import check_name, check_seed, check_size
 from exoformer.model.config import ABLATIONS, ModelConfig
+from exoformer.records import check, field_types
 from exoformer.train.config import TrainConfig
 from exoformer.yaml_lines import load_yaml_text
 
@@ -186,13 +186,12 @@ TOP_LEVEL_TYPES = {"variant": "str", "preset": "str", "seed": "int", "note": "st
 """Spec keys outside the sections. `shape:` (a mapping preset -> shape name) is handled on its own."""
 
 FIELD_TYPES: dict[str, str] = {
-    f"{section}.{f.name}": str(f.type) for section, cls in SECTIONS.items() for f in fields(cls)
+    f"{section}.{name}": kind for section, cls in SECTIONS.items() for name, kind in field_types(cls).items()
 }
+"""Every dotted key a layer may set -> its annotation (exoformer/records.py checks values against it)."""
 FIELD_TYPES.update(TOP_LEVEL_TYPES)
 FORBIDDEN = {"train.seed": "set the top-level `seed:` (it seeds model init and training)",
              "placement.runs_root": "choose the runs root with --runs-dir or $EXOFORMER_RUNS_DIR"}
-
-_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 @dataclass(slots=True)
@@ -206,51 +205,6 @@ class Entry:
 Layer = dict[str, Entry]
 
 
-def check_type(value: Any, type_name: str, *, where: str) -> Any:
-    """Check `value` against a field annotation (as written in the dataclasses); return it normalised.
-
-    Floats may be written as YAML ints or as `1e-5` (which YAML 1.1 reads as a string); lists become tuples.
-    """
-    optional = type_name.endswith(" | None")
-    base = type_name.removesuffix(" | None")
-    if value is None:
-        if optional:
-            return None
-        raise UserError("must not be null", where=where, fix=f"write {_noun(base)}")
-    ok = True
-    if base == "bool":
-        ok = isinstance(value, bool)
-    elif base == "int":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        if ok and not -MAX_INT <= value < MAX_INT:
-            raise UserError(f"{_digits(value)} does not fit in 64 bits", where=where, fix="write a smaller integer")
-    elif base == "float":
-        if isinstance(value, str) and _FLOAT.match(value.strip()):
-            value = float(value)  # a too-long exponent gives inf, refused below
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if ok and isinstance(value, int) and not -MAX_INT <= value < MAX_INT:
-            raise UserError(f"{_digits(value)} is too large", where=where, fix="write a finite number of normal size")
-        value = float(value) if ok else value
-        if ok:
-            check_finite(value, where=where)
-    elif base == "str":
-        ok = isinstance(value, str)
-    elif base == "tuple[str, ...]":
-        ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
-        value = tuple(value) if ok else value
-    else:  # pragma: no cover - a new field type needs a rule here
-        raise AssertionError(f"no type rule for {type_name}")
-    if not ok:
-        raise UserError(f"must be {_noun(base)}{' or null' if optional else ''}, got {value!r}", where=where,
-                        fix=f"write {_noun(base)}")
-    return value
-
-
-def _noun(base: str) -> str:
-    return {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
-            "tuple[str, ...]": "a list of strings"}.get(base, base)
-
-
 def set_flat(layer: Layer, key: str, value: Any, origin: str, *, allowed: tuple[str, ...] | None = None) -> None:
     """Type-check and store one dotted key; unknown keys get a did-you-mean over the valid ones."""
     if key in FORBIDDEN:
@@ -258,9 +212,10 @@ def set_flat(layer: Layer, key: str, value: Any, origin: str, *, allowed: tuple[
     valid = [k for k in FIELD_TYPES if allowed is None or k.split(".")[0] in allowed]
     if key not in FIELD_TYPES or key not in valid:
         raise UserError(f"unknown key {key!r}", where=origin, fix=did_you_mean(key, valid))
-    value = check_type(value, FIELD_TYPES[key], where=origin if origin.endswith(key) else f"{key} at {origin}")
+    where = origin if origin.endswith(key) else f"{key} at {origin}"
+    value = check(value, FIELD_TYPES[key], where=where, yaml=True)
     if key == "seed":
-        check_seed(value, where=origin if origin.endswith(key) else f"{key} at {origin}")
+        check_seed(value, where=where)
     layer[key] = Entry(value, origin)
 
 
@@ -363,11 +318,6 @@ def build_section(cls: type, layer: Layer, section: str, base: dict[str, Any], *
 def _is_file_origin(origin: str) -> bool:
     """True for `file:line` and `--set` origins (the places a user wrote), false for derived ones."""
     return origin.startswith("--set") or (":" in origin and "(" not in origin)
-
-
-def _digits(value: int) -> str:
-    """A huge integer shown by its size, not its digits (an error line stays short)."""
-    return f"an integer of {value.bit_length()} bits"
 
 
 STAGES = ("train", "validate", "evaluate", "analyse")

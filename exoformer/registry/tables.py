@@ -12,6 +12,7 @@ from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.task_facts import PAPER_TASKS, TASK_FACTS
+from exoformer.records import load
 from exoformer.registry.claims_schema import Derived, parse_derived
 from exoformer.registry.sweeps import check_name
 
@@ -88,16 +89,6 @@ def _where(file: str, container: Any, key: Any) -> str:
     return f"{file}:{line}" if line else file
 
 
-def _need(body: dict, key: str, kind: type, file: str, what: str, fix: str) -> Any:
-    if key not in body:
-        raise UserError(f"{what} has no {key!r}", where=_where(file, body, None), fix=fix)
-    value = body[key]
-    if not isinstance(value, kind) or (kind is list and not value):
-        raise UserError(f"{what}: {key!r} must be a {'non-empty list' if kind is list else kind.__name__}, "
-                        f"got {value!r}", where=_where(file, body, key), fix=fix)
-    return value
-
-
 def _check_keys(body: dict, allowed: tuple[str, ...], file: str, what: str) -> None:
     for key in body:
         if key not in allowed:
@@ -129,23 +120,40 @@ def parse_metrics(section: Any, file: str) -> dict[str, Metric]:
     return out
 
 
+@dataclass(kw_only=True, slots=True, frozen=True)
+class _TableEntry:
+    """A table as tables.yaml writes it, typed by records.load; parse_table then reads its rows and convention."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[dict[str, Any], ...]
+    paper_ref: str = ""
+    convention: dict[str, Any] = field(default_factory=dict)
+    reported: str | None = None
+    notes: tuple[str, ...] = ()
+    ladders: tuple[str, ...] = ()
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class _RowEntry:
+    """A table row as tables.yaml writes it; `figure` is {label, colour}."""
+
+    id: str
+    label: str
+    specs: tuple[str, ...]
+    figure: dict[str, Any] = field(default_factory=dict)
+
+
 def parse_table(tid: str, body: Any, file: str, where: str) -> Table:
     what = f"table {tid!r}"
     check_name(tid, where=where, what="table id")
-    if not isinstance(body, dict):
-        raise UserError(f"{what} must be a mapping", where=where, fix="write title:, columns:, rows:")
-    _check_keys(body, ("title", "paper_ref", "columns", "rows", "convention", "reported", "notes", "ladders"), file,
-                what)
-    title = _need(body, "title", str, file, what, "add a one-line title")
-    columns = _need(body, "columns", list, file, what, "list metric ids, e.g. [val_ppl, avg6]")
-    rows_raw = _need(body, "rows", list, file, what, "list rows: - {id, label, specs: [...]}")
+    entry = load(_TableEntry, body, where=where, what=what)
+    if not entry.columns or not entry.rows:
+        raise UserError(f"{what}: columns and rows must be non-empty lists", where=where,
+                        fix="list metric ids, e.g. [val_ppl, avg6], and rows: - {id, label, specs: [...]}")
     convention = dict(DEFAULT_CONVENTION)
-    conv = body.get("convention", {}) or {}
-    if not isinstance(conv, dict):
-        raise UserError(f"{what}: convention must be a mapping task -> acc|acc_norm",
-                        where=_where(file, body, "convention"), fix="e.g. convention: {piqa: acc}")
-    for task, metric in conv.items():
-        cw = _where(file, conv, task)
+    for task, metric in entry.convention.items():
+        cw = _where(file, entry.convention, task)
         if task not in TASKS:
             raise UserError(f"{what}: unknown task {task!r} in convention", where=cw, fix=did_you_mean(str(task),
                                                                                                        TASKS))
@@ -153,52 +161,26 @@ def parse_table(tid: str, body: Any, file: str, where: str) -> Table:
             raise UserError(f"{what}: metric for {task} must be acc or acc_norm, got {metric!r}", where=cw,
                             fix=did_you_mean(str(metric), TASK_METRICS))
         convention[task] = metric
-    rows = []
-    seen: set[str] = set()
-    for i, row in enumerate(rows_raw):
-        rw = f"{file}:{rows_raw.item_lines[i]}" if hasattr(rows_raw, "item_lines") else where
-        if not isinstance(row, dict):
-            raise UserError(f"{what}: row {i + 1} must be a mapping", where=rw, fix="write - {id, label, specs}")
-        _check_keys(row, ("id", "label", "specs", "figure"), file, f"{what} row {i + 1}")
-        rid = check_name(row.get("id"), where=rw, what="row id")
-        if rid in seen:
+    rows: list[TableRow] = []
+    for i, raw in enumerate(entry.rows):
+        rw = f"{file}:{body['rows'].item_lines[i]}" if hasattr(body["rows"], "item_lines") else where
+        rid = check_name(raw.get("id"), where=rw, what="row id")
+        if any(r.id == rid for r in rows):
             raise UserError(f"{what}: duplicate row id {rid!r}", where=rw, fix="give each row its own id")
-        seen.add(rid)
-        label = _need(row, "label", str, file, f"{what} row {rid!r}", "add a display label")
-        specs = _need(row, "specs", list, file, f"{what} row {rid!r}", "list the row's spec names")
-        if not all(isinstance(s, str) for s in specs):
-            raise UserError(f"{what} row {rid!r}: specs must be names", where=_where(file, row, "specs"),
-                            fix="write spec names as strings")
-        look = row.get("figure", {}) or {}
-        if not isinstance(look, dict) or set(look) - {"label", "colour"} or not all(isinstance(v, str) for v in
-                                                                                  look.values()):
+        row = load(_RowEntry, raw, where=rw, what=f"{what} row {rid!r}")
+        look = row.figure
+        if set(look) - {"label", "colour"} or not all(isinstance(v, str) for v in look.values()):
             raise UserError(f"{what} row {rid!r}: figure must be {{label: TEXT, colour: '#RRGGBB'}}",
-                            where=_where(file, row, "figure"), fix='write figure: {label: "Base", colour: "#666666"}')
-        rows.append(TableRow(id=rid, label=label, specs=tuple(specs), source=rw, figure_label=look.get("label", ""),
+                            where=_where(file, raw, "figure"), fix='write figure: {label: "Base", colour: "#666666"}')
+        rows.append(TableRow(id=rid, label=row.label, specs=row.specs, source=rw, figure_label=look.get("label", ""),
                              colour=look.get("colour", "")))
-    for c in columns:
-        if not isinstance(c, str):
-            raise UserError(f"{what}: column {c!r} is not a metric id", where=_where(file, body, "columns"),
-                            fix="write metric ids as strings")
-    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    repeated = sorted({c for c in entry.columns if entry.columns.count(c) > 1})
     if repeated:
         raise UserError(f"{what}: column {repeated[0]!r} is listed twice", where=_where(file, body, "columns"),
                         fix="list each metric once")
-    notes = body.get("notes", []) or []
-    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
-        raise UserError(f"{what}: notes must be a list of sentences", where=_where(file, body, "notes"),
-                        fix='write notes: ["one sentence", ...]')
-    ladders = body.get("ladders", []) or []
-    if not isinstance(ladders, list) or not all(isinstance(g, str) for g in ladders):
-        raise UserError(f"{what}: ladders must be a list of group names", where=_where(file, body, "ladders"),
-                        fix="write ladders: [smoke-ladder]")
-    reported = body.get("reported", tid)
-    if not isinstance(reported, str):
-        raise UserError(f"{what}: reported must be a key of reported.yaml", where=_where(file, body, "reported"),
-                        fix=f"write reported: {tid}")
-    return Table(id=tid, title=title, paper_ref=str(body.get("paper_ref", "")), columns=tuple(columns),
-                 rows=tuple(rows), convention=convention, reported=reported, notes=tuple(notes), ladders=tuple(ladders),
-                 source=where)
+    return Table(id=tid, title=entry.title, paper_ref=entry.paper_ref, columns=entry.columns, rows=tuple(rows),
+                 convention=convention, reported=tid if entry.reported is None else entry.reported, notes=entry.notes,
+                 ladders=entry.ladders, source=where)
 
 
 def parse_figure(fid: str, body: Any, file: str, where: str) -> Figure:
@@ -207,19 +189,11 @@ def parse_figure(fid: str, body: Any, file: str, where: str) -> Figure:
     if not isinstance(body, dict):
         raise UserError(f"{what} must be a mapping", where=where, fix="write title:, kind:, specs:, series:")
     _check_keys(body, ("title", "kind", "specs", "series", "against"), file, what)
-    title = _need(body, "title", str, file, what, "add a one-line title")
-    kind = _need(body, "kind", str, file, what, f"use one of {list(FIGURE_KINDS)}")
-    if kind not in FIGURE_KINDS:
-        raise UserError(f"{what}: unknown kind {kind!r}", where=_where(file, body, "kind"),
-                        fix=did_you_mean(kind, FIGURE_KINDS))
-    specs = _need(body, "specs", list, file, what, "list spec names or a table id (table:ID)")
-    series = _need(body, "series", list, file, what, "list logged metrics or analysis outputs")
-    against = body.get("against", [])
-    if not isinstance(against, list):
-        raise UserError(f"{what}: against must be a list of row ids", where=_where(file, body, "against"),
-                        fix="write against: [base]")
-    for item in [*specs, *series, *against]:
-        if not isinstance(item, str):
-            raise UserError(f"{what}: {item!r} is not a name", where=where, fix="write names as strings")
-    return Figure(id=fid, title=title, kind=kind, specs=tuple(specs), series=tuple(series), against=tuple(against),
-                  source=where)
+    figure = load(Figure, {**body, "id": fid, "source": where}, where=where, what=what)
+    if figure.kind not in FIGURE_KINDS:
+        raise UserError(f"{what}: unknown kind {figure.kind!r}", where=_where(file, body, "kind"),
+                        fix=did_you_mean(figure.kind, FIGURE_KINDS))
+    if not figure.specs or not figure.series:
+        raise UserError(f"{what}: specs and series must be non-empty lists", where=where,
+                        fix="list spec names or a table id (table:ID), and logged metrics or analysis outputs")
+    return figure

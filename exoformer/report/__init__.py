@@ -1,5 +1,5 @@
-"""The report layer: collect run results into one long table, rebuild the paper's tables, diff them against
-the reported numbers, draw the figures. `collect`, `tables`, `diff` and `rank` never import torch."""
+"""The report layer: read the runs each spec's results come from, rebuild the paper's tables, diff them against
+the reported numbers, draw the figures. `table`, `diff` and `rank` never import torch."""
 
 NOT_RUN = "not run"
 """What a cell, line or panel says when the run it needs does not exist (never a made-up value)."""

@@ -9,13 +9,12 @@ The rules:
 - Local and inline jobs run on this machine, one rank each (backends.LocalBackend starts one task). A
   profile with `slurm.gpus_per_node > 0` promises GPUs, so on a machine without CUDA it is an error.
 - Slurm jobs run nodes x slurm.tasks_per_node ranks (backends.SlurmBackend; one per GPU unless a CPU profile
-  sets tasks_per_node); their
-  device is the profile's GPU, judged by `gpu.name` (NO_BF16_GPUS), or the CPU when gpus_per_node is 0.
+  sets tasks_per_node); their device is the profile's GPU, judged by `gpu.name` (NO_BF16_GPUS), or the CPU when
+  gpus_per_node is 0.
 - The bf16 precisions (bf16-autocast, official-pure-bf16, and `auto`, which means bf16 autocast on CUDA)
   need a CUDA device with bf16 (compute capability >= 8.0, Ampere or newer). On CPU every precision is
-  allowed: PyTorch computes bf16 autocast and bf16 weights there correctly, only slower (the smoke shape
-  measured ~2-3x the fp32 step on 2 cores), and `auto` is fp32 there. `compile: true` is allowed on CPU
-  too: it runs (same losses) and only costs compile time.
+  allowed: PyTorch computes bf16 autocast and bf16 weights there correctly, only slower, and `auto` is fp32
+  there. `compile: true` is allowed on CPU too: it runs (same losses) and only costs compile time.
 - `model.attention: flex` trains only on CUDA (no FlexAttention backward on CPU); `auto` is sdpa on CPU.
 - bf16 scoring (`eval.precision`, exoformer/eval/precision.py) needs such a device as well.
 - batch_tokens must be a multiple of seq_len x micro_batch_seqs x ranks (TrainConfig.accumulation_steps).
@@ -41,8 +40,6 @@ if TYPE_CHECKING:
 NO_BF16_GPUS = re.compile(r"(?<![A-Z0-9])(K80|M60|P4|P40|P100|V100|T4|TITAN V|GTX 10\d\d|RTX 20\d\d|QUADRO RTX)"
                           r"(?![A-Z0-9])")
 """GPU families before Ampere (compute capability < 8.0, no bf16 units), matched in the upper-cased gpu.name."""
-
-
 GPU_BACKENDS = ("cuda", "hip")
 """torch/version.py's names for the GPU backends torch.cuda drives (CUDA, and ROCm through the same API)."""
 
@@ -62,8 +59,7 @@ def probe_local_device() -> DeviceInfo:
     """This machine's training device, as exoformer.train.distributed picks it (the first CUDA GPU, else CPU).
 
     A torch build with no GPU backend (the CPU wheel requirements.txt installs) can only train on the CPU, which
-    its version file says without importing torch: that import is two CPU-seconds before the first local job can
-    start, on a core that would otherwise be training."""
+    its version file says without importing torch, whose import would delay the first local job."""
     if "torch" in sys.modules or torch_build_backends() != {}:
         import torch
 
@@ -115,11 +111,7 @@ def profile_device(profile: Profile) -> DeviceInfo:
     if profile.slurm.gpus_per_node <= 0:
         return DeviceInfo(kind="cpu", name="cpu", bf16=True)
     name = profile.gpu.name if profile.gpu is not None else "unnamed GPU"
-    return DeviceInfo(kind="cuda", name=name, bf16=not _pre_ampere(name))
-
-
-def _pre_ampere(gpu_name: str) -> bool:
-    return NO_BF16_GPUS.search(gpu_name.upper()) is not None
+    return DeviceInfo(kind="cuda", name=name, bf16=NO_BF16_GPUS.search(name.upper()) is None)
 
 
 def _on_this_machine(backend_name: str) -> bool:
@@ -164,21 +156,17 @@ def check_placement(specs: list[Spec], profile: Profile | None, backend_name: st
 
 
 def _check_precision(spec: Spec, device: DeviceInfo) -> None:
+    """The training precision, then the scoring precision, on the job's device."""
     from exoformer.eval.precision import check_scoring_device
 
-    _check_train_precision(spec, device)
-    check_scoring_device(spec.eval.precision, kind=device.kind, name=device.name, bf16=device.bf16,
-                         where=f"{spec.name}: eval.precision")
-
-
-def _check_train_precision(spec: Spec, device: DeviceInfo) -> None:
     precision = spec.train.precision
-    in_bf16 = resolve_precision(precision, device.kind) in BF16_PRECISIONS
-    if in_bf16 and not device.bf16:
+    if resolve_precision(precision, device.kind) in BF16_PRECISIONS and not device.bf16:
         meaning = " (bf16 autocast on CUDA)" if precision == "auto" else ""
         raise UserError(f"precision {precision!r}{meaning} needs bf16, which {device.name} does not compute "
                         "(compute capability < 8.0)", where=f"train.precision of {spec.name}",
                         fix="--set train.precision=fp32, or a bf16 GPU (A100, H100, H200)")
+    check_scoring_device(spec.eval.precision, kind=device.kind, name=device.name, bf16=device.bf16,
+                         where=f"{spec.name}: eval.precision")
 
 
 def _check_attention(spec: Spec, device: DeviceInfo) -> None:

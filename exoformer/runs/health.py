@@ -109,13 +109,6 @@ def check_all_reduce(device: str, *, timeout_s: float = ALL_REDUCE_TIMEOUT_S) ->
                             where=_here(), fix="check the nodes' interconnect; under Slurm the job is requeued")
 
 
-def check_job_start(run_dir: str | os.PathLike, model: ModelConfig, precision: str, device: str) -> None:
-    """All three checks; the first that fails raises (NodeUnhealthy or ResumableFault, one line)."""
-    check_device(device)
-    check_all_reduce(device)
-    check_disk(Path(run_dir), model, precision)
-
-
 def requeue_elsewhere(error: NodeUnhealthy) -> bool:
     """Under Slurm: requeue this job, with this node excluded when the failure is surely its own; True when Slurm
     took the commands."""
@@ -141,10 +134,12 @@ def _here() -> str:
 
 
 def health_check_or_exit(run_dir: str | os.PathLike, model: ModelConfig, precision: str, device: str) -> None:
-    """`check_job_start`, ending the process at once with the error's one line (`error: ...`, exit code 1) when it
-    fails; a node fault under Slurm first requeues the job without this node."""
+    """The three checks of the module docstring, ending the process at once with the error's one line (`error: ...`,
+    exit code 1) at the first that fails; a node fault under Slurm first requeues the job without this node."""
     try:
-        check_job_start(run_dir, model, precision, device)
+        check_device(device)
+        check_all_reduce(device)
+        check_disk(Path(run_dir), model, precision)
     except NodeUnhealthy as err:
         requeued = requeue_elsewhere(err)
         where = " without this node" if err.exclude_node else ""

@@ -91,8 +91,7 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
                                               backend=backend.name)
                     claims.append(claim)
                     items.setdefault(root, []).append(Item(spec=again.spec, run_dir=again.run_dir, claim=claim))
-                manifest.update({c.hash: c for c in claims})
-                locking.write_manifest(root, manifest)
+                locking.record_claims(root, manifest, claims)
                 if backend.submits_under_lock and items.get(root):
                     _submit(backend, items[root], root, manifest)
     except OSError as err:  # a full disk, a read-only root: nothing was started
@@ -131,12 +130,8 @@ def _mark_interrupted(items: list) -> list[str]:
 
 def _submit(backend, items, root: Path, manifest: dict) -> None:
     """sbatch through submitit while holding the lock; a refused submission marks its runs FAILED (exit 2)."""
-    def record(claims: list) -> None:
-        manifest.update({c.hash: c for c in claims})
-        locking.write_manifest(root, manifest)
-
     try:
-        backend.launch(items, root, record=record)
+        backend.launch(items, root, record=lambda claims: locking.record_claims(root, manifest, claims))
     except Exception as err:  # noqa: BLE001 - sbatch's own message is the useful part
         message = " ".join(str(err).split())[:300]
         for item in items:
@@ -168,10 +163,8 @@ def unfinished(planned: list[PlannedRun], *, queued_ok: bool) -> list[tuple[str,
     for p in planned:
         status = RunDir(p.run_dir).read_status()
         state = status.state if status else None
-        if state == runs.SUCCEEDED or (queued_ok and state in runs.ACTIVE_STATES):
-            continue
-        if p.reason == ACTIVE:
-            continue  # another launcher's job is working on it
+        if state == runs.SUCCEEDED or (queued_ok and state in runs.ACTIVE_STATES) or p.reason == ACTIVE:
+            continue  # done, queued, or another launcher's job is working on it
         why = state or "not run"
         if status and status.reason:
             why += f": {status.reason}"

@@ -114,12 +114,16 @@ def write_manifest(root: Path, manifest: dict[str, Claim]) -> None:
                                                "claims": {h: c.to_dict() for h, c in sorted(manifest.items())}})
 
 
+def record_claims(root: Path, manifest: dict[str, Claim], claims: list[Claim]) -> None:
+    """Merge claims into `manifest` and write it (the caller holds the launch lock)."""
+    manifest.update({c.hash: c for c in claims})
+    write_manifest(root, manifest)
+
+
 def update_claims(root: Path, claims: list[Claim]) -> None:
     """Merge claims into the manifest (takes the lock; do not call while holding it)."""
     with launch_lock(root):
-        manifest = read_manifest(root)
-        manifest.update({c.hash: c for c in claims})
-        write_manifest(root, manifest)
+        record_claims(root, read_manifest(root), claims)
 
 
 def new_claim(*, spec_hash: str, name: str, run_dir: Path, backend: str) -> Claim:

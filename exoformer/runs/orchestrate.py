@@ -20,7 +20,7 @@ from typing import Any
 from exoformer.registry.registry import Registry
 from exoformer.runs import rundirs as runs
 from exoformer.runs.plan import PlannedRun, plan, split_overrides
-from exoformer.runs.status import collect
+from exoformer.runs.status import status_rows
 
 INTERRUPTED_EXIT = 130
 
@@ -145,7 +145,8 @@ def run_planned(registry: Registry, planned: list[PlannedRun], options: LaunchOp
     if not backend.waits and options.wait:
         wait_for_slurm(final)
     waited = backend.waits or options.wait
-    rows = collect([(p.run_dir, p.spec.name, p.spec.train.steps) for p in final], {p.run_dir: p.root for p in final})
+    rows = status_rows([(p.run_dir, p.spec.name, p.spec.train.steps) for p in final],
+                       {p.run_dir: p.root for p in final})
     for row, p in zip(rows, final):
         row["action"] = p.action
     return RunResult(target=target, backend=backend.name, planned=final, rows=rows, seconds=time.time() - started,

@@ -66,9 +66,8 @@ class StageInterrupted(Exception):
 
 def train_stage(ctx: StageContext) -> dict[str, Any]:
     """Train (or resume) into the run directory with exoformer.train.loop.train."""
-    from exoformer.train.loop import train
-
     from exoformer.train import distributed as dist_util
+    from exoformer.train.loop import train
 
     if ctx.spec.train.data and os.environ.get("RANK", "0") == "0":  # rank 0 owns provenance.json
         with dist_util.working_alone("checksumming the data"):  # minutes at paper scale
@@ -384,16 +383,13 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
                         stage_function(spec, stage)(StageContext(run_dir=Path(run_dir), spec=spec, device=device))
             return {"state": "rank-done", "rank": rank}
         outcome = run_pipeline(Path(run_dir), spec, backend=backend, job_id=job_id)
-        if outcome == INTERRUPTED and job_id is not None and not _slurm_is_ending():
-            _requeue_through_submitit()  # USR2 before the time limit; after SIGTERM Slurm requeues (or ends) it
+        if outcome == INTERRUPTED and job_id is not None:
+            from exoformer.runs.slurm_job import slurm_is_ending
+
+            if not slurm_is_ending():  # USR2 before the time limit; after SIGTERM Slurm requeues (or ends) it
+                _requeue_through_submitit()
         status = RunDir(run_dir).read_status()
         return {"state": status.state if status else None, "outcome": outcome, "run_dir": run_dir}
-
-
-def _slurm_is_ending() -> bool:
-    from exoformer.runs.slurm_job import slurm_is_ending
-
-    return slurm_is_ending()
 
 
 def _requeue_through_submitit() -> None:

@@ -14,7 +14,7 @@ and its stage records:
 | FAILED (an error raised in the job)    | skip (failed)    | resume         | rerun            |
 | INTERRUPTED (killed, lost, timed out), DAMAGED STATUS | resume | resume     | rerun            |
 
-Torch-free: `plan` answers in well under a second.
+Torch-free, so `plan` answers at once.
 """
 
 from __future__ import annotations

@@ -4,10 +4,9 @@ ETA, and the total ETA, rewritten in place while local jobs run.
 The jobs write nothing here: the line is read from their run directories (STATUS: state, stage, start time;
 metrics.jsonl: the newest training step), so it shows the same truth as `status`. A job's ETA is its expected
 duration minus its elapsed time: the mean duration of this launch's finished jobs once one has finished, before
-that its training time extrapolated to the last step times (1 + POST_TRAIN_SHARE): the stages after training
-(validate, evaluate, analyse) cost about POST_TRAIN_SHARE of training at smoke scale (benchmarks/bench_main_job.py).
-The total ETA spreads the work left (running jobs' ETAs plus one expected duration per queued job) over the
-launch's concurrency. Torch-free; `render` is pure so it can be tested with a fake clock.
+that its training time extrapolated to the last step times (1 + POST_TRAIN_SHARE). The total ETA spreads the
+work left (running jobs' ETAs plus one expected duration per queued job) over the launch's concurrency.
+Torch-free; `render` is pure so it can be tested with a fake clock.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from exoformer.rundir import PENDING, RUNNING, RunDir, parse_time
 from exoformer.train.progress import duration
 
 POST_TRAIN_SHARE = 0.35
-"""Validate + evaluate + analyse over train, per job: 0.34-0.37 at the smoke preset (results/bench_main_job.json)."""
+"""Validate + evaluate + analyse over train, per job, at the smoke preset (benchmarks/bench_main_job.py measures it)."""
 MAX_SHOWN = 3
 """Running jobs named on the line; the rest are counted."""
 
@@ -103,7 +102,7 @@ class RunProgress:
             if Path(run_dir) in self.done:
                 return
             self.done.add(Path(run_dir))
-            if started is not None and status is not None and status.state not in (RUNNING,):
+            if started is not None and status.state != RUNNING:
                 ended = parse_time(status.updated)
                 if ended is not None:
                     self.finished_s.append(max(0.0, ended.timestamp() - started.timestamp()))

@@ -2,14 +2,13 @@
 the fact reads DAMAGED in every reading verb, and none of its numbers is shown.
 
 A run is damaged when (checked in this order, the first problem found is its reason):
-- its spec file's `name` is not the directory it lives in (`<root>/<name>/<hash12>/`);
+- its identity's spec is not the directory it lives in (`<root>/<name>/<hash12>/`);
 - a result row's value is not a finite number, or is outside its metric's range (`RANGES`: accuracies are
   fractions in [0, 1], perplexities >= 1, losses >= 0);
 - two rows of the run name the same (task, metric): a duplicate, or a conflict when their values differ;
 - a row disagrees with the stage record that wrote it (`stages/evaluate.json` metrics,
   `stages/validate.json` val_ppl / val_loss / val_ppl_ce), or a recorded metric has no row;
-- its per-sample results, identity file or metrics log disagree with the rows, the spec file or the stage
-  records (exoformer/runs/verify.py).
+- its per-sample results or metrics log disagree with the rows (exoformer/runs/verify.py).
 The rows are read by the one strict reader (RunDir.result_files), so a file the reading verbs could not read
 is a reason too. The run index (exoformer/runs/run_index.py) asks once per change of a run's files.
 Torch-free; reads only the run directory.
@@ -33,12 +32,11 @@ VALIDATION_RECORD = {"ppl": "val_ppl", "loss": "val_loss", "ppl_ce": "val_ppl_ce
 RELATIVE = 1e-9
 
 
-def integrity_problem(run: RunDir, spec: dict[str, Any]) -> str | None:
+def integrity_problem(run: RunDir, spec_name: str) -> str | None:
     """What makes the run's rows untrustworthy (one line), or None when they are what its stages recorded.
-    `spec`: its spec file as the run index read it."""
-    spec_name = str(spec["name"])
+    `spec_name`: the spec its identity names."""
     if run.path.parent.name != spec_name:
-        return f"its spec file names {spec_name!r} but the run lives under {run.path.parent.name!r}"
+        return f"its identity names spec {spec_name!r} but the run lives under {run.path.parent.name!r}"
     try:
         files = run.result_files(spec_name)
     except UserError as err:
@@ -60,7 +58,7 @@ def integrity_problem(run: RunDir, spec: dict[str, Any]) -> str | None:
     validation_values = {key: seen[("validation", metric)] for metric, key in VALIDATION_RECORD.items()
                          if ("validation", metric) in seen}
     return (_disagrees(run, "evaluate", eval_values) or _disagrees(run, "validate", validation_values)
-            or run_files_problem(run, files.get("eval_rows", []), spec))
+            or run_files_problem(run, files.get("eval_rows", [])))
 
 
 def _out_of_range(key: tuple[str, str], value: Any) -> str | None:
@@ -94,14 +92,12 @@ def _disagrees(run: RunDir, stage: str, rows: dict[str, Any]) -> str | None:
     return None
 
 
-def reading_state(run: RunDir, state: str | None, spec: dict[str, Any], problem: str | None = None
-                  ) -> tuple[str | None, str | None]:
-    """(state, reason) as the reading verbs show a run: a SUCCEEDED run whose rows fail the checks (or with
-    another `problem` its reader found, such as a damaged identity file) is DAMAGED. `spec` is its spec file as
-    the run index read it. Other states pass unchanged."""
+def reading_state(run: RunDir, state: str | None, spec_name: str) -> tuple[str | None, str | None]:
+    """(state, reason) as the reading verbs show a run: a SUCCEEDED run whose rows fail the checks is DAMAGED
+    (`spec_name`: the spec its identity names). Other states pass unchanged."""
     if state != SUCCEEDED:
         return state, None
-    problem = problem or integrity_problem(run, spec)
+    problem = integrity_problem(run, spec_name)
     if problem is None:
         return state, None
     return DAMAGED, f"{problem}; its numbers are not shown (fix: re-run it with --force)"

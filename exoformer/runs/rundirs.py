@@ -20,9 +20,8 @@ import yaml
 
 from exoformer.errors import UserError
 from exoformer.registry.registry import REPO_ROOT, Registry
-from exoformer.registry.spec import AnalysisConfig, EvalConfig, Placement, Spec, parse_override
+from exoformer.registry.spec import Spec, parse_override
 from exoformer.io import atomic_write_text
-from exoformer.model.config import ModelConfig
 from exoformer.run_identity import CHECKPOINT, OURS, RunIdentity, data_fingerprint, recipe_differences, scoring_of
 from exoformer.rundir import (  # noqa: F401 - the run states, re-exported for the harness's callers
     ACTIVE_STATES,
@@ -31,17 +30,14 @@ from exoformer.rundir import (  # noqa: F401 - the run states, re-exported for t
     INTERRUPTED,
     PENDING,
     RUNNING,
-    STATES,
     SUCCEEDED,
     RunDir,
     Status,
     now,
     parse_time,
     read_status,
-    update_status,
     write_status,
 )
-from exoformer.train.config import TrainConfig
 from exoformer.yaml_lines import load_yaml_with_lines
 
 RUNS_ENV = "EXOFORMER_RUNS_DIR"
@@ -91,23 +87,6 @@ def run_dir_for(spec: Spec, root: Path) -> Path:
     return Path(root) / spec.name / spec.hash12
 
 
-def spec_from_dict(data: dict[str, Any], *, where: str = "the spec file") -> Spec:
-    """Rebuild a Spec from the layout of Spec.to_dict (a run's spec file)."""
-    def tuples(d: dict) -> dict:
-        return {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
-
-    try:
-        return Spec(name=data["name"], group=data["group"], variant=data["variant"], shape=data["shape"],
-                    preset=data["preset"], seed=data["seed"],
-                    model=ModelConfig.from_dict(tuples(data["model"]), where=f"{where}: model"),
-                    train=TrainConfig.from_dict(data["train"], where=f"{where}: train"),
-                    eval=EvalConfig(**data["eval"]), analysis=AnalysisConfig(**tuples(data["analysis"])),
-                    placement=Placement(**(data.get("placement") or {})))
-    except (KeyError, TypeError, AttributeError) as err:
-        raise UserError(f"not a spec file of ours ({err})", where=where,
-                        fix="remove the directory or rerun with --force") from None
-
-
 def spec_hash_of(run_dir: Path) -> str | None:
     """The full hash recorded in a run's spec file (None when absent or unreadable): never raises."""
     path = RunDir(run_dir).spec_file
@@ -130,103 +109,42 @@ def check_identity(spec: Spec, run_dir: Path) -> None:
                         where=str(path), fix="move that directory away; nothing was changed")
 
 
-def identity_for(registry: Registry, spec: Spec, overrides: list[str] | tuple[str, ...] = ()) -> RunIdentity:
+def identity_for(registry: Registry | None, spec: Spec, overrides: list[str] | tuple[str, ...] = ()) -> RunIdentity:
     """The run identity of `spec` as resolved with `overrides` (`profile.*` ones never touch a spec): the one
-    place an identity is made at launch (exoformer/run_identity.py says what each field means)."""
+    place an identity is made at launch (exoformer/run_identity.py says what each field means). Without a
+    registry (a run prepared outside `plan`) nothing is compared with the paper's recipe."""
     data = spec.to_dict()
-    reference, under, differs = _against_registry(registry, data)
-    return _identity(data, spec.hash12, list(overrides), reference_hash12=reference.hash12,
-                     preset_hash12=under.hash12, differs=differs, recorded=True)
-
-
-def derive_identity(registry: Registry | None, run: RunDir, data: dict[str, Any]) -> RunIdentity:
-    """The identity of a run launched before identity files existed, from its spec file's mapping `data` and
-    the `--set` words of the command its provenance records. The run index derives it once and caches it:
-    without `registry`, only what the run's own files say (no reference hashes, nothing `differs`); with one,
-    compared against that registry's definitions. A recorded --set that explains the run's hash under the
-    registry makes it a deliberate variant (`preset_hash12`), else its spec changed since (a stale run)."""
-    provenance = run.read_provenance()
-    texts = _command_overrides(provenance)
-    job = provenance.get("job") if isinstance(provenance.get("job"), dict) else {}
-    reference = under = preset_hash = None
-    differs: tuple[str, ...] = ()
-    name, preset = str(data["name"]), str(data.get("preset") or "")
-    if registry is not None and name in registry.specs:
-        reference, under, differs = _against_registry(registry, data)
-        try:
-            explained = under is not None and registry.resolve(name, preset=preset, overrides=texts).hash12 == \
-                run.path.name
-        except UserError:
-            explained = False
-        preset_hash = under.hash12 if explained else None
-    return _identity(data, run.path.name, texts, reference_hash12=None if reference is None else reference.hash12,
-                     preset_hash12=preset_hash, differs=differs, recorded=False,
-                     data=data_fingerprint(job.get("data_checksums")))
-
-
-def _against_registry(registry: Registry, data: dict[str, Any]) -> tuple[Spec, Spec | None, tuple[str, ...]]:
-    """(the spec under its own preset, the spec under the run's preset or None for a preset the registry lacks,
-    what the run's spec mapping differs in from the paper's recipe)."""
-    name, preset = str(data["name"]), data.get("preset")
-    reference = registry.resolve(name)
-    if preset == reference.preset:
-        under = reference
-    else:
-        under = registry.resolve(name, preset=preset) if preset in registry.presets else None
-    differs = recipe_differences(data, reference.to_dict(), None if under is None else under.to_dict(),
-                                 checkpoint=data.get("source") == CHECKPOINT)
-    return reference, under, tuple(differs)
-
-
-def _identity(spec_data: dict[str, Any], hash12: str, overrides: list[str], **comparison: Any) -> RunIdentity:
-    """The fields of an identity a run's spec mapping and its `--set` words give."""
-    sets: dict[str, object] = {}
-    for text in overrides:
-        try:  # at launch every word parsed already (the spec was resolved with it)
-            key, value = parse_override(text)
-        except UserError:
-            continue  # an old command line's word that no longer parses: not a change we can name
-        if not key.startswith("profile."):
-            sets[key] = value
-    checkpoint = spec_data.get("source") == CHECKPOINT
-    seed = spec_data.get("seed", 0)
-    return RunIdentity(spec=str(spec_data["name"]), seed=seed if isinstance(seed, int) else 0,
-                       preset=str(spec_data.get("preset") or ""), hash12=hash12, overrides=sets,
-                       source=CHECKPOINT if checkpoint else OURS,
-                       as_row=spec_data.get("as_row") if checkpoint else None,
-                       table=spec_data.get("table") if checkpoint else None, scoring=scoring_of(spec_data),
-                       **comparison)
-
-
-def _command_overrides(provenance: dict[str, Any]) -> list[str]:
-    """The `--set KEY=VALUE` words of the command a provenance record holds."""
-    command = provenance.get("command")
-    words = [str(w) for w in command] if isinstance(command, list) else []
-    out = []
-    for i, word in enumerate(words):
-        if word == "--set" and i + 1 < len(words):
-            out.append(words[i + 1])
-        elif word.startswith("--set="):
-            out.append(word[len("--set="):])
-    return [text for text in out if "=" in text and not text.startswith("profile.")]
+    sets = {key: value for key, value in map(parse_override, overrides) if not key.startswith("profile.")}
+    checkpoint = data.get("source") == CHECKPOINT
+    comparison: dict[str, Any] = {}
+    if registry is not None:
+        reference = registry.resolve(spec.name)
+        under = reference if spec.preset == reference.preset else registry.resolve(spec.name, preset=spec.preset)
+        comparison = {"reference_hash12": reference.hash12, "preset_hash12": under.hash12,
+                      "differs": tuple(recipe_differences(data, reference.to_dict(), under.to_dict(),
+                                                          checkpoint=checkpoint))}
+    return RunIdentity(spec=spec.name, seed=spec.seed, preset=spec.preset, hash12=spec.hash12, overrides=sets,
+                       source=CHECKPOINT if checkpoint else OURS, as_row=data.get("as_row") if checkpoint else None,
+                       table=data.get("table") if checkpoint else None, scoring=scoring_of(data),
+                       steps=spec.train.steps, **comparison)
 
 
 def prepare(spec: Spec, run_dir: Path, *, command: list[str] | None = None,
             identity: RunIdentity | None = None) -> Path:
     """Create the run directory, write its spec file, its identity (once) and provenance (before the first
-    step, STYLE 11). Without `identity` (a run prepared outside `plan`) the reading layer derives one."""
+    step). Without `identity` (a run prepared outside `plan`) its registry-free one (identity_for)."""
     check_identity(spec, run_dir)
     rd = RunDir(run_dir)
     rd.create()
     if not rd.spec_file.is_file():
         atomic_write_text(rd.spec_file, yaml.safe_dump(spec.to_dict(), sort_keys=False))
-    if identity is not None:
-        if identity.hash12 != spec.hash12:
-            raise ValueError(f"identity of {identity.hash12} given for spec {spec.hash12}")
-        if not rd.identity_file.exists():  # written once: a resumed run keeps its own
-            if identity.source == OURS and spec.train.data:
-                identity = replace(identity, data=launch_data_fingerprint(spec.train.data))
-            rd.write_identity(identity)
+    identity = identity or identity_for(None, spec)
+    if identity.hash12 != spec.hash12:
+        raise ValueError(f"identity of {identity.hash12} given for spec {spec.hash12}")
+    if not rd.identity_file.exists():  # written once: a resumed run keeps its own
+        if identity.source == OURS and spec.train.data:
+            identity = replace(identity, data=launch_data_fingerprint(spec.train.data))
+        rd.write_identity(identity)
     record = rd.read_provenance()
     record.update(submit_provenance(command))
     rd.write_provenance(record)
@@ -264,7 +182,7 @@ def submit_provenance(command: list[str] | None) -> dict[str, Any]:
 
 def file_checksum(path: Path, *, full_limit: int = 256 << 20) -> str:
     """sha256 of a file; above `full_limit` bytes of the size, first and last 8 MiB ('sampled:' prefix), so that
-    10B-token shards are fingerprinted in a second instead of minutes."""
+    paper-scale shards are fingerprinted without reading them whole."""
     if not path.is_file():  # a FIFO or device named *.bin would block or never end
         raise UserError("is not a regular file", where=str(path), fix="move it out of the data directory")
     size = path.stat().st_size

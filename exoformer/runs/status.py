@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+from collections import Counter
 import time
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,11 @@ from exoformer.errors import UserError
 from exoformer.runs import locking, rundirs as runs
 from exoformer.runs.backends import Liveness, SlurmView, backend_class, launcher_liveness
 from exoformer.registry.hashing import hash12
-from exoformer.runs.run_index import RunInfo, find_runs, read_run_info
+from exoformer.runs.run_index import RunInfo, find_runs, is_run, read_run_info
 from exoformer.rundir import DAMAGED, SUCCEEDED, RunDir
 
-__all__ = ["Liveness", "SlurmView", "claim_alive", "collect", "format_table", "liveness", "reconcile", "row_for",
-           "set_words", "yaml_word"]
+__all__ = ["Liveness", "SlurmView", "claim_alive", "format_table", "liveness", "reconcile", "row_for",
+           "set_words", "status_rows", "yaml_word"]
 
 RESUME_FIX = "run the same command again to resume from the last checkpoint"
 
@@ -43,15 +44,14 @@ def liveness(claim: locking.Claim | None, status: runs.Status, view: SlurmView) 
 
 def _gone(claim: locking.Claim | None, status: runs.Status, view: SlurmView) -> Liveness | None:
     """Why the job of an active run is gone, or None while it may still be alive."""
+    live = liveness(claim, status, view)
     if status.state == runs.RUNNING:
-        live = liveness(claim, status, view)
         if live.alive is not False and status.host not in (None, socket.gethostname()):
             return None  # a lock on another host may not show here: its scheduler decides (or nobody can tell)
         hint = f" (pid {status.pid} on {status.host})" if status.pid else ""
         return Liveness(alive=False, timed_out=live.timed_out, log=live.log,
                         reason=f"the job{hint} stopped without a result and holds no job lock"
                         + (f" ({live.reason})" if live.alive is False and claim is not None else ""))
-    live = liveness(claim, status, view)
     return live if live.alive is False else None
 
 
@@ -132,8 +132,8 @@ def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = N
         end_ts = ended.timestamp() if ended else time.time()
         elapsed = max(0.0, end_ts - started.timestamp())
     damage = problem or (info.damage if info is not None else None)
-    if finished and damage:
-        status = runs.Status(**{**status.to_dict(), "state": DAMAGED, "reason": damage})
+    if damage and (finished or (info is not None and info.identity is None)):  # no identity: DAMAGED in any state
+        status = runs.Status(**{**(status.to_dict() if status else {}), "state": DAMAGED, "reason": damage})
     identity = info.identity if info is not None else None
     return {"spec": spec_name or run_dir.parent.name, "hash": run_dir.name,
             "preset": identity.preset if identity else None,
@@ -147,8 +147,10 @@ def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = N
 
 
 def _read_afresh(run_dir: Path) -> tuple[RunInfo | None, str | None]:
-    """(the run as its files say now, why its spec file cannot be read): a broken spec.yaml must not break
-    `status`, and makes a finished run DAMAGED."""
+    """(the run as its files say now, why they cannot be read): a broken run directory must not break `status`,
+    and makes a finished run DAMAGED."""
+    if not is_run(RunDir(run_dir)):
+        return None, None
     try:
         return read_run_info(RunDir(run_dir)), None
     except UserError as err:
@@ -171,7 +173,7 @@ def index_entries(run_dirs: list[tuple[Path, str | None, int | None]],
     return {info.path: info for root, specs in names.items() for info in find_runs(root, specs=specs)}
 
 
-def collect(run_dirs: list[tuple[Path, str | None, int | None]], root_of: dict[Path, Path]) -> list[dict]:
+def status_rows(run_dirs: list[tuple[Path, str | None, int | None]], root_of: dict[Path, Path]) -> list[dict]:
     """Reconciled rows for (run_dir, spec name, total steps) triples; `root_of` maps each to its runs root.
     A finished run's integrity verdict comes from the run index (see row_for)."""
     view = SlurmView()
@@ -230,14 +232,12 @@ def format_table(rows: list[dict]) -> str:
         tail = r["log"] or "-"
         if r["state"] in (runs.FAILED, runs.INTERRUPTED) and r["reason"]:
             tail = f"{r['reason']} | {tail}"
-        elif r["state"] == runs.SUCCEEDED and r["reason"]:
+        elif r["state"] in (runs.SUCCEEDED, DAMAGED) and r["reason"]:  # a DAMAGED run: why, and its fix
             tail = r["reason"]
         lines.append(f"{r['spec']:<{w}}  {r['hash']:<12}  {preset:<{pw}}  {sets:<{sw}}  {r['state']:<9}  "
                      f"{progress:<16}  {loss:>7}  {_duration(r['elapsed_s']):>8}  {str(r['job_id'] or '-'):<10}  "
                      f"{tail}")
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    counts = Counter(r["state"] for r in rows)
     lines.append("total: " + ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())))
     return "\n".join(lines)
 

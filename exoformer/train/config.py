@@ -12,6 +12,7 @@ from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.limits import SEED_MAX, check_range, check_size
+from exoformer.records import check_fields, load
 
 PRECISIONS = ("auto", "fp32", "bf16-autocast", "official-pure-bf16")
 """auto: bf16 autocast with fp32 master weights on GPU, fp32 on CPU. official-pure-bf16 mimics the
@@ -128,23 +129,12 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict, *, where: str = "train") -> TrainConfig:
-        known = {f.name for f in fields(cls)}
-        for key in data:
-            if key not in known:
-                raise UserError(f"unknown train field {key!r}", where=where, fix=did_you_mean(key, known))
-        return cls(**data)
-
-
-_TYPES = {"int": (int, "an integer"), "float": ((int, float), "a number"), "str": (str, "a string"),
-          "bool": (bool, "true or false")}
+        """Strict construction from plain data: unknown keys are an error."""
+        return load(cls, data, where=where, what="train")
 
 
 def _validate(cfg: TrainConfig) -> None:
-    for f in fields(cfg):
-        value = getattr(cfg, f.name)
-        expected, noun = _TYPES[str(f.type)]
-        if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
-            raise UserError(f"must be {noun}, got {value!r}", where=f"train.{f.name}", fix=f"write {noun}")
+    check_fields(cfg, section="train")
     positive = ("steps", "batch_tokens", "micro_batch_seqs", "seq_len", "val_batches", "checkpoint_every",
                 "keep_checkpoints", "final_val_tokens")
     for name in positive:

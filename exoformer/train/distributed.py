@@ -1,7 +1,7 @@
 """Data-parallel setup from the environment: torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT) or
 Slurm / submitit (SLURM_* variables, exported through submitit's TorchDistributedEnvironment).
 
-gloo on CPU, NCCL on GPU. The model code knows nothing of this (STYLE 8).
+gloo on CPU, NCCL on GPU. The model code knows nothing of this, so one model class serves one rank or many.
 
 Failing together: a job's ranks share one TCPStore (rank 0 hosts it at MASTER_PORT), opened by
 `fail_together` before any rank does rank-specific work. The process group is built on that store, and the

@@ -49,7 +49,6 @@ from exoformer.train.state import MetricsLog, seed_everything, set_rng_state
 
 log = logging.getLogger(__name__)
 
-EXIT_PREEMPTED = 75
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
 
 
@@ -106,7 +105,7 @@ class StopRequest:
 
     Installed only in the main thread; the previous handlers are restored on exit. Under submitit this
     replaces submitit's own USR2 handler for the duration of training: the loop saves and returns, and
-    the caller decides to requeue (exit code 75).
+    the caller decides what follows (the stage pipeline raises StageInterrupted).
     """
 
     def __init__(self) -> None:

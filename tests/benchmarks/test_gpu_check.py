@@ -172,4 +172,4 @@ def test_gpu_train_step_rows_measure_the_configuration_plan_prices():
         assert gpu_check.step_compiled(ctx, variant) and priced.train.compile
         assert resolve_attention(step.model.attention, ctx.device.type) == "flex"
         estimate = gpu_check.step_memory_estimate(ctx, variant)
-        assert 20e9 < estimate.peak_tensors < 80e9  # the 450M step at micro-batch 16 x 2048 (README preflight table)
+        assert 20e9 < estimate.peak_tensors < 80e9  # the 450M step at micro-batch 16 x 2048 (docs/cluster.md preflight table)

@@ -91,13 +91,15 @@ def test_checkpoints_evaluate_as_rows_and_dedup(env, capsys):
         assert prov["checkpoint"]["sha256"] == spec["checkpoint"]["sha256"]
         assert prov["checkpoint"]["eval_precision"] == ("fp32" if row == "gated" else "bf16")
 
-    # the report's long frame reads them (as the checkpoint source once collect emits it)
-    from exoformer.report.reading.collect import collect
+    # the reading verbs read them as the checkpoint source of their rows, and no run of ours
+    from exoformer.registry.registry import Registry
+    from exoformer.report.reading.selection import Selection
 
-    frame = collect(root, preset="smoke")
+    read = Selection.of_root(Registry(), root, preset="smoke")
     for row in LAYOUTS:
-        assert not frame[frame["spec"] == f"{row}-s42"].empty
-    assert set(frame["source"]) == {"checkpoint"}
+        picked = read.pick(f"{row}-s42", source="checkpoint")
+        assert picked is not None and not picked.rows.empty and set(picked.rows["source"]) == {"checkpoint"}
+        assert read.pick(f"{row}-s42") is None
     # table table1 shows them as the checkpoint source, beside the paper (and no run of ours)
     assert main(["table", "table1", "--preset", "smoke", "--runs-dir", str(root)]) == 0
     table = capsys.readouterr().out

@@ -11,7 +11,10 @@ import torch
 
 from exoformer.eval.stage import evaluate_stage, validate_stage
 from exoformer.registry.registry import Registry
-from exoformer.report.reading.collect import collect
+from exoformer.report.reading.selection import Selection
+from exoformer.rundir import RunDir
+from exoformer.runs.run_index import find_runs
+from exoformer.runs.rundirs import identity_for
 from exoformer.stage import StageContext
 from exoformer.train.loop import train
 
@@ -29,6 +32,7 @@ def staged(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("runs") / spec.name / spec.hash12
     run_dir.mkdir(parents=True)
     (run_dir / "spec.yaml").write_text(json.dumps(spec.to_dict()))  # JSON is YAML
+    RunDir(run_dir).write_identity(identity_for(Registry(), spec, TINY))
     train(spec.model, spec.train, run_dir)
     ctx = StageContext(run_dir=run_dir, spec=spec, device="cpu", say=logging.getLogger("test_stage").info)
     return ctx, validate_stage(ctx), evaluate_stage(ctx)
@@ -65,9 +69,11 @@ def test_evaluate_stage_writes_results_without_samples_and_long_rows(staged):
         assert len(values) == 3 and sum(values) / 3 == pytest.approx(row["value"])
 
 
-def test_collect_reads_the_stage_outputs(staged):
+def test_the_reading_verbs_read_the_stage_outputs(staged):
     tiny_run = staged[0]
-    frame = collect(tiny_run.run_dir.parent.parent, preset="smoke")
+    root = tiny_run.run_dir.parent.parent
+    assert [run.spec for run in find_runs(root)] == ["e-exoformer-s42"]
+    frame = Selection.of_root(Registry(), root, preset="smoke").pick("e-exoformer-s42").rows
     assert {"validation", "arc_easy", "winogrande"} <= set(frame["task"])
     assert set(frame["spec"]) == {"e-exoformer-s42"}
 

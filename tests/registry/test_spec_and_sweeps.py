@@ -5,7 +5,8 @@ import pytest
 from exoformer.cli import main
 from exoformer.errors import UserError
 from exoformer.registry.registry import Registry
-from exoformer.registry.spec import Entry, check_type
+from exoformer.records import check
+from exoformer.registry.spec import Entry
 from exoformer.registry.sweeps import expand
 from exoformer.yaml_lines import load_yaml_with_lines
 
@@ -47,13 +48,13 @@ def test_bad_command_line_is_one_line_exit_2(capsys):
     assert main(["frobnicate"]) == 2
 
 
-def test_check_type_normalises_floats_and_lists():
-    assert check_type(1, "float", where="x") == 1.0 and isinstance(check_type(1, "float", where="x"), float)
-    assert check_type("1e-5", "float", where="x") == 1e-5  # YAML 1.1 reads 1e-5 as a string
-    assert check_type(["q"], "tuple[str, ...]", where="x") == ("q",)
-    assert check_type(None, "int | None", where="x") is None
+def test_layer_values_normalise_floats_and_lists():
+    assert check(1, "float", where="x", yaml=True) == 1.0 and isinstance(check(1, "float", where="x", yaml=True), float)
+    assert check("1e-5", "float", where="x", yaml=True) == 1e-5  # YAML 1.1 reads 1e-5 as a string
+    assert check(["q"], "tuple[str, ...]", where="x") == ("q",)
+    assert check(None, "int | None", where="x") is None
     with pytest.raises(UserError, match="must be an integer"):
-        check_type(True, "int", where="x")
+        check(True, "int", where="x")
 
 
 def test_sweep_expands_the_cartesian_product_in_order():

@@ -9,10 +9,12 @@ from pathlib import Path
 import yaml
 
 from exoformer.registry.registry import Registry
-from exoformer.runs.rundirs import identity_for
 from exoformer.registry.tables import TASKS
+from exoformer.report.reading.selection import Selection
+from exoformer.report.tables.build import BuiltTable, build_table
 from exoformer.run_identity import RunIdentity, recipe_differences
-from exoformer.rundir import Status, run_dir_of
+from exoformer.rundir import RunDir, Status
+from exoformer.runs.rundirs import identity_for
 
 _REGISTRY: Registry | None = None
 
@@ -35,7 +37,7 @@ def make_run(root: Path, spec_name: str, *, preset: str = "450m", accuracies: di
     overrides: made with `run --set ...` (the hash of that variant; the command is recorded in provenance).
     checkpoint_as: (table id, row id): a trained checkpoint evaluated as that row (spec file keys
     `source: checkpoint`, `table`, `as_row`).
-    identity: write the run identity as a launch does (False: a run made before identity files existed).
+    identity: write the run identity as a launch does (False: a run without one, which reads DAMAGED).
     """
     spec = registry().resolve(spec_name, preset=preset, overrides=overrides)
     run = run_dir_of(root, spec_name, spec.hash12)
@@ -82,6 +84,24 @@ def _identity(spec, data: dict, overrides: tuple[str, ...], checkpoint_as: tuple
     differs = recipe_differences(data, reference.to_dict(), under.to_dict(), checkpoint=True)
     return replace(recorded, source="checkpoint", table=checkpoint_as[0], as_row=checkpoint_as[1],
                    differs=tuple(differs))
+
+
+def run_dir_of(root: str | Path, name: str, hash12: str) -> RunDir:
+    return RunDir(Path(root) / name / hash12)
+
+
+def selection(root: str | Path, *, reg: Registry | None = None, preset: str | None = None,
+              overrides: tuple[str, ...] = ()) -> Selection:
+    """The runs a reading verb reads under `root`, through the production path (the run index)."""
+    return Selection.of_root(reg or registry(), root, preset=preset, overrides=overrides)
+
+
+def read_table(root: str | Path, table_id: str, *, reg: Registry | None = None, preset: str | None = None,
+               overrides: tuple[str, ...] = (), **kwargs) -> BuiltTable:
+    """build_table over `selection(root, ...)`."""
+    reg = reg or registry()
+    return build_table(reg, table_id, selection=selection(root, reg=reg, preset=preset, overrides=overrides),
+                       preset=preset, runs_root=root, **kwargs)
 
 
 def uniform(acc: float) -> dict[str, float]:

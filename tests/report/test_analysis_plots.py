@@ -7,7 +7,7 @@ import pytest
 
 from exoformer.errors import UserError
 from exoformer.report.figures import analysis_plots as ap
-from exoformer.rundir import RunDir, run_dir_of
+from exoformer.rundir import RunDir
 
 NO_GATE = "not applicable: the model has no attention gate"
 NO_MIX = "not applicable: the model mixes no projections (anchor 'none')"
@@ -173,13 +173,15 @@ def test_figure_verb_dispatches_to_these_plots(tmp_path):
     """The report engineer's `figure NAME` finds the runs and calls PLOTS with (declaration, runs, out_dir)."""
     from exoformer.registry.registry import Registry
     from exoformer.report.figures import draw as figures
+    from exoformer.runs.rundirs import identity_for
 
     registry = Registry()
     for name, gated in (("base-s42", False), ("gated-s42", True)):
         spec = registry.resolve(name, preset="smoke")
-        run = run_dir_of(tmp_path / "runs", name, spec.hash12)
+        run = RunDir(tmp_path / "runs" / name / spec.hash12)
         run.analysis_dir.mkdir(parents=True)
         run.spec_file.write_text(f"name: {name}\nseed: 42\npreset: smoke\neval: {{suite: smoke}}\n")
+        run.write_identity(identity_for(registry, spec))
         run.probes.write_text(json.dumps(probes_json(gated=gated, mixing=False)))
     written = figures.draw(registry, "gate-sparsity", runs_root=tmp_path / "runs", out_dir=tmp_path / "fig",
                            preset="smoke")

@@ -12,9 +12,10 @@ from exoformer.cli import main
 from exoformer.errors import UserError
 from exoformer.registry.claims_schema import check_claims
 from exoformer.registry.registry import REPO_ROOT, Registry
+from exoformer.report.reading.selection import Selection
 from exoformer.report.tables import claims
-from exoformer.report.reading.collect import collect
-from exoformer.rundir import run_dir_of
+from exoformer.rundir import RunDir
+from exoformer.runs.rundirs import identity_for
 
 SINK = "    paper: [{table: claims, row: exoformer, column: attention_sink_ratio_vs_gated}]\n"
 
@@ -101,12 +102,14 @@ def test_a_literal_paper_value_and_a_renamed_claim(tmp_path):
     directory = registry_with(tmp_path, SINK, "    paper: [{value: 3.5, source: test}]\n")
     registry_with(tmp_path, "  over-smoothing:\n", "  smoothing:\n")
     registry = Registry(directory)
-    run = run_dir_of(tmp_path / "runs", "e-exoformer-s42", registry.resolve("e-exoformer-s42", preset="smoke").hash12)
+    spec = registry.resolve("e-exoformer-s42", preset="smoke")
+    run = RunDir(tmp_path / "runs" / spec.name / spec.hash12)
     run.analysis_dir.mkdir(parents=True)
     run.spec_file.write_text("name: e-exoformer-s42\npreset: smoke\n")
+    run.write_identity(identity_for(registry, spec))
     row = {"task": "analysis", "metric": "token_similarity_max", "value": 0.5}
     run.analysis_rows.write_text(json.dumps(row) + "\n")
-    table = {c.claim.split(":")[0]: c for c in claims.build_claims(registry, collect(tmp_path / "runs"),
-                                                                    preset="smoke")}
+    read = Selection.of_root(registry, tmp_path / "runs", preset="smoke")
+    table = {c.claim.split(":")[0]: c for c in claims.build_claims(registry, selection=read)}
     assert table["attention sink"].paper == "~3.5x" and table["attention sink"].ours == "not run"
     assert table["over-smoothing"].ours == "50.0%" and table["over-smoothing"].runs == "ExoFormer: e-exoformer-s42"

@@ -9,11 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from exoformer.report.reading.collect import collect
-from exoformer.report.tables.build import build_table
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic import make_run, registry, uniform  # noqa: E402
+from synthetic import make_run, read_table, registry, uniform  # noqa: E402
 
 
 def curve(final: float, slope: float, n: int = 20) -> list[tuple[int, float]]:
@@ -37,7 +34,7 @@ def test_claims_cells_are_computed_from_the_runs(tmp_path):
     with_sink(Path(gated), 0.30)
     with_sink(Path(exo), 0.12)
     reg = registry()
-    built = build_table(reg, "claims", collect(tmp_path), runs_root=tmp_path)
+    built = read_table(tmp_path, "claims", reg=reg)
     rows = {r.id: r for r in built.table.rows}
     ratio = built.cell(rows["dynamic-e-exoformer"], "tokens_to_base_loss_ratio").value
     # dynamic: loss 2.58 + 0.04 (20 - i) = 3.0 at i = 9.5 -> 950 tokens; base reaches 3.0 at 2,000

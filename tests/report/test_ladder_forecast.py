@@ -247,9 +247,8 @@ def test_a_tiny_ladder_runs_end_to_end_then_predict_names_every_cell(tmp_path):
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runs"))
     from ladder_registry import subset_registry
-    from test_pipeline_smoke import cli
+    from smoke_runs import cli
 
     registry, reported = subset_registry(tmp_path, ["base", "gated"], TINY_LADDER)
     runs = tmp_path / "runs"

@@ -1,23 +1,19 @@
-"""The README's reading recipes after its main job, through the real CLI: `run table1 --preset smoke` (cut down
-to seconds by --set), then `table anchor-norm` and `diff anchor-norm` without --preset read the smoke runs
-(README "Which runs the reading verbs read"), `report table1` holds the figures drawn from table1's runs, and
-`claims`, `list --preset smoke` answer."""
+"""The reading recipes of docs/reading.md after the README's main job, through the real CLI:
+`run table1 --preset smoke` (cut down to seconds by --set), then `table anchor-norm` and `diff anchor-norm` without
+--preset read the smoke runs (docs/reading.md "Which runs the reading verbs read"), `report table1` holds the figures
+drawn from table1's runs, and `claims`, `list --preset smoke` answer."""
 
 from __future__ import annotations
 
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runs"))
-
-from test_pipeline_smoke import cli, tiny  # noqa: E402
-
-from exoformer.registry.registry import Registry  # noqa: E402
-from exoformer.report.pages.html import table_figure_ids  # noqa: E402
-from exoformer.report.tables.build import MARK  # noqa: E402
+from exoformer.registry.registry import Registry
+from exoformer.report.pages.html import table_figure_ids
+from exoformer.report.tables.build import MARK
+from smoke_runs import cli
 
 
 class _Images(HTMLParser):
@@ -32,13 +28,10 @@ class _Images(HTMLParser):
 
 
 @pytest.fixture(scope="module")
-def smoke_root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("runs")
-    args = tiny(steps=2, checkpoint_every=2)
-    cli("run", "table1", *args, "--backend", "local", "--jobs", "2", runs_dir=root, timeout=1500, check=True)
-    cli("run", "e-exoformer-no-anchor-norm-s42", *args, "--backend", "local", runs_dir=root, timeout=600,
-        check=True)
-    return root
+def smoke_root(smoke_main_job) -> Path:
+    """`run table1` and the anchor-norm ablation's spec, cut down by tiny(): trained once per session
+    (tests/conftest.py smoke_main_job); the verbs here only read it."""
+    return smoke_main_job
 
 
 @pytest.mark.slow

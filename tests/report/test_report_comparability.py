@@ -10,25 +10,23 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
+from synthetic import make_run, read_table, registry, selection, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
 from exoformer.errors import UserError  # noqa: E402
 from exoformer.report.figures import draw as figures  # noqa: E402
 from exoformer.report.tables.claims import build_claims  # noqa: E402
 from exoformer.report.tables.claims import render_markdown as render_claims
-from exoformer.report.reading.collect import collect  # noqa: E402
 from exoformer.report.tables.diff import OUTSIDE, RANK_ONLY, WITHIN, diff_table, exit_code, render_diff  # noqa: E402
 from exoformer.report.reading.recipe import differences  # noqa: E402
-from exoformer.report.tables.build import MARK, build_table, render  # noqa: E402
+from exoformer.report.tables.build import MARK, render  # noqa: E402
 
 SHRUNK = ("model.n_layer=2", "train.steps=30", "eval.limit=20", "train.final_val_tokens=16384")
 """A 450m spec shrunk to a few CPU minutes: numbers that mean nothing against the paper's."""
 
 
-def _built(root, **kw):
-    frame = collect(root, registry=registry(), overrides=kw.get("overrides", ()))
-    return build_table(registry(), "table1", frame, runs_root=root, **kw)
+def _built(root, overrides=()):
+    return read_table(root, "table1", overrides=tuple(overrides))
 
 
 def _shrunk_rows(root):
@@ -107,7 +105,7 @@ def test_shrunk_spec_claims_are_marked(tmp_path):
             {"task": "analysis", "metric": "first_token_attention_layer_mean", "value": value, "stderr": None,
              "n": 4}, {"task": "analysis", "metric": "token_similarity_max", "value": 0.984, "stderr": None,
                        "n": 4}])
-    claims = build_claims(registry(), collect(tmp_path, registry=registry()))
+    claims = build_claims(registry(), selection=selection(tmp_path))
     smoothing = next(c for c in claims if c.claim.startswith("over-smoothing"))
     assert smoothing.ours == "98.4%" and "eval.limit=20" in smoothing.why and "1 of 3 seeds" in smoothing.why
     text = render_claims(claims, preset=None)
@@ -178,8 +176,9 @@ def test_csv_is_the_markdown_table_and_long_is_the_cell_frame(tmp_path):
 def test_checkpoint_runs_sit_beside_ours_and_are_diffed_per_source_pair(tmp_path, capsys):
     make_run(tmp_path, "gated-s42", accuracies=uniform(0.49), ppl=14.7)
     make_run(tmp_path, "base-s42", accuracies=uniform(0.48), ppl=14.80, checkpoint_as=("table1", "base"))
-    frame = collect(tmp_path, registry=registry())
-    assert set(zip(frame["spec"], frame["source"])) == {("gated-s42", "ours"), ("base-s42", "checkpoint")}
+    read = selection(tmp_path)
+    assert read.pick("gated-s42").run.source == "ours" and read.pick("base-s42") is None
+    assert set(read.pick("base-s42", source="checkpoint").rows["source"]) == {"checkpoint"}
     built = _built(tmp_path)
     assert built.cells[("base", "val_ppl")].value is None  # the checkpoint is not one of our runs
     ckpt = built.cell(built.table.rows[0], "val_ppl", "checkpoint")
@@ -208,7 +207,7 @@ def test_without_a_checkpoint_the_markdown_keeps_its_layout(tmp_path):
 def test_checkpoint_naming_an_unknown_row_is_a_one_line_error(tmp_path):
     make_run(tmp_path, "base-s42", accuracies=uniform(0.48), ppl=14.8, checkpoint_as=("table1", "bsae"))
     with pytest.raises(UserError, match="row 'bsae'") as err:
-        collect(tmp_path, registry=registry())
+        _built(tmp_path)
     assert "did you mean 'base'" in err.value.fix
 
 

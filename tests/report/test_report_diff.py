@@ -11,14 +11,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
+from synthetic import make_run, read_table, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
 from exoformer.registry.reported import DEFAULT_REPORTED  # noqa: E402
-from exoformer.report.reading.collect import collect  # noqa: E402
 from exoformer.report.tables.diff import OUTSIDE, WITHIN, diff_table, exit_code, tolerance  # noqa: E402
 from exoformer.report.stats.rank import kendall_tau_b  # noqa: E402
-from exoformer.report.tables.build import build_table  # noqa: E402
 
 PAPER_PPL = {"base": 14.79, "gated": 14.64, "resformer": 14.32, "gated-resformer": 14.25, "e-nuresformer": 14.15,
              "e-exoformer": 14.13, "dynamic-e-exoformer": 14.09}
@@ -41,8 +39,7 @@ def test_kendall_tau_b_undefined_cases():
 
 
 def _diff(root, reported_file=None, preset=None):
-    built = build_table(registry(), "table1", collect(root, preset=preset), runs_root=root, preset=preset,
-                        reported_file=reported_file)
+    built = read_table(root, "table1", preset=preset, reported_file=reported_file)
     return diff_table(built)
 
 
@@ -72,7 +69,7 @@ def test_cell_outside_tolerance_fails_with_exit_1(tmp_path, capsys):
 def test_seed_spread_widens_the_tolerance(tmp_path):
     make_run(tmp_path, "base-s42", accuracies=uniform(0.47), ppl=14.8)
     make_run(tmp_path, "base-s1337", accuracies=uniform(0.50), ppl=14.8)
-    cell = build_table(registry(), "table1", collect(tmp_path), runs_root=tmp_path).cells[("base", "avg6")]
+    cell = read_table(tmp_path, "table1").cells[("base", "avg6")]
     assert cell.seed_sd == pytest.approx(math.sqrt(2 * 1.5 ** 2))
     se = 100 * math.sqrt(6 * 0.01 ** 2) / 6 * math.sqrt(2) / 2  # stderr of the two-seed mean
     assert tolerance(cell) == pytest.approx(2 * math.sqrt(se ** 2 + cell.seed_sd ** 2))

@@ -10,22 +10,21 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
+from synthetic import make_run, read_table, registry, selection, uniform  # noqa: E402
 
 from exoformer.cli import main  # noqa: E402
 from exoformer.errors import UserError  # noqa: E402
 from exoformer.registry.registry import REPO_ROOT, Registry  # noqa: E402
-from exoformer.report.reading.collect import collect  # noqa: E402
-from exoformer.report.tables.build import build_table, render  # noqa: E402
+from exoformer.report.tables.build import render  # noqa: E402
 
 
-def test_collect_long_table_has_the_documented_columns_and_strips_smoke_prefix(tmp_path):
+def test_a_runs_long_rows_have_the_documented_columns_and_strip_the_smoke_prefix(tmp_path):
     make_run(tmp_path, "base-s42", preset="smoke", accuracies=uniform(0.5), task_prefix="smoke_")
-    frame = collect(tmp_path, preset="smoke")
+    frame = selection(tmp_path, preset="smoke").pick("base-s42").rows
     assert list(frame.columns[:8]) == ["spec", "seed", "preset", "task", "metric", "value", "stderr", "n"]
     assert set(frame["task"]) == {"arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "winogrande",
                                   "validation"}
-    assert collect(tmp_path, preset="450m").empty
+    assert selection(tmp_path, preset="450m").pick("base-s42") is None
 
 
 def test_missing_runs_read_not_run_and_the_rest_renders(tmp_path, capsys):
@@ -46,7 +45,7 @@ def test_missing_runs_read_not_run_and_the_rest_renders(tmp_path, capsys):
 def test_seed_replicates_give_mean_and_spread(tmp_path):
     make_run(tmp_path, "base-s42", ppl=15.0)
     make_run(tmp_path, "base-s1337", ppl=16.0)
-    built = build_table(registry(), "table1", collect(tmp_path), runs_root=tmp_path)
+    built = read_table(tmp_path, "table1")
     cell = built.cells[("base", "val_ppl")]
     assert cell.value == pytest.approx(15.5)
     assert cell.seed_sd == pytest.approx(0.7071, abs=1e-4)
@@ -55,7 +54,7 @@ def test_seed_replicates_give_mean_and_spread(tmp_path):
 
 def test_long_and_latex_formats(tmp_path):
     make_run(tmp_path, "gated-s42", accuracies=uniform(0.5), ppl=14.0)
-    built = build_table(registry(), "table1", collect(tmp_path), runs_root=tmp_path)
+    built = read_table(tmp_path, "table1")
     csv = render(built, "long")
     assert csv.splitlines()[0].startswith("table,row,label,column,metric,reproduced")
     assert "table1,gated,Gated Attention,val_ppl,,14.0," in csv
@@ -94,7 +93,7 @@ def test_run_without_eval_results_is_a_one_line_error(tmp_path, capsys):
 
 def test_unfinished_run_without_results_is_not_run(tmp_path):
     make_run(tmp_path, "base-s42", accuracies=None, ppl=None, state="RUNNING")
-    built = build_table(registry(), "table1", collect(tmp_path), runs_root=tmp_path)
+    built = read_table(tmp_path, "table1")
     assert built.cells[("base", "avg6")].value is None
 
 
@@ -111,7 +110,7 @@ def _registry_copy(tmp_path: Path, old: str, new: str) -> Registry:
 def test_table_naming_an_unknown_metric_is_a_one_line_error(tmp_path):
     reg = _registry_copy(tmp_path, "columns: [val_ppl, arc_challenge,", "columns: [val_pplx, arc_challenge,")
     with pytest.raises(UserError) as err:
-        build_table(reg, "table1", collect(tmp_path), runs_root=tmp_path)
+        read_table(tmp_path, "table1", reg=reg)
     assert "val_pplx" in str(err.value) and "does not exist" in str(err.value) and "val_ppl" in err.value.fix
     assert "\n" not in str(err.value)
 
@@ -121,19 +120,19 @@ def test_convention_naming_a_metric_the_results_lack_is_a_one_line_error(tmp_pat
     reg = _registry_copy(tmp_path, line, line + '    convention: {winogrande: acc_norm}\n')
     make_run(tmp_path, "base-s42", accuracies=uniform(0.5))
     with pytest.raises(UserError) as err:
-        build_table(reg, "table1", collect(tmp_path), runs_root=tmp_path)
+        read_table(tmp_path, "table1", reg=reg)
     assert "'acc_norm' does not exist for task 'winogrande'" in str(err.value)
 
 
 def test_unknown_table_suggests(tmp_path):
     with pytest.raises(UserError, match="did you mean 'table1'"):
-        build_table(registry(), "tabel1", collect(tmp_path), runs_root=tmp_path)
+        read_table(tmp_path, "tabel1")
 
 
 def test_stale_run_is_used_with_a_note(tmp_path):
     run = make_run(tmp_path, "base-s42", ppl=15.0)
     run.rename(run.parent / "000000000000")
-    built = build_table(registry(), "table1", collect(tmp_path), runs_root=tmp_path)
+    built = read_table(tmp_path, "table1")
     assert built.cells[("base", "val_ppl")].value == 15.0
     assert any("stale" in note for note in built.notes)
 
@@ -154,7 +153,7 @@ def test_a_table_without_reported_numbers_reads_not_reported(tmp_path):
     reg = _registry_copy(tmp_path, "tables:\n", "tables:\n  ours-only:\n    title: ours\n    columns: [val_ppl]\n"
                                                  "    rows:\n      - {id: base, label: Base, specs: [base-s42]}\n")
     make_run(tmp_path / "runs", "base-s42", ppl=15.0)
-    built = build_table(reg, "ours-only", collect(tmp_path / "runs"), runs_root=tmp_path)
+    built = read_table(tmp_path / "runs", "ours-only", reg=reg)
     assert "| Base | 15.00 / not known |" in render(built, "md")
 
 

@@ -1,5 +1,5 @@
 """The reading verbs take a run's comparability from its identity, not from the registry and the launch command
-line; runs without an identity file derive the same identity."""
+line; a run without a readable identity file reads DAMAGED in every reading verb, the others still read."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
+import pytest  # noqa: E402
+from synthetic import make_run, read_table, registry, uniform  # noqa: E402
 
-from exoformer.report.reading.collect import collect  # noqa: E402
+from exoformer.cli import main  # noqa: E402
+from exoformer.errors import UserError  # noqa: E402
 from exoformer.report.reading.recipe import identity_of, run_differences  # noqa: E402
-from exoformer.report.tables.build import build_table, render  # noqa: E402
+from exoformer.report.tables.build import render  # noqa: E402
 from exoformer.rundir import RunDir  # noqa: E402
 
 SHRUNK = ("model.n_layer=2", "train.steps=30", "eval.limit=20")
@@ -22,19 +24,35 @@ SHRUNK = ("model.n_layer=2", "train.steps=30", "eval.limit=20")
 def test_comparability_comes_from_the_identity_not_the_launch_command(tmp_path):
     path = make_run(tmp_path, "gated-s42", accuracies=uniform(0.31), ppl=138.65, overrides=SHRUNK)
     RunDir(path).write_provenance({"command": ["reproduce.py", "run", "gated-s42"]})  # no --set on record
-    built = build_table(registry(), "table1", collect(tmp_path, registry=registry()), runs_root=tmp_path)
+    built = read_table(tmp_path, "table1")
     cell = built.cells[("gated", "val_ppl")]
     assert not cell.comparable and "train.steps=30 (paper 38147)" in cell.why
     assert "stale" not in render(built, "md")  # the identity says it is a variant someone asked for
 
 
-def test_a_run_without_an_identity_file_derives_the_same_one(tmp_path):
-    recorded = make_run(tmp_path / "a", "gated-s42", preset="smoke", ppl=40.0, overrides=("train.steps=31",))
-    derived = make_run(tmp_path / "b", "gated-s42", preset="smoke", ppl=40.0, overrides=("train.steps=31",),
-                       identity=False)
-    ours, theirs = identity_of(registry(), RunDir(recorded)), identity_of(registry(), RunDir(derived))
-    assert ours.recorded and not theirs.recorded and not RunDir(derived).identity_file.exists()
-    assert replace(theirs, recorded=True, scoring=ours.scoring) == ours
+@pytest.mark.parametrize("damage", [None, b"{not json", b'{"spec": "gated-s42"}'])
+def test_a_run_without_a_readable_identity_reads_damaged_and_the_others_still_read(tmp_path, capsys, damage):
+    make_run(tmp_path, "base-s42", ppl=15.0)
+    lost = RunDir(make_run(tmp_path, "gated-s42", ppl=14.0))
+    lost.identity_file.unlink()
+    if damage is not None:
+        lost.identity_file.write_bytes(damage)
+    fix = f"(fix: `reproduce.py run gated-s42 --preset 450m --runs-dir {tmp_path} --force` to rerun it)"
+    built = read_table(tmp_path, "table1")
+    assert built.cells[("base", "val_ppl")].value == 15.0 and built.cells[("gated", "val_ppl")].value is None
+    [note] = [n for n in built.notes if n.startswith("DAMAGED")]
+    assert note.startswith(f"DAMAGED gated-s42 ({lost.path.name}): identity.json missing or unreadable: ")
+    assert note.endswith(fix) and "\n" not in note
+    with pytest.raises(UserError, match="DAMAGED"):
+        identity_of(lost)
+    main(["table", "table1", "--runs-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "| 15.25 / 14.79 |" not in out and "15.00 / 14.79" in out and fix in out
+    main(["status", "--runs-dir", str(tmp_path)])
+    lines = capsys.readouterr().out.splitlines()
+    gated = next(line for line in lines if line.startswith("gated-s42"))
+    assert " DAMAGED " in gated and gated.endswith(fix)
+    assert " SUCCEEDED " in next(line for line in lines if line.startswith("base-s42"))
 
 
 def test_a_run_whose_reference_recipe_changed_says_so(tmp_path):

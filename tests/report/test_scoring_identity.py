@@ -10,7 +10,7 @@ import torch
 
 from exoformer.cli import main
 from exoformer.registry.registry import Registry
-from exoformer.report.reading.collect import collect
+from exoformer.report.reading.selection import Selection
 from exoformer.report.tables.build import TASKS, build_table
 
 torch.set_num_threads(1)
@@ -29,8 +29,8 @@ def root(tmp_path, monkeypatch):
 
 
 def accuracy_cells(root: Path, registry: Registry):
-    built = build_table(registry, "table1", collect(root, preset="smoke", registry=registry), preset="smoke",
-                        runs_root=root, overrides=SETS)
+    selection = Selection.of_root(registry, root, preset="smoke", overrides=SETS)
+    built = build_table(registry, "table1", selection=selection, preset="smoke", runs_root=root)
     row = next(r for r in built.table.rows if r.id == "gated")
     ours = {c: built.cell(row, c).value for c in (*TASKS, "avg6", "val_ppl")}
     ckpt = {c: built.cell(row, c, "checkpoint") for c in (*TASKS, "avg6", "val_ppl")}

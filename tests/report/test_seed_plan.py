@@ -1,6 +1,6 @@
-"""`power TABLE`: seeds per row for 80% power at the paper's effect from the seed spread of the runs we have,
-priced by the cost model; the same t test as the verdicts (report/stats/power.py, proved by simulation in
-tests/report/test_replication.py)."""
+"""`power`: seeds per row for 80% power at each claim's effect, from the seed spread of the runs we have (a TABLE) or
+given (--effect), priced by the cost model or by hand; one planner (report/tables/seed_plan.py) and the same t test as
+the verdicts (report/stats/power.py, proved by simulation in tests/report/test_replication.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 
 from exoformer.cli import main
 from exoformer.report.stats import power as pw
-from exoformer.report.tables.seed_plan import measured_spreads, plan_claims, table_hours
+from exoformer.errors import UserError
+from exoformer.report.tables.seed_plan import ClaimSpread, measured_spreads, plan_claims
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synthetic import registry  # noqa: E402
@@ -35,17 +36,35 @@ def test_the_spread_is_pooled_over_the_table_rows_and_planned_at_holms_level(tmp
     values = np.array([[100 * a for a in ACCS[row]] for row in ACCS])  # rows x seeds, in %
     resid = values - values.mean(1, keepdims=True) - values.mean(0, keepdims=True) + values.mean()
     assert gain.seeds == 3 and gain.sd == pytest.approx(np.sqrt(2 * (resid ** 2).sum() / 4))
-    plans = plan_claims(list(spreads.values()), hours_per_run={"dynamic-e-exoformer": 10.0, "gated": 20.0,
-                                                               "base": 30.0})
+    plans, total = plan_claims(list(spreads.values()), hours_per_run={"dynamic-e-exoformer": 10.0, "gated": 20.0,
+                                                                      "base": 30.0})
     planned = {(p.spread.claim.subtrahend, p.spread.claim.column): p for p in plans}
     k = pw.seeds_needed(1.47, sd=gain.sd, alpha=0.05 / 3, df_of=lambda n: 4 * (n - 1) / 2)  # pooled: 3 rows x 3 seeds
     assert planned[("gated", "avg6")].seeds_per_row == k and planned[("gated", "avg6")].gpu_hours == k * 30.0
     need = {}
     for p in plans:
-        for row in (p.spread.claim.minuend, p.spread.claim.subtrahend):
+        for row in (p.spread.minuend, p.spread.subtrahend):
             need[row] = max(need.get(row, 0), p.seeds_per_row)
-    assert table_hours(plans, {"dynamic-e-exoformer": 10.0, "gated": 20.0, "base": 30.0}) == pytest.approx(
-        need["dynamic-e-exoformer"] * 10 + need["gated"] * 20 + need["base"] * 30)
+    assert total == pytest.approx(need["dynamic-e-exoformer"] * 10 + need["gated"] * 20 + need["base"] * 30)
+
+
+def test_given_spreads_are_priced_per_claim_and_each_row_to_its_largest_count() -> None:
+    """Two claims sharing a row at Holm's level alpha / 2; a row without a price, or a claim without a count,
+    leaves the total unknown."""
+    spreads = [ClaimSpread(minuend="dyn", subtrahend="gated", effect=1.47, sd=1.0),
+               ClaimSpread(minuend="dyn", subtrahend="base", effect=2.13, sd=1.0)]
+    prices = {"dyn": 10.0, "gated": 20.0, "base": 30.0}
+    plans, total = plan_claims(spreads, hours_per_run=prices)
+    k0, k1 = (p.seeds_per_row for p in plans)
+    assert k0 == pw.seeds_needed(1.47, sd=1.0, alpha=0.025) and k1 == pw.seeds_needed(2.13, sd=1.0, alpha=0.025)
+    assert plans[0].gpu_hours == k0 * 30.0 and plans[1].gpu_hours == k1 * 40.0
+    assert total == max(k0, k1) * 10.0 + k0 * 20.0 + k1 * 30.0
+    assert plan_claims(spreads, hours_per_run=prices, holm=False)[0][0].seeds_per_row == pw.seeds_needed(1.47, sd=1.0)
+    assert plan_claims(spreads, hours_per_run={"dyn": 10.0, "gated": 20.0})[1] is None
+    assert plan_claims([*spreads, ClaimSpread(minuend="a", subtrahend="b", effect=0.0, sd=1.0)],
+                       hours_per_run=prices)[1] is None
+    with pytest.raises(UserError):
+        plan_claims(spreads, hours_per_run=prices, alpha=0.7)
 
 
 def test_power_and_the_verdict_name_the_same_seed_count(tmp_path):
@@ -60,7 +79,7 @@ def test_power_and_the_verdict_name_the_same_seed_count(tmp_path):
     verdicts = {(v.claim.subtrahend, v.claim.column): v.comparison.seeds_needed
                 for v in table_verdicts(reg, built, n_boot=400)}
     plans = {(p.spread.claim.subtrahend, p.spread.claim.column): p.seeds_per_row
-             for p in plan_claims(measured_spreads(reg, tmp_path, "table1"), hours_per_run={})}
+             for p in plan_claims(measured_spreads(reg, tmp_path, "table1"), hours_per_run={})[0]}
     assert plans == verdicts
 
 

@@ -1,5 +1,5 @@
-"""How many local jobs run side by side, and the wall-time model that chooses it (exoformer/budget/cost.py
-local_wall_seconds, local_slots; exoformer/runs/backends/local.py)."""
+"""How many local jobs run side by side (exoformer/budget/cost.py local_slots; exoformer/runs/backends/local.py), and
+the wall-time model that chooses it (local_wall_seconds below)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,35 @@ import random
 
 import pytest
 
-from exoformer.budget.cost import CPU_SHARING_SLOWDOWN, local_slots, local_wall_seconds
+from exoformer.budget.cost import CPU_SHARING_SLOWDOWN, local_slots
 from exoformer.runs.backends import local as local_backend
 from exoformer.runs.backends.local import LocalBackend
+
+
+def local_wall_seconds(job_seconds: list[float], slots: int | None = None, *, cores: int | None = None,
+                       serial_s: float = 0.0, slowdown: float = CPU_SHARING_SLOWDOWN) -> float:
+    """Wall seconds of jobs run as the local backend runs them: in queue order, each to the first free slot, with
+    `slots` one-thread jobs side by side (None: as many as local_slots allows at each start) on `cores` cores
+    (default: one core per slot), plus `serial_s` (the launcher's start and the table after the jobs). A job alone
+    on a core takes its `job_seconds`; when more jobs run than there are cores they share them evenly, as the
+    kernel's scheduler does, each at cores/running of its speed divided by `slowdown`."""
+    if slots is None and cores is None:
+        raise ValueError("local_wall_seconds needs the cores when the slots follow local_slots")
+    cores = max(1, cores or slots)
+    queue, running, now = list(job_seconds), [], 0.0  # running: CPU seconds each job still needs
+    while queue or running:
+        if slots is None:
+            allowed = local_slots(len(queue), len(running), cores, slowdown=slowdown)
+        else:
+            allowed = max(1, slots)
+        while queue and len(running) < allowed:
+            running.append(float(queue.pop(0)))
+        speed = 1.0 if len(running) <= cores else cores / len(running) / slowdown
+        step = min(running) / speed
+        now += step
+        running = [left - step * speed for left in running]
+        running = [left for left in running if left > 1e-9]
+    return now + serial_s
 
 
 def greedy_one_core_each(jobs: list[float], slots: int) -> float:

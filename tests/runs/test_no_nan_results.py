@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from exoformer.cli import main
+from exoformer.registry.registry import Registry
+from exoformer.report.reading.selection import Selection
 from exoformer.runs.run_index import find_runs
-from exoformer.report.reading.collect import collect
 from exoformer.rundir import RunDir
 
 torch.set_num_threads(1)
@@ -87,8 +87,8 @@ def _flipped(row: dict) -> dict:
 
 
 def _rename(run: Path) -> None:
-    data = yaml.safe_load((run / "spec.yaml").read_text())
-    (run / "spec.yaml").write_text(yaml.safe_dump({**data, "name": "base-s42"}))
+    data = json.loads((run / "identity.json").read_text())
+    (run / "identity.json").write_text(json.dumps({**data, "spec": "base-s42"}))
 
 
 TAMPERING = {
@@ -114,8 +114,10 @@ def test_tampered_rows_read_damaged_in_every_reading_verb(trained, tmp_path, cap
 
     (info,) = find_runs(root)
     assert info.state == "DAMAGED" and why in info.damage
-    frame = collect(root, preset="smoke")
-    assert frame.empty and frame.attrs["damaged"][0]["why"] == info.damage
+    read = Selection.of_root(Registry(), root, preset="smoke")
+    read.pick("gated-s42")  # reads the spec directory (a renamed run is filed under the name it gives)
+    picked = read.pick(info.spec)
+    assert picked.rows.empty and picked.run.damage == info.damage and picked.note.endswith(info.damage)
     capsys.readouterr()
     assert main(["status", "--runs-dir", str(root), "--json"]) in (0, 1)
     (shown,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

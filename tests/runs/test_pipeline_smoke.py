@@ -1,5 +1,6 @@
-"""End to end on CPU through the real CLI: a smoke spec on the local backend (submitit LocalExecutor), the
-second call skipping it, `status`, the concurrency guarantee and the SIGKILL crash -> --retry-failed resume."""
+"""End to end on CPU through the real CLI: a smoke spec on the local backend (submitit LocalExecutor; base-s42 as
+the session's main job ran it, tests/conftest.py smoke_main_job), the second call skipping it, `status`, the
+concurrency guarantee and the SIGKILL crash -> --retry-failed resume."""
 
 from __future__ import annotations
 
@@ -9,47 +10,22 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from exoformer.runs import rundirs as runs
 from exoformer.registry.registry import Registry
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def tiny(steps: int = 4, checkpoint_every: int = 2) -> list[str]:
-    """The smoke preset cut down to seconds: 512-token steps, a few eval examples, one analysis sequence."""
-    sets = [f"train.steps={steps}", "train.batch_tokens=512", "train.micro_batch_seqs=2",
-            f"train.checkpoint_every={checkpoint_every}", "train.val_every=0", "train.val_batches=1",
-            "train.final_val_tokens=512", "train.warmup_steps=1", "train.muon_momentum_steps=1", "eval.limit=2",
-            "analysis.n_sequences=1"]
-    return ["--preset", "smoke", *[a for s in sets for a in ("--set", s)]]
-
-
-def cli(*args: str, runs_dir: Path, timeout: float = 600, check: bool = False) -> subprocess.CompletedProcess:
-    env = {**os.environ, "EXOFORMER_RUNS_DIR": str(runs_dir), "OMP_NUM_THREADS": "1"}
-    env.pop("SLURM_CONF", None)
-    done = subprocess.run([sys.executable, str(REPO / "reproduce.py"), *args], capture_output=True, text=True,
-                          env=env, timeout=timeout, cwd=REPO)
-    if check:
-        assert done.returncode == 0, done.stdout + done.stderr
-    return done
-
-
-def run_dir_of(name: str, args: list[str], root: Path) -> Path:
-    sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
-    return runs.run_dir_for(Registry().resolve(name, preset="smoke", overrides=sets), root)
+from smoke_runs import REPO, cli, cli_env, copy_root, run_dir_of, tiny
 
 
 @pytest.mark.slow
-def test_local_smoke_run_then_skip_then_status(tmp_path):
+def test_local_smoke_run_then_skip_then_status(smoke_main_job, tmp_path):
+    # The session's main job ran base-s42 (tiny()) on the local backend; this root holds that run alone.
     args = tiny()
-    first = cli("run", "base-s42", *args, "--backend", "local", runs_dir=tmp_path, check=True)
-    run_dir = run_dir_of("base-s42", args, tmp_path)
+    root = copy_root(smoke_main_job, tmp_path / "runs", specs=("base-s42",))
+    run_dir = run_dir_of("base-s42", args, root)
     status = runs.read_status(run_dir)
-    assert status.state == runs.SUCCEEDED, first.stdout + first.stderr
+    assert status.state == runs.SUCCEEDED, status
     assert status.backend == "local" and status.job_id
     for name in ("spec.yaml", "provenance.json", "STATUS", "metrics.jsonl", "eval/validation.json",
                  "eval/results.json", "eval/long.jsonl", *(f"stages/{s}.json" for s in
@@ -62,11 +38,11 @@ def test_local_smoke_run_then_skip_then_status(tmp_path):
     [log] = (run_dir / "logs").glob("attempt-*.log")
     assert "evaluate: done" in log.read_text() and "it/s]" not in log.read_text()  # no lm-eval / datasets bars
     started = time.monotonic()
-    second = cli("run", "base-s42", *args, "--backend", "local", runs_dir=tmp_path, check=True)
+    second = cli("run", "base-s42", *args, "--backend", "local", runs_dir=root, check=True)
     assert time.monotonic() - started < 15
     assert "skip: SUCCEEDED" in second.stdout and "skipped 1" in second.stdout
     assert len(list((run_dir / "logs").glob("attempt-*.log"))) == 1
-    shown = cli("status", "--json", runs_dir=tmp_path, check=True)
+    shown = cli("status", "--json", runs_dir=root, check=True)
     rows = [json.loads(line) for line in shown.stdout.splitlines()]
     assert [(r["spec"], r["state"], r["step"], r["total_steps"]) for r in rows] == [("base-s42", "SUCCEEDED", 4, 4)]
 
@@ -74,8 +50,7 @@ def test_local_smoke_run_then_skip_then_status(tmp_path):
 @pytest.mark.slow
 def test_two_concurrent_runs_launch_each_spec_once(tmp_path):
     args = tiny(steps=2)
-    env = {**os.environ, "EXOFORMER_RUNS_DIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
-    env.pop("SLURM_CONF", None)
+    env = cli_env(tmp_path)
     cmd = [sys.executable, str(REPO / "reproduce.py"), "run", "base-s[14]*", *args, "--backend", "inline"]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
              for _ in range(2)]
@@ -96,8 +71,7 @@ def test_two_concurrent_runs_launch_each_spec_once(tmp_path):
 def test_sigkill_mid_training_is_interrupted_then_a_plain_run_resumes_from_checkpoint(tmp_path):
     args = tiny(steps=120, checkpoint_every=5)
     run_dir = run_dir_of("base-s42", args, tmp_path)
-    env = {**os.environ, "EXOFORMER_RUNS_DIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
-    env.pop("SLURM_CONF", None)
+    env = cli_env(tmp_path)
     launcher = subprocess.Popen([sys.executable, str(REPO / "reproduce.py"), "run", "base-s42", *args, "--backend",
                                  "local"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                 cwd=REPO)

@@ -1,5 +1,6 @@
-"""The run index: a derived cache of the runs per spec directory, read again when a run changes, rebuilt when
-damaged, never the source of truth; asking for some specs reads only their directories."""
+"""The run index: a plain cache of the runs per spec directory (identity, state, outputs), read again when a run
+changes, rebuilt when damaged or deleted, never the source of truth; asking for some specs reads only their
+directories; a run without its identity file reads DAMAGED."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
+from synthetic import make_run, selection, uniform  # noqa: E402
 
 from exoformer.runs import run_index  # noqa: E402
 from exoformer.rundir import FAILED, RunDir, Status, index_file  # noqa: E402
@@ -96,35 +97,67 @@ def test_run_spec_files_are_read_with_a_safe_loader():
 def test_an_entry_is_its_identity_by_field_name(tmp_path):
     path = make_run(tmp_path, "gated-s42", preset="smoke", accuracies=uniform(0.3), overrides=("train.steps=31",))
     [info] = run_index.find_runs(tmp_path)
-    assert info.identity == RunDir(path).identity() and info.identity.recorded
+    assert info.identity == RunDir(path).identity() and info.identity.steps == 31
     cached = json.loads(index_file(tmp_path, "gated-s42").read_text())["runs"][path.name]["info"]
     assert cached["identity"] == info.identity.to_dict() and cached["state"] == "SUCCEEDED"
 
 
-def test_a_run_without_an_identity_is_derived_once_and_cached(tmp_path, monkeypatch):
-    path = make_run(tmp_path, "gated-s42", preset="smoke", accuracies=uniform(0.3), overrides=("train.steps=31",),
-                    identity=False)
-    [info] = run_index.find_runs(tmp_path)  # what the run's own files say: no registry asked yet
-    assert not info.identity.recorded and info.identity.overrides == {"train.steps": 31} and info.compared_with is None
-    derived = run_index.identity_of(registry(), path)
-    assert derived.preset_hash12 == registry().resolve("gated-s42", preset="smoke").hash12
-    smoke_steps = registry().resolve("gated-s42", preset="smoke").train.steps
-    assert f"train.steps=31 (smoke {smoke_steps})" in derived.differs
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("derived again")
-
-    monkeypatch.setattr(run_index, "derive_identity", refuse)
-    monkeypatch.setattr(run_index, "read_run_info", refuse)
-    assert run_index.identity_of(registry(), str(path)) == derived  # from the index file, in a later read
-    [again] = run_index.find_runs(tmp_path)
-    assert again.identity == derived and again.compared_with == str(registry().directory)
-    assert not RunDir(path).identity_file.exists()  # cached in the index, never in the run directory
+def test_a_run_without_an_identity_reads_damaged_and_is_read_again_once_it_has_one(tmp_path):
+    path = make_run(tmp_path, "gated-s42", preset="smoke", accuracies=uniform(0.3), identity=False)
+    [info] = run_index.find_runs(tmp_path)
+    assert info.identity is None and info.state == "DAMAGED" and info.spec == "gated-s42"
+    assert info.damage.startswith("identity.json missing or unreadable: no such file (fix: `reproduce.py run "
+                                  "gated-s42 --preset smoke --runs-dir ") and info.damage.endswith("to rerun it)")
+    assert [r.damage for r in run_index.find_runs(tmp_path, preset="450m")] == [info.damage]  # seen in every reading
+    cached = json.loads(index_file(tmp_path, "gated-s42").read_text())["runs"][path.name]["info"]
+    assert cached["identity"] is None and cached["damage"] == info.damage
+    source = make_run(tmp_path / "other", "gated-s42", preset="smoke", accuracies=uniform(0.3))
+    RunDir(path).identity_file.write_bytes(RunDir(source).identity_file.read_bytes())
+    [again] = run_index.find_runs(tmp_path)  # its entry is stale: the identity file's key changed
+    assert again.state == "SUCCEEDED" and again.preset == "smoke" and again.identity == RunDir(source).identity()
 
 
-def test_a_damaged_identity_file_makes_a_finished_run_damaged(tmp_path):
+def test_a_damaged_identity_file_makes_a_run_damaged(tmp_path):
     path = make_run(tmp_path, "gated-s42", preset="smoke", accuracies=uniform(0.3))
     RunDir(path).identity_file.write_text("{not json")
     [info] = run_index.find_runs(tmp_path)
     assert info.state == "DAMAGED" and "identity.json" in info.damage and "not JSON" in info.damage
-    assert info.spec == "gated-s42" and not info.identity.recorded
+    assert info.spec == "gated-s42" and info.identity is None
+
+
+def test_an_identity_edited_in_place_is_read_again(tmp_path):
+    path = make_run(tmp_path, "gated-s42", preset="smoke", accuracies=uniform(0.3))
+    [before] = run_index.find_runs(tmp_path)
+    data = json.loads(RunDir(path).identity_file.read_text())
+    RunDir(path).identity_file.write_text(json.dumps({**data, "differs": ["eval.limit=3"]}))
+    [after] = run_index.find_runs(tmp_path)
+    assert before.identity.differs != after.identity.differs == ("eval.limit=3",)
+
+
+def test_the_index_rebuilt_after_deletion_gives_the_same_selection(tmp_path):
+    import shutil
+
+    make_run(tmp_path, "base-s42", preset="smoke", accuracies=uniform(0.3))
+    make_run(tmp_path, "gated-s42", preset="smoke", accuracies=uniform(0.4))
+    stale = make_run(tmp_path, "gated-s42", preset="smoke", accuracies=uniform(0.5), overrides=("train.steps=31",))
+    make_run(tmp_path, "resformer-s42", preset="smoke", accuracies=uniform(0.4), identity=False)
+
+    def picks():
+        read = selection(tmp_path, preset="smoke")
+        return [(p.run.hash12, p.run.state, p.note, p.rows.to_json())
+                for p in map(read.pick, ("base-s42", "gated-s42", "resformer-s42"))]
+
+    before = picks()
+    assert before[1][0] != Path(stale).name and before[2][2].startswith("DAMAGED resformer-s42")
+    shutil.rmtree(tmp_path / ".index")
+    assert picks() == before and (tmp_path / ".index").is_dir()
+
+
+def test_what_a_run_is_comes_from_its_identity_never_from_its_spec_file(tmp_path):
+    path = make_run(tmp_path, "base-s42", preset="smoke", accuracies=uniform(0.3), overrides=("train.steps=31",))
+    RunDir(path).spec_file.write_text("{not yaml")  # the resolved config: for people and for resuming only
+    [info] = run_index.find_runs(tmp_path)
+    assert (info.state, info.damage, info.preset, info.steps) == ("SUCCEEDED", None, "smoke", 31)
+    assert info.identity.overrides == {"train.steps": 31}
+    picked = selection(tmp_path, preset="smoke", overrides=("train.steps=31",)).pick("base-s42")
+    assert picked.run.hash12 == path.name and not picked.rows.empty and not picked.note

@@ -14,7 +14,9 @@ from exoformer.cli import main
 from exoformer.errors import UserError
 from exoformer.runs import locking, rundirs as runs
 from exoformer.runs.plan import decide
+from exoformer.records import load
 from exoformer.registry.registry import Registry
+from exoformer.registry.spec import SECTIONS, Spec
 from exoformer.rundir import RunDir
 
 TINY = ["--preset", "smoke", "--set", "train.steps=2"]
@@ -63,7 +65,9 @@ def test_prepare_writes_spec_and_provenance(tmp_path, spec):
         assert (run_dir / sub).is_dir()
     written = yaml.safe_load((run_dir / "spec.yaml").read_text())
     assert written["hash"] == spec.hash
-    assert runs.spec_from_dict(written).hash == spec.hash  # the job can rebuild the exact spec
+    rebuilt = Spec(**{key: written[key] for key in ("name", "group", "variant", "shape", "preset", "seed")},
+                   **{name: load(cls, written[name], where="spec.yaml", what=name) for name, cls in SECTIONS.items()})
+    assert rebuilt.hash == spec.hash  # the exact spec can be rebuilt from its file
     prov = json.loads((run_dir / "provenance.json").read_text())
     assert prov["command"] == ["reproduce.py", "run", "base-s42"]
     assert {"git_sha", "git_dirty", "python", "versions", "submit_host"} <= prov.keys()

@@ -135,7 +135,7 @@ def test_rows_table_and_json(tmp_path, spec, run_dir, capsys):
     runs.write_status(run_dir, runs.Status(state=runs.FAILED, reason="train: ValueError: boom", log="/x/tb.txt",
                                            job_id="42", started=runs.now()))
     (run_dir / "metrics.jsonl").write_text(json.dumps({"kind": "train", "step": 3, "loss": 2.5}) + "\n")
-    rows = status.collect([(run_dir, None, None)], {run_dir: tmp_path})
+    rows = status.status_rows([(run_dir, None, None)], {run_dir: tmp_path})
     assert rows[0]["step"] == 3 and rows[0]["total_steps"] == 5 and rows[0]["loss"] == 2.5
     text = status.format_table(rows)
     assert "3/5" in text and "ValueError: boom | /x/tb.txt" in text and "total: 1 failed" in text
@@ -166,6 +166,16 @@ def test_a_finished_run_is_read_afresh_when_the_index_has_not_seen_it_finish(tmp
     finished = runs.write_status(run_dir, runs.Status(state=runs.SUCCEEDED))
     row = status.row_for(run_dir, finished, indexed=before)
     assert row["state"] == "DAMAGED" and "outside its range" in row["reason"] and row["total_steps"] == 5
-    (run_dir / "spec.yaml").write_text("{not yaml")
+    (run_dir / "identity.json").write_text("{not json")
     row = status.row_for(run_dir, finished)
-    assert row["state"] == "DAMAGED" and "spec.yaml" in row["reason"] and row["total_steps"] is None
+    assert row["state"] == "DAMAGED" and "identity.json missing or unreadable" in row["reason"]
+    assert row["total_steps"] is None and row["preset"] is None
+
+
+def test_a_run_without_its_identity_file_reads_damaged_in_any_state(tmp_path, run_dir):
+    (run_dir / "identity.json").unlink()  # not started yet: no STATUS either
+    [row] = status.status_rows([(run_dir, None, None)], {run_dir: tmp_path})
+    assert row["state"] == "DAMAGED" and row["preset"] is None
+    assert row["reason"].startswith("identity.json missing or unreadable: no such file (fix: `reproduce.py run "
+                                    "base-s42")
+    assert "DAMAGED" in status.format_table([row]) and row["reason"] in status.format_table([row])

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_run_tiny import EXIT_PREEMPTED
 from train_tiny import tiny_model, tiny_train
 
 from exoformer.train.checkpoint import latest_checkpoint, load_checkpoint
-from exoformer.train.loop import EXIT_PREEMPTED, train
+from exoformer.train.loop import train
 
 RUNNER = Path(__file__).parent / "train_run_tiny.py"
 KILL_SEED = 25

@@ -15,7 +15,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from train_tiny import tiny_model, tiny_train  # noqa: E402
 
 from exoformer.model import ExoTransformer  # noqa: E402
-from exoformer.train.loop import EXIT_PREEMPTED, train  # noqa: E402
+from exoformer.train.loop import train  # noqa: E402
+
+EXIT_PREEMPTED = 75
+"""The exit status of an interrupted run: the caller's sign to requeue it."""
 
 
 def main() -> int:

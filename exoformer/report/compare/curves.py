@@ -6,8 +6,7 @@ linestyle of its own, so runs stay apart in grey print too. Each run has its mar
 and a line narrower than the one before, so a run that follows another's curve stays visible on it. The legend
 names each run by its letter and spec@preset[+overrides]; a run without a curve is named under the plot, never
 drawn as a made-up line. The curve is the one Selection.curve reads (RunDir.val_curve, the paper's convention).
-Written through exoformer/report/figures/canvas.py `save` (PNG + PDF, with the comparability footnote). matplotlib (Agg);
-torch-free.
+matplotlib (Agg); torch-free.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from exoformer.errors import UserError, did_you_mean
 from exoformer.registry.registry import Registry
+from exoformer.report.reading.recipe import identity_of
 from exoformer.report.reading.selection import Picked, Selection, read, row_spec
 from exoformer.run_identity import RunIdentity
 from exoformer.rundir import ACTIVE_STATES, RunDir
@@ -44,7 +45,6 @@ SPEC_FILE_NAME = RunDir(".").spec_file.name
 class Compared:
     """One operand's run: the pick every reader reads, its identity and its resolved spec file."""
 
-    operand: Operand
     letter: str
     label: str
     """spec@preset[+key=value,...] as the run's identity records it."""
@@ -103,10 +103,10 @@ def read_operands(registry: Registry, runs_root: Path, texts: list[str], *, pres
             picked, note = _pick_path(registry, operand), None
         else:
             picked, note = _pick_spec(registry, runs_root, operand, preset, runs_dir_flag)
-        identity = picked.selection.identity(picked.run)
+        identity = identity_of(picked.run)
         label = f"{identity.spec}@{identity.preset}" + (f"+{','.join(set_words(identity.overrides))}"
                                                         if identity.overrides else "")
-        out.append(Compared(operand=operand, letter=chr(ord("A") + k), label=label, picked=picked,
+        out.append(Compared(letter=chr(ord("A") + k), label=label, picked=picked,
                             identity=identity, config=read_run_spec(RunDir(picked.path)), preset_note=note))
     hashes: dict[str, set[str]] = {}
     for c in out:
@@ -142,10 +142,11 @@ def _pick_spec(registry: Registry, runs_root: Path, operand: Operand, preset: st
         raise UserError(f"its run {picked.run.hash12} is DAMAGED ({picked.run.damage})", where=where,
                         fix=f"re-run it: {command} --force")
     started = selection.pick(name, results=False)
-    state = started.run.run.state if started is not None and started.run.run is not None else None
+    state = started.run.state if started is not None else None
     variant = f" with --set {','.join(operand.overrides)}" if operand.overrides else ""
     problem = f"no finished run of {name} under preset {spec.preset}{variant} in {runs_root}"
-    others = sorted({run.preset for run in find_runs(runs_root, specs={name}) if run.has_eval} - {spec.preset})
+    others = sorted({run.preset for run in find_runs(runs_root, specs={name}) if run.has_eval and run.identity}
+                    - {spec.preset})
     if others:
         problem += f" (runs exist under preset {', '.join(others)}: write {name}@{others[0]})"
     if state in ACTIVE_STATES:

@@ -94,12 +94,8 @@ def config_diff(runs: list[Compared]) -> list[tuple[str, list[str]]]:
     values differ between the runs; a key a run's spec file lacks reads "absent"."""
     flats = [flat_fields(c.config) for c in runs]
     keys = list(dict.fromkeys(key for flat in flats for key in flat))
-    out = []
-    for key in keys:
-        shown = [yaml_word(flat[key]) if key in flat else "absent" for flat in flats]
-        if len(set(shown)) > 1:
-            out.append((key, shown))
-    return out
+    shown = {key: [yaml_word(flat[key]) if key in flat else "absent" for flat in flats] for key in keys}
+    return [(key, values) for key, values in shown.items() if len(set(values)) > 1]
 
 
 def header_lines(runs: list[Compared]) -> list[str]:

@@ -1,10 +1,9 @@
 """Figures of the analysis stage: per-layer probe lines, layer-similarity heatmaps, spike-score table.
 
 Every plot function has the signature `fn(figure, runs, out_dir) -> list[Path]`: `figure` is the declaration
-from experiments/figures.yaml (a mapping, or the harness' Figure object, with id, title, series, and the
-colour of each spec's model under `colours`), `runs` a
-list of (spec name, label, run_dir or None) and `out_dir` where the files go. Runs sharing a label are seed
-replicates of one model: one line per label (the mean over seeds, a min-max band when there are several).
+from experiments/figures.yaml as a mapping (id, title, series, and each spec's model look under `looks`),
+`runs` a list of (spec name, label, run_dir or None) and `out_dir` where the files go. Runs sharing a label are
+seed replicates of one model: one line per label (the mean over seeds, a min-max band when there are several).
 A run without analysis output is named "not run"; a probe the model cannot have (gates of an ungated model,
 ablations of a model that mixes nothing) is written into the panel as "not applicable".
 
@@ -13,9 +12,8 @@ Runs of different depth (the paper's ungated models are deeper than its gated on
 (l + 1) / L (the hidden state it writes). Runs probed on different inputs (batch or sequence length) are not
 comparable and are a one-line error. Panels of one quantity share their y range; a linear one starts at zero
 unless the data would fill a sliver of it, and then says "axis not from 0". Each model keeps its look
-(exoformer/report/figures/style.py), and a panel without a line says why in its middle. Every plot ends in
-exoformer.report.figures.canvas.save (text under the panels is stacked by canvas.below). Torch-free: reads the analyse
-stage's probes and spikes records only (RunDir.probes, RunDir.spikes).
+(style.py), and a panel without a line says why in its middle. Torch-free: reads the analyse stage's probes and
+spikes records only (RunDir.probes, RunDir.spikes).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ import os
 import statistics
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,10 +83,7 @@ PER_LAYER: dict[str, PerLayer] = {
 """Registry probe name (series `analysis.<name>`) -> panels; docs/official_code.md 6.2 for each definition."""
 
 
-# --------------------------------------------------------------------------------------------------
-# Reading runs
-# --------------------------------------------------------------------------------------------------
-
+# ------------------------------------------------------------------------------------------ reading runs
 
 def read_analysis(run_dir: str | os.PathLike | None, name: str) -> dict | None:
     """A run's analysis record `name` ("probes" or "spikes", RunDir paths), or None when the run or it is absent."""
@@ -107,14 +102,8 @@ def _file_name(name: str) -> str:
     return str(getattr(RunDir(""), name))
 
 
-def _field(figure: Any, name: str, default: Any = None) -> Any:
-    if isinstance(figure, Mapping):
-        return figure.get(name, default)
-    return getattr(figure, name, default)
-
-
 def _figure_id(figure: Any) -> str:
-    return str(_field(figure, "id") or _field(figure, "name") or "figure")
+    return str(figure.get("id") or "figure")
 
 
 def _groups(runs: Sequence[RunRef]) -> dict[str, list[tuple[str, Path | None]]]:
@@ -142,10 +131,7 @@ def _check_same_input(loaded: Sequence[tuple[str, dict]], figure_id: str) -> Non
                         fix="re-run their analysis with one analysis.n_sequences and analysis.seq_len (one preset)")
 
 
-# --------------------------------------------------------------------------------------------------
-# Per-layer line plots
-# --------------------------------------------------------------------------------------------------
-
+# ---------------------------------------------------------------------------------------- per-layer line plots
 
 @dataclass(kw_only=True, slots=True)
 class Line:
@@ -153,7 +139,7 @@ class Line:
 
     label: str
     model: str
-    """A spec name of the model (its colour: the declaration's `colours`, else exoformer/report/figures/style.py's)."""
+    """A spec name of the model (its look: the declaration's `looks`, else one by name: look_of)."""
     x: list[float]
     mean: list[float]
     low: list[float]
@@ -251,7 +237,7 @@ def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLi
         else:
             style.explain_empty(ax, "\n".join(["no line in this panel:", *data.notes]), width=55)
     _share_y(axes.flat, panels)
-    fig.suptitle(str(_field(figure, "title") or _figure_id(figure)), fontsize=11)
+    fig.suptitle(str(figure.get("title") or _figure_id(figure)), fontsize=11)
     fig.tight_layout()
     if legend:
         fig.legend(list(legend.values()), list(legend), loc="upper center", bbox_to_anchor=(0.5, below(fig)),
@@ -273,13 +259,11 @@ def _plain_log_formatter(**kwargs: Any) -> Any:
 
 def look_of(figure: Any, model: str, index: int) -> style.ModelStyle:
     """The look of a model's line: the declaration's `looks` (exoformer/report/figures/draw.py fills it from the
-    registry), else its `colours` entry or a colour by name, with the index-th line style and marker."""
-    declared = _field(figure, "looks", {}).get(model)
+    registry), else a colour by name with the index-th line style and marker."""
+    declared = figure.get("looks", {}).get(model)
     if declared is not None:
         return declared
-    colour = _field(figure, "colours", {}).get(model) or style.fallback_colour(model)
-    nth = style.series_styles(index + 1)[index]
-    return style.ModelStyle(label=model, colour=colour, linestyle=nth.linestyle, marker=nth.marker)
+    return replace(style.series_styles(index + 1)[index], label=model, colour=style.fallback_colour(model))
 
 
 def _share_y(axes: Any, panels: Sequence[PanelData]) -> None:
@@ -293,9 +277,7 @@ def _share_y(axes: Any, panels: Sequence[PanelData]) -> None:
     for ylabel, group in groups.items():
         low = min(ax.get_ylim()[0] for ax in group)
         high = max(ax.get_ylim()[1] for ax in group)
-        cut = False
-        if ylabel not in log:
-            low, high, cut = linear_range(low, high)
+        low, high, cut = (low, high, False) if ylabel in log else linear_range(low, high)
         for ax in group[1:]:
             ax.sharey(group[0])
         group[0].set_ylim(low, high)
@@ -364,10 +346,7 @@ def _x_label(by_block: bool, relative: bool) -> str:
     return "block" if by_block else "hidden state (0 = embeddings)"
 
 
-# --------------------------------------------------------------------------------------------------
-# Layer-to-layer similarity heatmaps
-# --------------------------------------------------------------------------------------------------
-
+# -------------------------------------------------------------------------- layer-to-layer similarity heatmaps
 
 def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLike) -> list[Path]:
     """One (L+1) x (L+1) heatmap per model (the first seed that has one), one colour scale for all panels.
@@ -377,10 +356,9 @@ def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os
     """
     _analysis_series(figure, allowed=("layer_similarity",))
     plt = pyplot()
-    groups = _groups(runs)
     _require_some(figure, any(read_analysis(d, "probes") for _, _, d in runs), "probes")
     panels: list[tuple[str, str, Any]] = []
-    for label, members in groups.items():
+    for label, members in _groups(runs).items():
         chosen: tuple[str, Any] = (members[0][0], NOT_RUN)
         for spec, run_dir in members:
             data = read_analysis(run_dir, "probes")
@@ -425,7 +403,7 @@ def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os
     if image is not None:
         fig.colorbar(image, ax=list(axes.flat[:len(panels)]), shrink=0.8,
                      label=f"mean token cosine (scale: {low:g}, the lowest value rounded down, to 1)")
-    fig.suptitle(str(_field(figure, "title") or _figure_id(figure)), fontsize=11)
+    fig.suptitle(str(figure.get("title") or _figure_id(figure)), fontsize=11)
     return save(fig, out_dir, _figure_id(figure))
 
 
@@ -437,10 +415,7 @@ def similarity_colour_floor(matrices: Sequence[Sequence[Sequence[float | None]]]
     return min(0.95, math.floor(min(values) / 0.05) * 0.05)
 
 
-# --------------------------------------------------------------------------------------------------
-# Spike scores beside the paper's values
-# --------------------------------------------------------------------------------------------------
-
+# ---------------------------------------------------------------------- spike scores beside the paper's values
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class SpikeRow:
@@ -526,7 +501,7 @@ def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.Pat
     _analysis_series(figure, allowed=("spike_scores",), extra=("grad_norm", "loss"))
     _require_some(figure, any(read_analysis(d, "spikes") for _, _, d in runs), "spikes")
     if reported is None:
-        tables = [str(s)[6:] for s in _field(figure, "specs", ()) if str(s).startswith("table:")]
+        tables = [str(s)[6:] for s in figure.get("specs", ()) if str(s).startswith("table:")]
         reported = reported_spike_rows(tables[0]) if tables else []
     rows = spike_rows(runs, reported)
     header = ["model", "spec", "ours grad (%)", "ours loss (%)", "paper grad", "steps"]
@@ -534,8 +509,8 @@ def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.Pat
             f"'{NOT_ENOUGH_STEPS}': run shorter than 1001 steps. Paper values [N-v4F]: unit (% or fraction) "
             "and scale (450M or 1B) not stated.")
     out_dir = Path(out_dir)
-    title = str(_field(figure, "title") or _figure_id(figure))
-    why = no_score_reason(runs, _field(figure, "longer_preset"), _figure_id(figure))
+    title = str(figure.get("title") or _figure_id(figure))
+    why = no_score_reason(runs, figure.get("longer_preset"), _figure_id(figure))
     markdown = [f"# {title}", "", *([why.replace("\n", " "), ""] if why else []),
                 "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     markdown += ["| " + " | ".join(row[h] for h in header) + " |" for row in rows]
@@ -563,9 +538,7 @@ def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.Pat
     return [*save(fig, out_dir, _figure_id(figure)), md_path]
 
 
-# --------------------------------------------------------------------------------------------------
-# Dispatch
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------ dispatch
 
 KIND_PLOTS: dict[str, Callable[..., list[Path]]] = {
     "per-layer": plot_per_layer,
@@ -577,7 +550,7 @@ The lambda heatmaps (kind `heatmap`) are drawn there."""
 
 
 def _analysis_series(figure: Any, *, allowed: Mapping | Sequence, extra: Sequence[str] = ()) -> list[str]:
-    series = list(_field(figure, "series", ()))
+    series = list(figure.get("series", ()))
     probes = [s.removeprefix("analysis.") for s in series if s.startswith("analysis.")]
     bad = [s for s in series if s.removeprefix("analysis.") not in allowed and s not in extra]
     if bad or not probes:

@@ -59,16 +59,12 @@ def notes(*, shown: str = "", footnote: str = "") -> Iterator[None]:
         _NOTES.reset(token)
 
 
-def lowest(fig: Any) -> float:
-    """The bottom of everything drawn so far (axes with their tick labels, legends, texts), as a figure fraction."""
+def below(fig: Any) -> float:
+    """Where the next block under the figure starts (its top), as a figure fraction: one gap below everything
+    drawn so far (axes with their tick labels, legends, texts)."""
     fig.canvas.draw()
     box = fig.get_tightbbox(fig.canvas.get_renderer())
-    return box.y0 / fig.get_figheight()
-
-
-def below(fig: Any) -> float:
-    """Where the next block under the figure starts (its top), one gap below everything drawn so far."""
-    return lowest(fig) - GAP_POINTS / 72.0 / fig.get_figheight()
+    return box.y0 / fig.get_figheight() - GAP_POINTS / 72.0 / fig.get_figheight()
 
 
 def add_below(fig: Any, text: str, *, fontsize: float = 7, color: str = NOTE_COLOUR) -> Any:
@@ -78,15 +74,18 @@ def add_below(fig: Any, text: str, *, fontsize: float = 7, color: str = NOTE_COL
     return fig.text(0.01, below(fig), text, fontsize=fontsize, color=color, va="top", ha="left")
 
 
+def write(fig: Any, path: str | os.PathLike, fmt: str) -> Path:
+    """`fig` as one `fmt` file at `path`, written atomically (a reader never sees half a figure)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=fmt, dpi=DPI, bbox_inches="tight")
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
 def save(fig: Any, out_dir: str | os.PathLike, stem: str) -> list[Path]:
-    """Write the current notes under `fig`, then `stem`.png and `stem`.pdf into out_dir, each atomically."""
+    """Write the current notes under `fig`, then `stem`.png and `stem`.pdf into out_dir."""
     current = _NOTES.get()
     add_below(fig, current.shown)
     add_below(fig, current.footnote, fontsize=6, color=FOOTNOTE_COLOUR)
-    written = []
-    for fmt in FORMATS:
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=fmt, dpi=DPI, bbox_inches="tight")
-        written.append(atomic_write_bytes(Path(out_dir) / f"{stem}.{fmt}", buffer.getvalue()))
+    written = [write(fig, Path(out_dir) / f"{stem}.{fmt}", fmt) for fmt in FORMATS]
     pyplot().close(fig)
     return written

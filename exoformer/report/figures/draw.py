@@ -1,17 +1,12 @@
 """`figure NAME`: draw a declared figure (experiments/figures.yaml) from run directories into PNG and PDF.
 
-Dispatch is by the figure's declared `kind` only (PLOTTERS; exoformer/registry/figure_kinds.py says what
-each kind draws and `validate` checks it), so a figure's id is just its name: `curves` (validation loss
-vs tokens, a zoom on the second half beside the whole run, with the data-efficiency ratios), `bars` (a table's
-accuracy cells with error bars, from zero, chance drawn), `heatmap` (lambda ratio heatmaps of each run, from the
-coefficients its analyse stage wrote, all on one colour scale), and the analysis
-kinds `per-layer`, `matrix` and `table` drawn by exoformer.report.figures.analysis_plots. Each run is the one
-exoformer.runs.run_index.pick_run picks. A figure drawn from runs that differ from the paper's recipe
-(report/reading/recipe.py) carries a footnote "not comparable with the paper: <what differs>", and one that shows
-fewer models than its table holds says which (`shown_note`); every kind writes through
-exoformer.report.figures.canvas.save, which places both under everything else. Every model looks the same in every
-figure (exoformer/report/figures/style.py: colour, line style, marker), and a panel with nothing to draw says why in it
-(style.explain_empty). matplotlib only (Agg); never imports torch.
+Dispatch is by the figure's declared `kind` only (PLOTTERS; exoformer/registry/figure_kinds.py says what each
+kind draws and `validate` checks it), so a figure's id is just its name. `curves`, `bars` and `heatmap` are drawn
+here, the analysis kinds by exoformer.report.figures.analysis_plots. A figure drawn from runs that differ from the
+paper's recipe (report/reading/recipe.py) carries a footnote "not comparable with the paper: <what differs>", and
+one that shows fewer models than its table holds says which (`shown_note`); canvas.save places both under
+everything else. Every model keeps its look in every figure (style.py), and a panel with nothing to draw says why
+in it (style.explain_empty). matplotlib only (Agg); never imports torch.
 """
 
 from __future__ import annotations
@@ -35,7 +30,7 @@ from exoformer.report.figures import analysis_plots
 from exoformer.report.figures import style
 from exoformer.report.figures.canvas import add_below, notes, pyplot, save
 from exoformer.report.tables.claims import paper_values
-from exoformer.report.tables.derived import row_derived, row_value
+from exoformer.report.tables.derived import reference_specs, row_derived
 from exoformer.report.reading.recipe import shorten
 from exoformer.report.reading.selection import Selection
 from exoformer.report.tables.build import AVERAGE, build_table
@@ -152,28 +147,23 @@ def first_per_row(registry: Registry, figure: Figure, refs: list[RunRef]) -> lis
 
 # ------------------------------------------------------------------------------------------ curves
 
-def _rows(registry: Registry, figure: Figure) -> dict[str, TableRow]:
-    """The rows of the figure's tables, by id."""
-    return {row.id: row for item in figure.specs if item.startswith("table:") and item[6:] in registry.tables
-            for row in registry.tables[item[6:]].rows}
-
-
 def efficiency_ratios(selection: Selection, figure: Figure) -> dict[str, dict[str, float | None]]:
     """reference row -> row -> data efficiency against it (report/tables/derived.py: the mean over seed pairs), for the
     figure's `against` rows."""
-    rows = _rows(selection.registry, figure)
+    tables = selection.registry.tables
+    rows = {row.id: row for item in figure.specs if item.startswith("table:") and item[6:] in tables
+            for row in tables[item[6:]].rows}
     out: dict[str, dict[str, float | None]] = {}
     for ref in figure.against:
         if ref in rows:
             how = Derived(estimator="tokens_to_loss", table="", row=ref)
-            out[ref] = {rid: row_value(selection, how, row.specs, rows[ref].specs) for rid, row in rows.items()}
+            out[ref] = {rid: row_derived(selection, how, row.specs, rows[ref].specs).value for rid, row in rows.items()}
     return out
 
 
 def efficiency_claims(registry: Registry, figure: Figure) -> list[tuple[DeclaredClaim, Metric, TableRow]]:
     """The paper's data-efficiency claims about this figure's runs (experiments/claims.yaml: a claim that reads a
-    `tokens_to_loss` metric of a row whose specs the figure draws; Table 1's 450M runs carry the paper's 1.84x /
-    ~1.5x, the 1B curves none), with the metric and the row."""
+    `tokens_to_loss` metric of a row whose specs the figure draws), with the metric and the row."""
     drawn = set(registry.figure_specs(figure))
     out = []
     for claim in registry.claims.values():
@@ -193,8 +183,7 @@ def efficiency_title_lines(selection: Selection, figure: Figure, label: Callable
     lines = []
     for claim, metric, row in efficiency_claims(registry, figure):
         ref = metric.derived
-        reference = next(r for r in registry.tables[ref.table].rows if r.id == ref.row)
-        ours_text = row_derived(selection, ref, row.specs, reference.specs).text
+        ours_text = row_derived(selection, ref, row.specs, reference_specs(selection, metric)).text
         paper = paper_values(registry, claim)[0]
         paper_text = NOT_REPORTED if paper is None else f"{'~' if claim.approximate else ''}{paper:g}x"
         lines.append(f"{label(row.id)} reaches {label(ref.row)}'s final loss with fewer tokens: "
@@ -287,8 +276,7 @@ def plot_curves(selection: Selection, figure: Figure, refs: list[RunRef], out_di
         parts = [f"{labels.get(m, m)} {r:.2f}x" for m, r in by_model.items() if r is not None and m != ref]
         if parts:
             lines += textwrap.wrap(f"data efficiency vs {labels.get(ref, ref)} (its tokens / a model's tokens to "
-                                   f"reach its final "
-                                   f"val loss): " + ", ".join(parts), width=120)
+                                   "reach its final val loss): " + ", ".join(parts), width=120)
     if damaged:
         lines += textwrap.wrap(f"damaged metrics lines left out ({len(damaged)}): " + "; ".join(damaged[:3])
                                + (" ..." if len(damaged) > 3 else ""), width=120)
@@ -312,7 +300,7 @@ def plot_accuracy_bars(selection: Selection, figure: Figure, refs: list[RunRef],
         raise UserError(f"figure {figure.id!r}: an accuracy bar chart needs a table (specs: [table:ID])",
                         where=figure.source, fix="write specs: [table:table1]")
     built = build_table(registry, table_ids[0], preset=selection.preset, runs_root=selection.runs_root or "",
-                        overrides=selection.overrides, selection=selection)
+                        selection=selection)
     columns = [s.split(".", 1)[1] for s in figure.series if s.startswith("eval.")]
     plt = pyplot()
     from matplotlib import patheffects
@@ -572,7 +560,6 @@ def _analysis_plot(fn: Callable[..., list[Path]]) -> Plotter:
 
     def plot(selection: Selection, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike) -> list[Path]:
         declaration = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(figure).items()}
-        declaration["colours"] = {name: style.colour_of(selection.registry, name) for name, _, _ in refs}
         declaration["looks"] = style.model_styles(selection.registry, [name for name, _, _ in refs],
                                                   {name: label for name, label, _ in refs})
         if fn is analysis_plots.plot_spike_scores:  # the paper's values from this registry's table

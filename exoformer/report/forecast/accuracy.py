@@ -35,7 +35,6 @@ def sigmoid(loss, top, k, l0, chance: float) -> np.ndarray:
 class AccuracyFit:
     """The fitted curve of one task, its residual spread and its bootstrap replicates (rows of `boot`)."""
 
-    task: str
     chance: float
     params: np.ndarray
     """top, k, L0."""
@@ -103,4 +102,4 @@ def fit_accuracy(task: str, loss, acc, *, chance: float, bootstrap: int = 300, s
             boot.append(got)
     if len(boot) < bootstrap / 2:
         return NO_FIT
-    return AccuracyFit(task=task, chance=chance, params=params, sigma=sigma, n=len(loss), boot=np.array(boot))
+    return AccuracyFit(chance=chance, params=params, sigma=sigma, n=len(loss), boot=np.array(boot))

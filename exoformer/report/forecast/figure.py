@@ -7,15 +7,13 @@ times the tokens.
 
 from __future__ import annotations
 
-import io
 import math
 import os
 
 import numpy as np
 
-from exoformer.io import atomic_write_bytes
 from exoformer.registry.registry import Registry
-from exoformer.report.figures.canvas import DPI, pyplot
+from exoformer.report.figures.canvas import pyplot, write
 from exoformer.report.forecast.table_forecast import TableForecast
 from exoformer.report.figures.style import style_of
 from exoformer.report.tables.build import PERPLEXITY
@@ -80,7 +78,5 @@ def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry 
     note = f.comparable or ("lines: each row's law at its target size, up to the target's tokens; interval bars cut "
                             "at half the lowest loss shown")
     fig.text(0.01, 0.005, note, fontsize=7, color="firebrick" if f.comparable else "0.3")
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    write(fig, path, "png")
     plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())

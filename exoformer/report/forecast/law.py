@@ -69,15 +69,11 @@ class LawFit:
 
     def predict(self, params, tokens) -> np.ndarray:
         """The law's expected loss at each (params, tokens)."""
-        x, y = np.broadcast_arrays(np.atleast_1d(np.asarray(params, float)) / self.n0,
-                                   np.atleast_1d(np.asarray(tokens, float)) / self.d0)
-        return _law(self._theta()[None, :], x, y)[0]
+        return _law(self._theta()[None, :], *self._units(params, tokens))[0]
 
     def replicates(self, params, tokens) -> np.ndarray:
         """(replicates, points): the bootstrap laws' expected loss at each point."""
-        x, y = np.broadcast_arrays(np.atleast_1d(np.asarray(params, float)) / self.n0,
-                                   np.atleast_1d(np.asarray(tokens, float)) / self.d0)
-        return _law(self.boot, x, y)
+        return _law(self.boot, *self._units(params, tokens))
 
     def interval(self, params, tokens, *, level: float = 0.95, one_run: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Interval for the expected loss at each point, or (`one_run`) for the loss of one more run there."""
@@ -87,6 +83,10 @@ class LawFit:
             spread = np.sqrt(spread ** 2 + self.sigma ** 2)
         half = stats.t.ppf(0.5 + level / 2, self.dof) * spread
         return centre - half, centre + half
+
+    def _units(self, params, tokens) -> tuple[np.ndarray, np.ndarray]:
+        return np.broadcast_arrays(np.atleast_1d(np.asarray(params, float)) / self.n0,
+                                   np.atleast_1d(np.asarray(tokens, float)) / self.d0)
 
     def _theta(self) -> np.ndarray:
         return np.array([self.E, np.log(self.A * self.n0 ** -self.alpha), self.alpha,
@@ -211,7 +211,6 @@ def fit_law(params, tokens, loss, *, bootstrap: int = 1000, seed: int = 0, where
     return LawFit(E=float(e), A=float(np.exp(log_a) * n0 ** alpha), alpha=float(alpha),
                   B=float(np.exp(log_b) * d0 ** beta), beta=float(beta), sigma=sigma, n=len(loss),
                   n0=n0, d0=d0, boot=boot)
-
 
 
 def tokens_to_reach(fit: LawFit, params: float, loss: float, loss_replicates=None) -> tuple[float, np.ndarray]:

@@ -129,8 +129,7 @@ def _claim_lines(f: TableForecast, prices: dict[str, tuple[str, float]]) -> list
         cost = ""
         rows = (claim.minuend, claim.subtrahend)
         if v.seeds_for_80 is not None and all(r in prices for r in rows):
-            unit = prices[rows[0]][0]
-            cost = f" ({v.seeds_for_80 * sum(prices[r][1] for r in rows):,.1f} {unit})"
+            cost = f" ({v.seeds_for_80 * sum(prices[r][1] for r in rows):,.1f} {prices[rows[0]][0]})"
         out.append(f"{head}: forecast {c.diff:+.3g} (se {c.diff_se:.2g}), seed sd {c.seed_sd:.2g} "
                    f"({c.seed_dof:g} dof): P(replicates) {100 * v.probability:.0f}% with {v.seeds} seeds; {need}{cost}"
                    f"{mark}")

@@ -143,9 +143,8 @@ def forecast_table(registry: Registry, runs_root: str | os.PathLike, table_id: s
                                    seed=seed) for task in TASKS if task in table.columns or AVERAGE in table.columns}
     out = TableForecast(table=table_id, group=group, preset=preset, ladder=ladder, laws=laws, targets=aims, cells={},
                         accuracy=accuracy, comparable=comparable, paper_scale=paper_scale)
-    dofs = sum(f.dof for f in laws.values())
-    out.pooled_dof = dofs
-    out.pooled_sigma = math.sqrt(sum(f.sigma ** 2 * f.dof for f in laws.values()) / dofs)
+    out.pooled_dof = sum(f.dof for f in laws.values())
+    out.pooled_sigma = math.sqrt(sum(f.sigma ** 2 * f.dof for f in laws.values()) / out.pooled_dof)
     avg_sigma, avg_dof = _average_scatter(accuracy, all_runs)
     for row in table.rows:
         fit, aim = laws[row.id], aims[row.id]
@@ -157,7 +156,8 @@ def forecast_table(registry: Registry, runs_root: str | os.PathLike, table_id: s
             cell.paper = None if rep_cell is None else rep_cell.value
             cell.ours = ours.get((row.id, column))
             out.cells[(row.id, column)] = cell
-    out.multipliers = _multipliers(registry, table_id, laws, aims)
+    out.multipliers = [multiplier(fit, aims[row], laws[ref], aims[ref], row=row, reference=ref)
+                       for ref in references(registry, table_id) for row, fit in laws.items()]
     out.claims = _claims(registry, table_id, out, seeds=seeds, seed=seed)
     return out
 
@@ -227,12 +227,6 @@ def multiplier(fit: LawFit, aim: Target, ref_fit: LawFit, ref_aim: Target, *, ro
     return Multiplier(row=row, reference=reference, value=ratio, lo=ratio * math.exp(-half), hi=upper)
 
 
-def _multipliers(registry: Registry, table_id: str, laws: dict[str, LawFit], aims: dict[str, Target]
-                 ) -> list[Multiplier]:
-    return [multiplier(fit, aims[row], laws[ref], aims[ref], row=row, reference=ref)
-            for ref in references(registry, table_id) for row, fit in laws.items()]
-
-
 def _claims(registry: Registry, table_id: str, out: TableForecast, *, seeds: int, seed: int) -> list[ClaimForecast]:
     claims = [c for c in paper_differences(registry) if c.table == table_id]
     result = []
@@ -252,12 +246,9 @@ def _claims(registry: Registry, table_id: str, out: TableForecast, *, seeds: int
         else:
             seed_sd = math.sqrt(a.scatter ** 2 + b.scatter ** 2)
             seed_dof = float(min(a.scatter_dof, b.scatter_dof))
-        if claim.margin is not None:
-            result.append(ClaimForecast(claim=claim, diff=diff, diff_se=diff_se, seed_sd=seed_sd, seed_dof=seed_dof,
-                                        verdict=None, why="an equivalence claim: no forecast verdict"))
-            continue
-        verdict = forecast_verdict(diff, diff_se, seed_sd, seed_dof, claim.value, seeds=seeds, family=len(claims),
-                                   seed=seed)
+        why = "an equivalence claim: no forecast verdict" if claim.margin is not None else ""
+        verdict = None if why else forecast_verdict(diff, diff_se, seed_sd, seed_dof, claim.value, seeds=seeds,
+                                                    family=len(claims), seed=seed)
         result.append(ClaimForecast(claim=claim, diff=diff, diff_se=diff_se, seed_sd=seed_sd, seed_dof=seed_dof,
-                                    verdict=verdict))
+                                    verdict=verdict, why=why))
     return result

@@ -32,5 +32,5 @@ def table_frame(table_id: str, *, registry: Registry | None = None, runs_root: s
         read = compose(registry, root, tables=[table_id], preset=preset, overrides=list(overrides)).tables[table_id]
     out = to_frame(read.built) if long else to_wide(read.built)
     out.attrs = {"table": table_id, "preset": read.selection.preset,
-                 "notes": [*([read.note] if read.note else []), *read.built.notes]}
+                 "notes": [*([read.selection.note] if read.selection.note else []), *read.built.notes]}
     return out

@@ -43,7 +43,6 @@ from exoformer.report.tables.build import (
 )
 
 INDEX = "index.html"
-"""A cell whose run has the metric but no number for it (NaN: e.g. a spike score of a run too short to score)."""
 LOG_TAIL_BYTES = 200_000
 """Copied from the end of each log file; the rest is left out (the copy says so and names the original)."""
 
@@ -126,13 +125,10 @@ def select(registry: Registry, targets: list[str], runs: list[RunInfo]) -> Selec
     runs); none: every table (those without runs collapse to one line each) and every figure that has a run."""
     have = {r.spec for r in runs if r.has_eval or r.state is not None}
     choices = [*registry.tables, *registry.figures]
-    chosen = Selection()
     if not targets:
-        chosen.tables = list(registry.tables)
-        chosen.figures = [fid for fid, fig in registry.figures.items()
-                          if set(registry.figure_specs(fig)) & have]
-        chosen.specs = have
-        return chosen
+        return Selection(tables=list(registry.tables), specs=have, figures=[
+            fid for fid, fig in registry.figures.items() if set(registry.figure_specs(fig)) & have])
+    chosen = Selection()
     for target in dict.fromkeys(targets):
         found = []  # an id may name both a table and a figure (spike-scores): show both
         if target in registry.tables:
@@ -214,33 +210,26 @@ def cell_html(cell: Cell, verdict: CellDiff | None = None, checkpoint: Cell | No
              "data-status": status, "data-comparable": "yes" if comparable else "no", "title": "; ".join(tip)}
     if checkpoint is not None:
         attrs["data-checkpoint"] = _number(checkpoint.value)
-    first = f'<span class="ours">{html.escape(_shown(cell))}</span>'
+    first = f'<span class="ours">{html.escape(fmt_value(cell))}</span>'
     if not comparable:
         first += f'<span class="mark" title="{html.escape(why or "not comparable", quote=True)}">≁</span>'
     lines = [first]
     if checkpoint is not None:
         lines.append(f'<span class="line"><span class="tag">ckpt</span> <span class="checkpoint">'
-                     f"{html.escape(_shown(checkpoint))}</span></span>")
-    paper = f'<span class="line"><span class="tag">paper</span> <span class="paper">{html.escape(fmt_reported(cell))}'
-    paper += "</span>"
+                     f"{html.escape(fmt_value(checkpoint))}</span></span>")
+    paper = (f'<span class="line"><span class="tag">paper</span> <span class="paper">{html.escape(fmt_reported(cell))}'
+             "</span>")
     if verdict is not None and verdict.delta is not None and math.isfinite(verdict.delta):
         paper += f' <span class="delta">Δ{verdict.delta:+.2f}</span>'
     lines.append(paper + "</span>")
-    return f"<td {_attrs(attrs)}>" + "\n".join(lines) + "</td>"
+    shown = " ".join(f'{k}="{html.escape(str(v), quote=True)}"' for k, v in attrs.items())
+    return f"<td {shown}>" + "\n".join(lines) + "</td>"
 
 
 def _key(column: str, *classes: str) -> str:
     """The class attribute of a header or cell: "key" for the column kept in view (avg6), beside `classes`."""
     names = [*classes, *(["key"] if column == AVERAGE else [])]
     return f' class="{" ".join(names)}"' if names else ""
-
-
-def _shown(cell: Cell) -> str:
-    return fmt_value(cell)
-
-
-def _attrs(attrs: dict[str, str]) -> str:
-    return " ".join(f'{k}="{html.escape(str(v), quote=True)}"' for k, v in attrs.items())
 
 
 def table_html(result: TableDiff, csv_href: str) -> str:
@@ -258,9 +247,9 @@ def table_html(result: TableDiff, csv_href: str) -> str:
            f"ours - paper; ours = mean over seeds with results (± seed std when there are several). "
            f'{html.escape(convention)} <a href="{html.escape(csv_href)}">CSV</a></p>']
     out += [f'<p class="note not-comparable-note">{html.escape(n)}</p>' for n in comparability_notes(built)]
-    out.append('<div class="scroll"><table class="results">')
-    out.append('<tr><th class="label">Model</th>' + "".join(f"<th{_key(c)}>{html.escape(c)}</th>" for c in t.columns)
-               + "</tr>")
+    out += ['<div class="scroll"><table class="results">',
+            '<tr><th class="label">Model</th>' + "".join(f"<th{_key(c)}>{html.escape(c)}</th>" for c in t.columns)
+            + "</tr>"]
     for row in t.rows:
         cells = "".join(cell_html(built.cell(row, c), verdicts.get((row.id, c)),
                                   built.cell(row, c, CHECKPOINT) if built.has_checkpoint else None, key=c == AVERAGE)
@@ -273,9 +262,7 @@ def table_html(result: TableDiff, csv_href: str) -> str:
         taus.append(f'<td{_key(column, "cell")}>{shown} ({n} {"row" if n == 1 else "rows"})</td>')
     out.append('<tr class="tau"><td class="label">rank agreement with the paper, Kendall τ-b</td>' + "".join(taus)
                + "</tr>")
-    out.append("</table></div>")
-    out += [f'<p class="note">note: {html.escape(n)}</p>' for n in built.notes]
-    out.append("</section>")
+    out += ["</table></div>", *(f'<p class="note">note: {html.escape(n)}</p>' for n in built.notes), "</section>"]
     return "\n".join(out)
 
 
@@ -400,6 +387,7 @@ PHASES = logging.getLogger("exoformer.report.phases")
 """One INFO line as each phase of the report starts (the `report` verb shows them on a terminal)."""
 
 
+@one_view()  # every table and figure sees one view of the runs root
 def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.PathLike,
                  out_dir: str | os.PathLike, preset: str | None = None,
                  overrides: list[str] | tuple[str, ...] = (), gpu: bool | None = None) -> Path:
@@ -409,14 +397,6 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
     reading verbs read"). Tables with results come first; a table without any is one line saying what to run
     on this machine (`gpu`: None = look). The runs listed are those the tables and figures read.
     """
-    with one_view():
-        return _build_report(registry, targets, runs_root=runs_root, out_dir=out_dir, preset=preset,
-                             overrides=overrides, gpu=gpu)
-
-
-def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os.PathLike,
-                  out_dir: str | os.PathLike, preset: str | None, overrides: list[str] | tuple[str, ...],
-                  gpu: bool | None) -> Path:
     from exoformer.io import atomic_write_text
     from exoformer.report.tables.compose import compose
     from exoformer.report.tables.verdicts import paper_differences, verdicts_html
@@ -453,12 +433,12 @@ def _build_report(registry: Registry, targets: list[str], *, runs_root: str | os
             continue
         read_dirs |= {p.path for p in picked}
         # a checkpoint run counts under its own spec, not under the row's first spec its numbers are filed under
-        table_specs |= {p.run.name if p.run.run is None else p.run.run.spec for p in picked}
+        table_specs |= {p.run.spec for p in picked}
         presets_read.add(built.preset)
         csv_path = atomic_write_text(out / "tables" / f"{tid}.csv", to_frame(built).to_csv(index=False))
         section = table_html(diff_table(built), csv_path.relative_to(out).as_posix())
-        if table.note:
-            section = section.replace("</h3>", f'</h3>\n<p class="note">{html.escape(table.note)}</p>', 1)
+        if table.selection.note:
+            section = section.replace("</h3>", f'</h3>\n<p class="note">{html.escape(table.selection.note)}</p>', 1)
         sections.append(section)
     table_dirs = len(read_dirs)
     PHASES.info(f"drawing {plural(len(chosen.figures), 'figure')}")

@@ -7,13 +7,14 @@ else (without --set) the newest, noted "stale" unless its recorded --set explain
 the newest checkpoint run. A picked run that is DAMAGED shows no number and is noted. Which preset is read
 follows README "Which runs the reading verbs read" (`choose_preset`).
 
-The runs come from a runs root (read through the run index, one spec directory when first asked for) or from
-a long table already collected (collect's frame: its runs are the candidates). Torch-free.
+The runs come from a runs root, read through the run index one spec directory when a reader first asks for it;
+each candidate is the index's RunInfo. Torch-free.
 """
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,6 @@ from exoformer.eval.suites import SMOKE_PREFIX
 from exoformer.registry.registry import Registry
 from exoformer.registry.spec import Spec, parse_override
 from exoformer.report.reading.recipe import identity_of, is_deliberate_variant, run_differences
-from exoformer.run_identity import RunIdentity
 from exoformer.rerun import rerun_command
 from exoformer.rundir import SUCCEEDED, RunDir
 from exoformer.runs.run_index import CHECKPOINT, OURS, RunInfo, find_runs, pick_run
@@ -100,29 +100,12 @@ def spec_overrides(overrides: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 
 @dataclass(kw_only=True, slots=True, eq=False)
-class Candidate:
-    """One run directory with results that a spec's rows may be read from."""
-
-    name: str
-    """The spec its rows are filed under (a checkpoint run: its row's first spec)."""
-    preset: str
-    source: str
-    hash12: str
-    path: Path
-    seed: int
-    mtime: float = 0.0
-    damage: str | None = None
-    has_results: bool = True
-    run: RunInfo | None = None
-    rows: pd.DataFrame | None = None
-    """Its rows of the long table, read when first asked for."""
-
-
-@dataclass(kw_only=True, slots=True, eq=False)
 class Picked:
     """The run a spec is read from, with what every reader must say about it."""
 
-    run: Candidate
+    run: RunInfo
+    name: str
+    """The spec its rows are filed under (a checkpoint run: its row's first spec)."""
     selection: Selection
     note: str = ""
     """"stale" or DAMAGED, for the notes under whatever shows it; empty otherwise."""
@@ -134,7 +117,7 @@ class Picked:
     @property
     def rows(self) -> pd.DataFrame:
         """Its rows of the long table (empty when DAMAGED)."""
-        return self.selection.rows(self.run)
+        return self.selection.rows(self.run, self.name)
 
     @property
     def differs(self) -> list[str]:
@@ -155,9 +138,10 @@ class Selection:
     """choose_preset's line when the preset read is not the one asked for."""
     _sets: tuple[str, ...] = ()
     _specs: dict[tuple[str, str | None], Spec | None] = field(default_factory=dict)
-    _pool: dict[tuple[str, str], list[Candidate]] = field(default_factory=dict)
+    _pool: dict[tuple[str, str], list[RunInfo]] = field(default_factory=dict)
+    """(the spec its rows are filed under, source) -> the runs a pick chooses among."""
     _loaded: set[str] | None = None
-    """Spec directories of `runs_root` read so far (None: every candidate came with a frame)."""
+    """Spec directories of `runs_root` read so far (None: only the runs given to add_runs)."""
     check: bool = True
     """A finished run whose results are lost is an error (figures read runs still without results)."""
     _picks: dict[tuple[str, str, str, bool], Picked | None] = field(default_factory=dict)
@@ -199,42 +183,14 @@ class Selection:
             return None
 
     # ---------------------------------------------------------------------------------------- candidates
-    @classmethod
-    def of_frame(cls, registry: Registry, frame: pd.DataFrame, *, preset: str | None = None,
-                 overrides: list[str] | tuple[str, ...] = ()) -> Selection:
-        """A selection among the runs of a long table (collect's frame, with its DAMAGED runs in attrs)."""
-        out = cls(registry=registry, preset=preset, overrides=tuple(overrides))
-        if not frame.empty:
-            if "source" not in frame.columns:
-                frame = frame.assign(source=OURS)
-            keys = ["spec", "preset", "source", "hash12", "run_dir"]
-            for (name, run_preset, src, hash12, run_dir), rows in frame.groupby(keys, sort=False, dropna=False):
-                seed = rows["seed"].iloc[0]
-                out._add(Candidate(name=name, preset=run_preset, source=src, hash12=hash12, path=Path(run_dir),
-                                   seed=int(seed) if seed is not None else 0, rows=rows))
-        for item in frame.attrs.get("damaged", []):
-            out._add(Candidate(name=item["spec"], preset=str(item.get("preset") or preset or ""),
-                               source=OURS, hash12=item["hash12"], path=Path(item["run_dir"]), seed=0,
-                               damage=item["why"]))
-        return out
-
-    def _add(self, candidate: Candidate) -> None:
-        self._pool.setdefault((candidate.name, candidate.source), []).append(candidate)
-
     def add_runs(self, runs: list[RunInfo]) -> None:
         """These runs (of the runs root) become candidates; a finished run whose results are lost is an error."""
         for run in runs:
             if self.check and not run.damage:
                 check_outputs(run)
-            self._add(Candidate(name=row_spec(run, self.registry), preset=run.preset, source=run.source,
-                                hash12=run.hash12, path=run.path, seed=run.seed, mtime=run.mtime,
-                                damage=run.damage, has_results=run.has_eval, run=run))
+            self._pool.setdefault((row_spec(run, self.registry), run.source), []).append(run)
 
-    def candidates(self) -> list[Candidate]:
-        """Every candidate known so far."""
-        return [c for group in self._pool.values() for c in group]
-
-    def _candidates(self, name: str, source: str) -> list[Candidate]:
+    def _candidates(self, name: str, source: str) -> list[RunInfo]:
         if self._loaded is not None and name not in self._loaded and self.runs_root is not None:
             self._loaded.add(name)
             self.add_runs(find_runs(self.runs_root, preset=self.preset, specs={name}))
@@ -244,19 +200,16 @@ class Selection:
     def of_root(cls, registry: Registry, runs_root: str | os.PathLike, *, preset: str | None = None,
                 overrides: list[str] | tuple[str, ...] = (), check: bool = True) -> Selection:
         """A selection among the runs of `runs_root`, each spec directory read when a reader first asks for it."""
-        out = cls(registry=registry, preset=preset, overrides=tuple(overrides), runs_root=Path(runs_root),
-                  check=check)
-        out._loaded = set()
-        return out
+        return cls(registry=registry, preset=preset, overrides=tuple(overrides), runs_root=Path(runs_root),
+                   check=check, _loaded=set())
 
-    def rows(self, candidate: Candidate) -> pd.DataFrame:
-        """The candidate's rows of the long table (COLUMNS + EXTRA_COLUMNS); empty for a DAMAGED run."""
-        if candidate.rows is None:
-            if candidate.damage or candidate.run is None or not candidate.has_results:
-                candidate.rows = frame_of([])
-            else:
-                candidate.rows = frame_of(run_rows(candidate.run, candidate.name))
-        return candidate.rows
+    def rows(self, run: RunInfo, name: str) -> pd.DataFrame:
+        """The run's rows of the long table filed under spec `name` (COLUMNS + EXTRA_COLUMNS), read once; empty
+        for a DAMAGED run."""
+        key = ("rows", str(run.path))
+        if key not in self.memo:
+            self.memo[key] = frame_of([] if run.damage or not run.has_eval else run_rows(run, name))
+        return self.memo[key]
 
     # ---------------------------------------------------------------------------------------- picking
     def pick(self, name: str, *, source: str = OURS, preset: str | None = None, results: bool = True
@@ -275,44 +228,37 @@ class Selection:
         return self._picks[key]
 
     def _pick(self, name: str, preset: str, source: str, results: bool) -> Picked | None:
-        pool = [c for c in self._candidates(name, source) if c.has_results or not results]
+        pool = [c for c in self._candidates(name, source) if c.has_eval or not results]
         if source == CHECKPOINT:
             chosen = pick_run(pool, current_hash12=None)
             current = None
         else:
-            pool = [c for c in pool if c.preset == preset]
+            pool = [c for c in pool if c.of_preset(preset)]
             current = self.current_hash(name, preset)
             chosen = pick_run(pool, current_hash12=current, exact=bool(self._sets))
         if chosen is None:
             return None
         if chosen.damage:
-            return Picked(run=chosen, selection=self, note=f"DAMAGED {name} ({chosen.hash12}): {chosen.damage}")
+            return Picked(run=chosen, name=name, selection=self,
+                          note=f"DAMAGED {name} ({chosen.hash12}): {chosen.damage}")
         note = ""
         if current is not None and chosen.hash12 != current and not self._variant(name, chosen):
             note = (f"{name}: results from run {chosen.hash12}, not the current spec hash {current} "
                     "(stale run: the spec's definition changed since)")
-        return Picked(run=chosen, selection=self, note=note)
+        return Picked(run=chosen, name=name, selection=self, note=note)
 
-    def identity(self, run: Candidate) -> RunIdentity:
-        """The run's identity (report/reading/recipe.py), read once."""
-        key = ("identity", str(run.path))
-        if key not in self.memo:
-            self.memo[key] = identity_of(self.registry, run.run or run.path)
-        return self.memo[key]
-
-    def _variant(self, name: str, chosen: Candidate) -> bool:
+    def _variant(self, name: str, chosen: RunInfo) -> bool:
         """A run of another hash that its recorded --set explains (a deliberate variant, not a stale run)."""
-        identity = self.identity(chosen)
+        identity = identity_of(chosen)
         now = self.current_hash(name, identity.preset) if identity.preset_hash12 is not None else None
-        return is_deliberate_variant(self.registry, name, chosen.run or chosen.path, chosen.hash12,
-                                     preset_hash12=now)
+        return is_deliberate_variant(self.registry, name, chosen, chosen.hash12, preset_hash12=now)
 
-    def differs(self, run: Candidate) -> list[str]:
+    def differs(self, run: RunInfo) -> list[str]:
         """What in the run differs from its spec's reference recipe (report/reading/recipe.py), read once."""
         key = ("differs", str(run.path))
         if key not in self.memo:
-            reference = self.reference(self.identity(run).spec)
-            self.memo[key] = run_differences(self.registry, run.name, run.run or run.path,
+            reference = self.reference(identity_of(run).spec)
+            self.memo[key] = run_differences(self.registry, run.spec, run,
                                              reference_hash12=None if reference is None else reference.hash12)
         return self.memo[key]
 
@@ -348,7 +294,7 @@ def choose_preset(selection: Selection, runs_root: str | os.PathLike, specs: lis
     cells marked not comparable, and the line says so. `--preset P` with no results under P while other
     presets have some: P is read (cells "not run") and the line names the flag to add.
     """
-    found = [run for run in find_runs(runs_root, specs=set(specs)) if run.has_eval]
+    found = [run for run in find_runs(runs_root, specs=set(specs)) if run.has_eval and run.identity is not None]
     if preset is not None:
         others = sorted({run.preset for run in found} - {preset})
         if others and not any(run.preset == preset for run in found):
@@ -362,9 +308,7 @@ def choose_preset(selection: Selection, runs_root: str | os.PathLike, specs: lis
 
     if not found or any(run.preset == own(row_spec(run, selection.registry)) for run in found):
         return None, None
-    counts: dict[str, int] = {}
-    for run in found:
-        counts[run.preset] = counts.get(run.preset, 0) + 1
+    counts = Counter(run.preset for run in found)
     chosen = min(counts, key=lambda p: (-counts[p], p))
     return chosen, (f"note: {what} has no runs under its specs' own preset; reading preset {chosen} (not "
                     f"comparable with the paper; add --preset {chosen} to ask for it)")
@@ -377,10 +321,8 @@ def read(registry: Registry, runs_root: str | os.PathLike, specs: list[str], *, 
     the runs of `runs_root` (other spec directories read when a reader asks for them). `resolved`: resolutions
     shared with other selections of the same verb (one per spec and preset). `check` False: a finished run whose
     results are lost is no error (figures draw runs without results)."""
-    out = Selection(registry=registry, overrides=tuple(overrides), runs_root=Path(runs_root), check=check)
-    if resolved is not None:
-        out._specs = resolved
+    out = Selection(registry=registry, overrides=tuple(overrides), runs_root=Path(runs_root), check=check,
+                    _specs={} if resolved is None else resolved, _loaded=set(specs))
     out.preset, out.note = choose_preset(out, runs_root, specs, preset, what=what)
-    out._loaded = set(specs)
     out.add_runs(find_runs(runs_root, preset=out.preset, specs=set(specs)))
     return out

@@ -106,14 +106,12 @@ class Efficiency:
     per_seed: list[float]
     """Reference tokens / row tokens for each seed pair (a bound where that seed's reach is censored)."""
     reaches: list[Reach]
-    targets: list[float]
     estimate: float | None
     """Geometric mean over seeds; None when the seeds are censored both ways."""
     ci: tuple[float, float] | None
     """95% t interval (on the logs, seeds - 1 df); None with one seed or any censored seed."""
     bound: str | None
     """"<" (an upper bound: some seed never reached the target) or ">" (a lower bound), else None."""
-    method: str
 
     def text(self) -> str:
         k = len(self.per_seed)
@@ -133,18 +131,16 @@ def multiplier(row: Sequence[Curve], reference: Sequence[Curve], *, end: float |
     if len(row) != len(reference) or not row:
         raise UserError(f"{len(row)} row curves but {len(reference)} reference curves", where="data efficiency",
                         fix="pair seed k of the row with seed k of the reference")
-    ratios, reaches, targets = [], [], []
+    ratios, reaches = [], []
     for k, (mine, ref) in enumerate(zip(row, reference, strict=True)):
         if end is not None:
             mine, ref = mine.until(end), ref.until(end)
         if ref.tokens.size == 0 or mine.tokens.size == 0:
             raise UserError(f"seed {k} has no validation point before {end:g} tokens", where="data efficiency",
                             fix="log validation during the stable phase (train.val_every)")
-        target = float(ref.loss[-1])
-        reach = tokens_to_target(mine, target)
+        reach = tokens_to_target(mine, float(ref.loss[-1]))
         ratios.append(float(ref.tokens[-1]) / reach.tokens if reach.tokens > 0 else math.inf)
         reaches.append(reach)
-        targets.append(target)
     kinds = {r.bound for r in reaches} - {EXACT}
     logs = np.log(np.asarray(ratios))
     estimate = None if len(kinds) > 1 or not np.all(np.isfinite(logs)) else float(np.exp(logs.mean()))
@@ -154,10 +150,7 @@ def multiplier(row: Sequence[Curve], reference: Sequence[Curve], *, end: float |
         k = len(ratios)
         half = _t_quantile(1 - alpha / 2, k - 1) * float(logs.std(ddof=1)) / math.sqrt(k)
         ci = (float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half)))
-    method = (f"reference's tokens at the phase end / tokens to its loss there, {SMOOTHING}; geometric mean over "
-              f"{len(ratios)} paired seeds, t interval on the logs ({len(ratios) - 1} df)")
-    return Efficiency(phase=phase, per_seed=ratios, reaches=reaches, targets=targets, estimate=estimate, ci=ci,
-                      bound=bound, method=method)
+    return Efficiency(phase=phase, per_seed=ratios, reaches=reaches, estimate=estimate, ci=ci, bound=bound)
 
 
 @functools.lru_cache(maxsize=256)

@@ -6,23 +6,18 @@ test. Its power at a true difference `effect` is exact for normal D_k:
 
     power = P(|T| > t_{1-alpha/2, df}),  T ~ noncentral t(df, effect / (sd / sqrt(seeds)))
 
-(scipy.stats.nct), where `sd` is the standard deviation of one seed's D_k. That sd has two parts, measured from
-existing runs by `variance_components` (a two-way seeds x items analysis of variance):
-
-    sd^2 = seed_var + item_var / n_items
-
-`seed_var` is what seed changes (data order, initialisation) do to a row difference beyond item noise, and
-`item_var` the residual variance of one item's difference within a seed. Planning for a family of claims
-tested together (Holm), `family_size` m tests at alpha / m, Holm's strictest step, so the seeds found give at
-least the stated power. Torch-free.
+(scipy.stats.nct), where `sd` is the standard deviation of one seed's D_k: sd^2 = seed_var + item_var / n_items,
+what seed changes (data order, initialisation) do to a row difference beyond item noise plus the residual variance
+of one item's difference within a seed, averaged over the items. A family of m claims tested together (Holm) is
+planned at alpha / m, Holm's strictest step, so the seeds found give at least the stated power. The planner that
+turns these into seeds and GPU-hours per claim is report/tables/seed_plan.py. Torch-free.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import numpy as np
 from scipy import optimize, stats
@@ -140,118 +135,3 @@ def seeds_needed_equivalence(effect: float, *, margin: float, sd: float, alpha: 
         return None
     return smallest_enough(lambda k: equivalence_power(effect, margin=margin, sd=sd, seeds=k, df=df_of(k),
                                                        alpha=alpha) >= power, max_seeds=max_seeds)
-
-
-@dataclass(kw_only=True, slots=True, frozen=True)
-class VarianceComponents:
-    """Seed and item variance of a row difference (or of one row), from a seeds x items table of scores."""
-
-    seed_var: float
-    """Variance over seeds of the difference beyond item noise (method of moments, clipped at 0)."""
-    item_var: float
-    """Residual variance of one item's difference within a seed (seed x item interaction and noise)."""
-    item_effect_var: float
-    """Variance of the items' own mean differences across items (what an item resample moves)."""
-    seeds: int
-    n_items: int
-
-    def seed_level_sd(self, n_items: int | None = None) -> float:
-        """sd of one seed's difference averaged over `n_items` items (default: the measured count)."""
-        n = self.n_items if n_items is None else n_items
-        return math.sqrt(self.seed_var + self.item_var / n)
-
-
-def variance_components(scores: np.ndarray) -> VarianceComponents:
-    """Two-way analysis of variance (seeds x items, one score per cell) of per-item differences a - b.
-
-    Expected mean squares: MS_seeds = item_var + n_items seed_var, MS_items = item_var + seeds item_effect_var,
-    MS_residual = item_var. Given one row's own scores instead of a difference, the components are that row's;
-    a difference of two rows with independent seed effects then has twice the seed variance."""
-    x = np.asarray(scores, dtype=float)
-    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2 or not np.all(np.isfinite(x)):
-        raise UserError(f"variance components need a finite (seeds >= 2, items >= 2) array, got shape {x.shape}",
-                        where="scores", fix="pass per-item scores of at least two seeds and two items")
-    k, n = x.shape
-    grand = x.mean()
-    seed_means, item_means = x.mean(axis=1), x.mean(axis=0)
-    ms_seeds = n * float(np.sum((seed_means - grand) ** 2)) / (k - 1)
-    ms_items = k * float(np.sum((item_means - grand) ** 2)) / (n - 1)
-    resid = x - seed_means[:, None] - item_means[None, :] + grand
-    ms_resid = float(np.sum(resid**2)) / ((k - 1) * (n - 1))
-    return VarianceComponents(seed_var=max(0.0, (ms_seeds - ms_resid) / n), item_var=ms_resid,
-                              item_effect_var=max(0.0, (ms_items - ms_resid) / k), seeds=k, n_items=n)
-
-
-# ------------------------------------------------------------------------------------------------ planning
-
-@dataclass(kw_only=True, slots=True, frozen=True)
-class PlannedClaim:
-    """One claim of a table to plan for: the two rows it differs and the paper's difference."""
-
-    label: str
-    minuend: str
-    subtrahend: str
-    effect: float
-
-
-@dataclass(kw_only=True, slots=True, frozen=True)
-class SeedPlan:
-    claim: PlannedClaim
-    seeds_per_row: int | None
-    """Seeds per row for the target power at the paper's effect; None: more than MAX_SEEDS (or no effect)."""
-    gpu_hours: float | None
-    """GPU-hours of the runs still missing for this claim alone (both rows), at hours_per_run each."""
-
-    def line(self, *, power: float = TARGET_POWER, cost: bool = True) -> str:
-        """"the +1.47 avg6 claim needs N seeds per row for 80% power: X GPU-hours" (without cost: no hours)."""
-        c = self.claim
-        if self.seeds_per_row is None:
-            need = "no finite seed count (zero effect)" if c.effect == 0 else f"more than {MAX_SEEDS} seeds per row"
-            return f"the {c.effect:+g} {c.label} claim needs {need} for {power:.0%} power"
-        hours = f": {self.gpu_hours:.1f} GPU-hours" if cost else ""
-        return (f"the {c.effect:+g} {c.label} claim needs {self.seeds_per_row} seeds per row for {power:.0%} "
-                f"power{hours}")
-
-
-def check_hours(hours_per_run: float) -> float:
-    if isinstance(hours_per_run, bool) or not isinstance(hours_per_run, int | float) or not (
-            math.isfinite(hours_per_run) and hours_per_run >= 0):
-        raise UserError(f"the GPU-hours of one run must be a finite non-negative number, got {hours_per_run!r}",
-                        where="hours_per_run", fix="the profile's GPU-hours per run, e.g. 12.5")
-    return float(hours_per_run)
-
-
-def plan_seeds(claims: Sequence[PlannedClaim], *, seed_sd: float, item_sd: float = 0.0, n_items: int = 1,
-               hours_per_run: float, seeds_run: dict[str, int] | None = None, alpha: float = ALPHA,
-               power: float = TARGET_POWER, holm: bool = True) -> tuple[list[SeedPlan], float | None]:
-    """Per claim, the seeds per row for `power` at the paper's effect and their GPU-hours; and the table's total.
-
-    `seed_sd` and `item_sd` are the square roots of VarianceComponents.seed_var and .item_var (measured, or given);
-    `seeds_run` the seeds each row already has (their cost is not counted again). The total runs each row to
-    the largest count any of its claims needs; None when some claim needs more than MAX_SEEDS."""
-    alpha = check_alpha(alpha)
-    hours = check_hours(hours_per_run)
-    for name, value in (("seed_sd", seed_sd), ("item_sd", item_sd)):
-        if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-            raise UserError(f"a standard deviation must be finite and non-negative, got {value!r}", where=name,
-                            fix="e.g. 0.3")
-    if isinstance(n_items, bool) or not isinstance(n_items, int) or n_items < 1:
-        raise UserError(f"the item count must be a positive integer, got {n_items!r}", where="n_items",
-                        fix="the items a row's value averages, e.g. 10042")
-    have = dict(seeds_run or {})
-    sd = math.sqrt(seed_sd**2 + item_sd**2 / n_items)
-    level = alpha / (len(claims) if holm and claims else 1)
-    plans, per_row = [], {}
-    for claim in claims:
-        k = seeds_needed(claim.effect, sd=sd, alpha=level, power=power)
-        cost = None
-        if k is not None:
-            missing = sum(max(0, k - have.get(row, 0)) for row in (claim.minuend, claim.subtrahend))
-            cost = missing * hours
-            for row in (claim.minuend, claim.subtrahend):
-                per_row[row] = max(per_row.get(row, 0), k)
-        plans.append(SeedPlan(claim=claim, seeds_per_row=k, gpu_hours=cost))
-    if any(p.seeds_per_row is None for p in plans):
-        return plans, None
-    total = sum(max(0, k - have.get(row, 0)) for row, k in per_row.items()) * hours
-    return plans, total

@@ -31,8 +31,6 @@ REPLICATES, DIRECTION_ONLY, CONTRADICTS = "replicates", "direction only", "contr
 INCONCLUSIVE, NOT_POWERED, EQUIVALENT, ONE_SEED = "inconclusive", "not powered", "equivalent", "one seed"
 VERDICTS = (REPLICATES, DIRECTION_ONLY, CONTRADICTS, INCONCLUSIVE, NOT_POWERED, EQUIVALENT, ONE_SEED)
 """Every verdict line starts with one of these."""
-SIGNIFICANT = (REPLICATES, DIRECTION_ONLY, CONTRADICTS)
-"""Verdicts that assert a direction (what Holm keeps at 5% per family when the rows do not differ)."""
 KINDS = {"accuracy": "higher", "loss": "lower"}
 """Which side is better for each kind of metric."""
 ALPHA = pw.ALPHA
@@ -197,10 +195,8 @@ class Comparison:
     """One claim: our difference mean(a) - mean(b) against the paper's, with intervals and a verdict."""
 
     paper: float
-    kind: str
     margin: float | None
     seeds: int
-    n_items: int
     estimate: float
     """Our mean difference over the paired seeds."""
     ci: tuple[float, float] | None
@@ -251,13 +247,6 @@ class Comparison:
             parts.append(self.item_method)
         return "; ".join(parts)
 
-    @property
-    def favours(self) -> str | None:
-        """Which row our estimate favours ("a" or "b", by the kind's better side), None when equal."""
-        if self.estimate == 0:
-            return None
-        return "a" if (self.estimate > 0) == (KINDS[self.kind] == "higher") else "b"
-
 
 def _check_pair(a: object, b: object, where: str) -> tuple[np.ndarray, np.ndarray]:
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -270,7 +259,7 @@ def _check_pair(a: object, b: object, where: str) -> tuple[np.ndarray, np.ndarra
     return x, y
 
 
-def _check_claim(paper: object, kind: object, margin: object, where: str) -> tuple[float, str, float | None]:
+def _check_claim(paper: object, kind: object, margin: object, where: str) -> tuple[float, float | None]:
     if kind not in KINDS:
         raise UserError(f"unknown kind {kind!r}", where=where, fix=f"one of {', '.join(KINDS)}")
     if isinstance(paper, bool) or not isinstance(paper, int | float | np.floating) or not math.isfinite(paper):
@@ -283,7 +272,7 @@ def _check_claim(paper: object, kind: object, margin: object, where: str) -> tup
     if margin is None and paper == 0:
         raise UserError("a claimed difference of 0 is a claim of no difference: it needs an equivalence margin",
                         where=where, fix="pass margin=... (the metric's margin)")
-    return float(paper), str(kind), None if margin is None else float(margin)
+    return float(paper), None if margin is None else float(margin)
 
 
 def _fmt(x: float) -> str:
@@ -298,7 +287,6 @@ def _interval(pair: tuple[float, float]) -> str:
 class _Measured:
     d: np.ndarray
     paper: float
-    kind: str
     margin: float | None
     stats: SeedStatistics
     primary_p: float  # NaN with one seed
@@ -307,13 +295,13 @@ class _Measured:
 def _measure(a: object, b: object, paper: object, kind: object, margin: object, *, pooled: PooledVariance | None,
              alpha: float, where: str) -> _Measured:
     x, y = _check_pair(a, b, where)
-    paper_f, kind_s, margin_f = _check_claim(paper, kind, margin, where)
+    paper_f, margin_f = _check_claim(paper, kind, margin, where)
     d = x - y
     s = seed_statistics(d.mean(axis=1)[None, :], pooled=pooled, alpha=alpha, margin=margin_f)
     primary = s.p if margin_f is None else s.p_equivalence
     # one seed is no test, even with a pooled variance: it stays out of the Holm family
     p = float(primary[0]) if s.seeds >= 2 else math.nan
-    return _Measured(d=d, paper=paper_f, kind=kind_s, margin=margin_f, stats=s, primary_p=p)
+    return _Measured(d=d, paper=paper_f, margin=margin_f, stats=s, primary_p=p)
 
 
 def _finish(m: _Measured, *, p_adjusted: float, family_size: int, alpha: float, pooled: PooledVariance | None,
@@ -334,7 +322,6 @@ def _finish(m: _Measured, *, p_adjusted: float, family_size: int, alpha: float, 
         else:
             power = pw.equivalence_power(m.paper, margin=m.margin, sd=sd, seeds=k, df=df, alpha=level)
             seeds = pw.seeds_needed_equivalence(m.paper, margin=m.margin, sd=sd, alpha=level, df_of=df_of)
-    estimate = float(s.estimate[0])
     ci = pi = eq = None
     if sd is not None:
         ci, pi = (float(s.ci[0][0]), float(s.ci[1][0])), (float(s.pi[0][0]), float(s.pi[1][0]))
@@ -351,10 +338,10 @@ def _finish(m: _Measured, *, p_adjusted: float, family_size: int, alpha: float, 
     head = verdict_heads(s, m.paper, np.array([p_adjusted]), mde=np.array([np.inf if mde is None else mde]),
                          alpha=alpha, margin=m.margin,
                          equivalence_powered=None if power is None else np.array([power >= pw.TARGET_POWER]))[0]
-    out = Comparison(paper=m.paper, kind=m.kind, margin=m.margin, seeds=k, n_items=m.d.shape[1], estimate=estimate,
-                     ci=ci, pi=pi, p=None if k < 2 else m.primary_p, p_adjusted=None if k < 2 else p_adjusted,
-                     verdict=head, mde=mde, seeds_needed=seeds, power=power, sd=sd, df=df, ci_method=ci_method,
-                     pi_method=pi_method, equivalence_ci=eq)
+    out = Comparison(paper=m.paper, margin=m.margin, seeds=k, estimate=float(s.estimate[0]), ci=ci, pi=pi,
+                     p=None if k < 2 else m.primary_p, p_adjusted=None if k < 2 else p_adjusted, verdict=head, mde=mde,
+                     seeds_needed=seeds, power=power, sd=sd, df=df, ci_method=ci_method, pi_method=pi_method,
+                     equivalence_ci=eq)
     if item_resamples_ is not None and m.d.shape[1] < 2:
         out.item_method = "one item per seed: no item resampling"
     elif item_resamples_ is not None:
@@ -410,10 +397,6 @@ def _wording(c: Comparison, *, alpha: float, family_size: int) -> str:
     return f"{INCONCLUSIVE}: not significant ({holm}) though powered for the paper's effect (mde {c.mde:.3g})"
 
 
-def _rng(seed: int | np.random.Generator) -> np.random.Generator:
-    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-
-
 def compare(a: np.ndarray, b: np.ndarray, paper: float, *, kind: str, margin: float | None = None,
             pooled: PooledVariance | None = None, alpha: float = ALPHA,
             item_resamples: int | None = DEFAULT_ITEM_RESAMPLES, item_strata: np.ndarray | None = None,
@@ -457,7 +440,7 @@ def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind:
         measured.append(_measure(a, b, paper, kind_i, margin_i, pooled=pooled_i, alpha=alpha, where=f"claims[{i}]"))
     adjusted = holm(np.array([m.primary_p for m in measured]))
     family = max(1, int(np.sum(np.isfinite(adjusted))))
-    rng = _rng(resample_seed)
+    rng = resample_seed if isinstance(resample_seed, np.random.Generator) else np.random.default_rng(resample_seed)
     for i, (m, labels) in enumerate(zip(measured, strata, strict=True)):
         if labels is not None and labels.shape != (m.d.shape[1],):
             raise UserError(f"item_strata[{i}] has shape {labels.shape}, not one label per item",

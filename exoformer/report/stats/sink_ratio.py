@@ -34,7 +34,6 @@ class SinkRatio:
     ci: tuple[float, float] | None
     """95% delta-method t interval (seeds - 1 df); None with one seed."""
     seeds: int
-    method: str = ESTIMATOR
 
     def text(self) -> str:
         interval = f" [{self.ci[0]:.3g}, {self.ci[1]:.3g}]" if self.ci else " (one seed: no interval)"

@@ -6,8 +6,7 @@ seeds exist, their sample standard deviation. Task accuracies use the table's me
 does not say acc or acc_norm: docs/paper.md 2.2, 7.4) and are shown in % as the paper does; `avg6` is the mean
 of the six task accuracies per seed, its stderr sqrt(sum se_t^2) / 6 (tasks are independent samples).
 `val_ppl` is the validate stage's perplexity in the paper's convention, `val_ppl_ce` the pure cross-entropy
-one. A missing run reads "not run", a null in reported.yaml
-"not reported".
+one. A missing run reads "not run", a null in reported.yaml "not known" (NOT_REPORTED).
 
 Each cell has a source: "ours" (runs we trained), "checkpoint" (a trained checkpoint we evaluated as the
 row; its column appears only when such a run exists) or "paper" (reported.yaml). A cell whose runs differ
@@ -32,7 +31,7 @@ from exoformer.registry.reported import Reported, load_reported
 from exoformer.runs.run_index import CHECKPOINT, OURS
 from exoformer.registry.tables import TASKS, Table, TableRow
 from exoformer.report import NO_VALUE, NOT_REPORTED, NOT_RUN
-from exoformer.report.tables.derived import derived_metrics, notes_for, reference_specs, row_value, with_derived
+from exoformer.report.tables.derived import derived_metrics, notes_for, reference_specs, row_derived, with_derived
 from exoformer.report.reading.recipe import shorten
 from exoformer.report.reading.selection import Selection
 
@@ -179,25 +178,20 @@ class _SpecRun:
     differs: list[str]
 
 
-def build_table(registry: Registry, table_id: str, frame: pd.DataFrame | None = None, *, preset: str | None = None,
-                runs_root: str | os.PathLike = "", reported_file: str | os.PathLike | None = None,
-                overrides: list[str] | tuple[str, ...] = (), selection: Selection | None = None) -> BuiltTable:
-    """The declared table `table_id` filled from the runs `selection` picks (else those of `frame`, collect's
-    long table) and reported.yaml.
+def build_table(registry: Registry, table_id: str, *, selection: Selection, preset: str | None = None,
+                runs_root: str | os.PathLike = "", reported_file: str | os.PathLike | None = None) -> BuiltTable:
+    """The declared table `table_id` filled from the runs `selection` picks (its preset and --set) and
+    reported.yaml.
 
-    `preset` None: each spec's own preset. `overrides` (--set): read the variant of each spec with exactly
-    that hash. Derived columns (a metric's `derived:`) are computed across runs (report/tables/derived.py).
+    `preset` None: each spec's own preset (the heading names those read). Derived columns (a metric's
+    `derived:`) are computed across runs (report/tables/derived.py).
     """
     if table_id not in registry.tables:
         raise UserError(f"unknown table {table_id!r}", where="TABLE", fix=did_you_mean(table_id, registry.tables))
     table = registry.tables[table_id]
     check_columns(registry, table)
     reported = load_reported(registry, reported_file)
-    if selection is None:
-        selection = Selection.of_frame(registry, frame if frame is not None else pd.DataFrame(), preset=preset,
-                                       overrides=overrides)
     derived = derived_metrics(registry, table.columns)
-    notes: list[str] = notes_for(derived)
     damaged: list[str] = []
     stale: list[tuple[str, str, str | None, str]] = []
     cells: dict[tuple[str, str], Cell] = {}
@@ -230,10 +224,10 @@ def build_table(registry: Registry, table_id: str, frame: pd.DataFrame | None = 
         for metric in derived:  # the row's estimate over its paired seeds, as every other place prints it
             cell = cells[(row.id, metric.id)]
             if cell.value is not None:
-                cell.value = row_value(selection, metric.derived, row.specs, reference_specs(selection, metric))
+                cell.value = row_derived(selection, metric.derived, row.specs, reference_specs(selection, metric)).value
     shown = preset or selection.preset or (", ".join(sorted(presets_used)) if presets_used else "none")
     return BuiltTable(table=table, preset=shown, runs_root=str(runs_root), cells=cells,
-                      notes=list(dict.fromkeys([*notes, *stale_notes(stale), *damaged])),
+                      notes=list(dict.fromkeys([*notes_for(derived), *stale_notes(stale), *damaged])),
                       checkpoint_cells=checkpoint_cells, selection=selection)
 
 
@@ -307,24 +301,18 @@ def _other(rows: Values, column: str, swapped: dict[str, str], spec: str, table:
 
 # ------------------------------------------------------------------------------------------------ rendering
 
-def _decimals(column: str) -> int:
-    """Two decimals, as the paper prints perplexities and accuracies."""
-    return 2
-
-
 def fmt_value(cell: Cell) -> str:
+    """Two decimals, as the paper prints perplexities and accuracies."""
     if cell.value is None:
         return NOT_RUN
     if math.isnan(cell.value):
         return NO_VALUE
-    text = f"{cell.value:.{_decimals(cell.column)}f}"
-    if cell.seed_sd is not None:
-        text += f" ± {cell.seed_sd:.{_decimals(cell.column)}f}"
+    text = f"{cell.value:.2f}" + (f" ± {cell.seed_sd:.2f}" if cell.seed_sd is not None else "")
     return text if cell.comparable else text + MARK
 
 
 def fmt_reported(cell: Cell) -> str:
-    return NOT_REPORTED if cell.reported is None else f"{cell.reported.value:.{_decimals(cell.column)}f}"
+    return NOT_REPORTED if cell.reported is None else f"{cell.reported.value:.2f}"
 
 
 def cell_text(built: BuiltTable, row: TableRow, column: str, sep: str = " / ") -> str:
@@ -336,11 +324,16 @@ def cell_text(built: BuiltTable, row: TableRow, column: str, sep: str = " / ") -
     return sep.join(parts)
 
 
-def convention_line(table: Table) -> str:
+def tasks_by_metric(convention: dict[str, str]) -> dict[str, list[str]]:
+    """metric -> the tasks whose accuracy it is under `convention`, in TASKS order."""
     by_metric: dict[str, list[str]] = {}
     for task in TASKS:
-        by_metric.setdefault(table.convention[task], []).append(task)
-    parts = [f"{metric} for {', '.join(tasks)}" for metric, tasks in by_metric.items()]
+        by_metric.setdefault(convention[task], []).append(task)
+    return by_metric
+
+
+def convention_line(table: Table) -> str:
+    parts = [f"{metric} for {', '.join(tasks)}" for metric, tasks in tasks_by_metric(table.convention).items()]
     return "Task metric convention: " + "; ".join(parts) + f"; {AVERAGE} = mean of the six (%)."
 
 
@@ -401,10 +394,9 @@ def comparability_notes(built: BuiltTable) -> list[str]:
 
 def render_markdown(built: BuiltTable) -> str:
     t = built.table
-    out = [f"### {line}" if i == 0 else line for i, line in enumerate(header_lines(built))]
-    out.append("")
-    out.append("| Model | " + " | ".join(_md_escape(c) for c in t.columns) + " |")
-    out.append("|---|" + "---|" * len(t.columns))
+    title, *rest = header_lines(built)
+    out = [f"### {title}", *rest, "", "| Model | " + " | ".join(_md_escape(c) for c in t.columns) + " |",
+           "|---|" + "---|" * len(t.columns)]
     for row in t.rows:
         cells = [_md_escape(cell_text(built, row, c)) for c in t.columns]
         out.append(f"| {_md_escape(row.label)} | " + " | ".join(cells) + " |")
@@ -430,23 +422,15 @@ def _md_escape(text: str) -> str:
 def render_latex(built: BuiltTable) -> str:
     t = built.table
     out = ["% " + " ".join(line.split()) for line in header_lines(built)]
-    out.append(r"\begin{tabular}{l" + "r" * len(t.columns) + "}")
-    out.append(r"\toprule")
-    out.append("Model & " + " & ".join(_latex_escape(c) for c in t.columns) + r" \\")
-    out.append(r"\midrule")
+    out += [r"\begin{tabular}{l" + "r" * len(t.columns) + "}", r"\toprule",
+            "Model & " + " & ".join(_latex_escape(c) for c in t.columns) + r" \\", r"\midrule"]
     for row in t.rows:
         cells = []
         for c in t.columns:
-            if built.has_checkpoint:
-                text = cell_text(built, row, c, sep=" | ")
-                ours, paper = text.rsplit(" | ", 1)
-                cells.append(_latex_escape(f"{ours} ({paper})"))
-            else:
-                cell = built.cell(row, c)
-                cells.append(_latex_escape(f"{fmt_value(cell)} ({fmt_reported(cell)})"))
+            ours, paper = cell_text(built, row, c, sep=" | ").rsplit(" | ", 1)  # ours[ | ckpt], paper
+            cells.append(_latex_escape(f"{ours} ({paper})"))
         out.append(_latex_escape(row.label) + " & " + " & ".join(cells) + r" \\")
-    out.append(r"\bottomrule")
-    out.append(r"\end{tabular}")
+    out += [r"\bottomrule", r"\end{tabular}"]
     out.extend("% " + n for n in comparability_notes(built))
     out.extend("% note: " + n for n in built.notes)
     return "\n".join(out) + "\n"
@@ -478,17 +462,14 @@ def to_wide(built: BuiltTable) -> pd.DataFrame:
     records = []
     for row in built.table.rows:
         record: dict[str, object] = {"row": row.id, "model": row.label}
-        have = []
         for column in built.table.columns:
             ours = built.cell(row, column)
             record[column] = ours.value
             if built.has_checkpoint:
                 record[f"{column} ckpt"] = built.cell(row, column, CHECKPOINT).value
             record[f"{column} paper"] = None if ours.reported is None else ours.reported.value
-        for source in (OURS, CHECKPOINT):
-            if any(built.cell(row, c, source).value is not None for c in built.table.columns):
-                have.append(source)
-        record["source"] = " ".join(have)
+        record["source"] = " ".join(source for source in (OURS, CHECKPOINT)
+                                    if any(built.cell(row, c, source).value is not None for c in built.table.columns))
         record["not comparable"] = "; ".join(
             dict.fromkeys(f"{c.source}: {c.why}" for column in built.table.columns
                           for c in (built.cell(row, column), built.cell(row, column, CHECKPOINT))

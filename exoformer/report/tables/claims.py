@@ -13,8 +13,6 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-import pandas as pd
-
 from exoformer.registry.claims_schema import TABLE_CLAIMS, DeclaredClaim, PaperNumber, Read, check_claims
 from exoformer.registry.registry import Registry
 from exoformer.registry.reported import load_reported
@@ -83,23 +81,17 @@ def measure(selection: Selection, read: Read) -> Measured:
     return Measured(value=statistics.fmean(v for _, v in found), specs=tuple(n for n, _ in found), why=why)
 
 
-def build_claims(registry: Registry, frame: pd.DataFrame | None = None, *, preset: str | None = None,
-                 reported_path: str | None = None, overrides: list[str] | tuple[str, ...] = (),
-                 selection: Selection | None = None) -> list[Claim]:
-    """One Claim per declared claim, in declaration order, from the runs `selection` picks (else those of
-    `frame`, collect's long table)."""
+def build_claims(registry: Registry, *, selection: Selection, reported_path: str | None = None) -> list[Claim]:
+    """One Claim per declared claim, in declaration order, from the runs `selection` picks."""
     check_claims(registry)
-    if selection is None:
-        selection = Selection.of_frame(registry, frame, preset=preset, overrides=overrides)
     out = []
     for declared in registry.claims.values():
         if declared.compare in TABLE_CLAIMS:  # shown by diff and the verdicts
             continue
         measured = [measure(selection, read) for read in declared.reads]
         why = "; ".join(dict.fromkeys(f"{r.label}: {m.why}" for m, r in zip(measured, declared.reads) if m.why))
-        paper = paper_values(registry, declared, reported_path)
-        out.append(Claim(claim=declared.claim, paper=_paper_text(declared, paper),
-                         ours=_ours_text(declared, measured),
+        out.append(Claim(claim=declared.claim, ours=_ours_text(declared, measured),
+                         paper=_paper_text(declared, paper_values(registry, declared, reported_path)),
                          runs="; ".join(m.describe(r.label) for m, r in zip(measured, declared.reads)), why=why))
     return out
 

@@ -26,11 +26,6 @@ class TableReport:
     built: BuiltTable
     selection: Selection
 
-    @property
-    def note(self) -> str | None:
-        """The line saying which preset was read, when it is not the one asked for."""
-        return self.selection.note
-
 
 @dataclass(kw_only=True, slots=True)
 class Report:
@@ -67,8 +62,7 @@ def compose(registry: Registry, runs_root: str | os.PathLike, *, tables: list[st
         specs = registry.tables[table_id].spec_names() if table_id in registry.tables else []
         selection = read(registry, root, specs, preset=preset, overrides=overrides, what=f"table {table_id}",
                          resolved=resolved)
-        built = build_table(registry, table_id, preset=selection.preset, runs_root=root, overrides=overrides,
-                            selection=selection)
+        built = build_table(registry, table_id, preset=selection.preset, runs_root=root, selection=selection)
         out.tables[table_id] = TableReport(built=built, selection=selection)
     for figure_id in figures:
         out.figures[figure_id] = read(registry, root, registry.figure_specs(registry.figures[figure_id]),
@@ -78,7 +72,6 @@ def compose(registry: Registry, runs_root: str | os.PathLike, *, tables: list[st
         selection = read(registry, root, claim_specs(registry), preset=preset, overrides=overrides, what="claims",
                          resolved=resolved)
         out.claims_selection = selection
-        out.claims = build_claims(registry, preset=selection.preset, overrides=overrides, selection=selection)
-        out.verdicts = all_verdicts(registry, None, preset=selection.preset, runs_root=str(root), overrides=overrides,
-                                    n_boot=n_boot, selection=selection)
+        out.claims = build_claims(registry, selection=selection)
+        out.verdicts = all_verdicts(registry, selection=selection, runs_root=str(root), n_boot=n_boot)
     return out

@@ -10,7 +10,7 @@ once per reading, so a table cell, the claims table, the `claims` verb and a fig
   phase before the WSD decay (under WSD a gap left at the end of the stable phase closes during the decay);
 - `reference_over_own` (the attention-sink ratio): report/stats/sink_ratio.py, the reference's mean `input` over this
   row's mean (ratio of means over paired seeds) with a delta-method t interval.
-A row's value is that estimate (`row_value`); each seed pair's own value (`pair_value`) fills the per-seed runs.
+A row's value is that estimate (`row_derived`); each seed pair's own value (`pair_value`) fills the per-seed runs.
 Torch-free.
 """
 
@@ -43,6 +43,7 @@ class RowDerived:
     text with the interval (and, for data efficiency, the stable phase too)."""
 
     value: float | None
+    """None: not run, or only a bound (`text` says which)."""
     text: str
     seeds: int
 
@@ -54,15 +55,9 @@ def _curve(selection: Selection, picked: Picked) -> de.Curve | None:
 
 def _decay_start(selection: Selection, picked: Picked) -> float | None:
     """Tokens at which the reference run's WSD decay begins (None without a decay)."""
-    train = selection.spec(picked.run.name).train
+    train = selection.spec(picked.name).train
     stable_steps = round(train.steps * (1 - train.decay_fraction))
     return float(stable_steps * train.batch_tokens) if 0 < stable_steps < train.steps else None
-
-
-def _pairs(selection: Selection, specs: tuple[str, ...], reference: tuple[str, ...]) -> list[tuple[Picked, Picked]]:
-    return [(mine, theirs) for mine, theirs in zip(selection.row_runs(list(specs)),
-                                                   selection.row_runs(list(reference)))
-            if mine is not None and theirs is not None]
 
 
 def row_derived(selection: Selection, derived: Derived, specs: tuple[str, ...], reference: tuple[str, ...]
@@ -76,7 +71,8 @@ def row_derived(selection: Selection, derived: Derived, specs: tuple[str, ...], 
 
 def _row_derived(selection: Selection, derived: Derived, specs: tuple[str, ...], reference: tuple[str, ...]
                  ) -> RowDerived:
-    pairs = _pairs(selection, specs, reference)
+    pairs = [(mine, theirs) for mine, theirs in zip(selection.row_runs(specs), selection.row_runs(reference))
+             if mine is not None and theirs is not None]
     if derived.estimator == "tokens_to_loss":
         curves = [(a, b) for mine, theirs in pairs
                   if (a := _curve(selection, mine)) is not None and (b := _curve(selection, theirs)) is not None]
@@ -112,12 +108,6 @@ def _efficiency_text(phases: dict[str, de.Efficiency]) -> str:
     return ", ".join(parts) + (" (one seed: no interval)" if seeds == 1 else f" ({seeds} seeds)")
 
 
-def row_value(selection: Selection, derived: Derived, specs: tuple[str, ...], reference: tuple[str, ...]
-              ) -> float | None:
-    """The row's derived value (None: not run, or only a bound: row_derived's text says which)."""
-    return row_derived(selection, derived, specs, reference).value
-
-
 def run_metric(rows: pd.DataFrame, metric: str) -> float | None:
     """The last value of a per-run metric the analyse stage wrote."""
     hit = rows[(rows["task"] == ANALYSIS_TASK) & (rows["metric"] == metric)]["value"].dropna()
@@ -129,21 +119,16 @@ def derived_metrics(registry: Registry, columns: tuple[str, ...] | list[str]) ->
     return [registry.metrics[c] for c in columns if c in registry.metrics and registry.metrics[c].derived]
 
 
-def pair_value(selection: Selection, derived: Derived, own: str, reference: str) -> float | None:
-    """The derived value of spec `own` against spec `reference` alone (one seed pair, the row estimator on it);
-    None without both runs and the inputs, or when the pair gives only a bound."""
-    return row_value(selection, derived, (own,), (reference,))
-
-
 def reference_specs(selection: Selection, metric: Metric) -> tuple[str, ...]:
     ref = metric.derived
     return next((r.specs for r in selection.registry.tables[ref.table].rows if r.id == ref.row), ())
 
 
 def seed_value(selection: Selection, metric: Metric, specs: tuple[str, ...], k: int) -> float | None:
-    """The derived metric of seed position k of a row with `specs`, against seed k of its reference row."""
+    """The derived metric of seed position k of a row with `specs` against seed k of its reference row: the row
+    estimator on that one seed pair (None without both runs, or when the pair gives only a bound)."""
     reference = reference_specs(selection, metric)
-    return pair_value(selection, metric.derived, specs[k], reference[k]) if k < len(reference) else None
+    return row_derived(selection, metric.derived, (specs[k],), (reference[k],)).value if k < len(reference) else None
 
 
 def with_derived(selection: Selection, picked: Picked, metrics: list[Metric], specs: tuple[str, ...],

@@ -28,7 +28,6 @@ import math
 from dataclasses import dataclass, field
 
 from exoformer.runs.run_index import CHECKPOINT, OURS
-from exoformer.registry.tables import TASKS
 from exoformer.report.stats.rank import kendall_tau_b
 from exoformer.report.tables.build import (
     AVERAGE,
@@ -43,6 +42,7 @@ from exoformer.report.tables.build import (
     fold,
     rows_named,
     swapped_convention,
+    tasks_by_metric,
 )
 
 Z = 2.0
@@ -82,10 +82,6 @@ class Section:
     cells: list[CellDiff]
     taus: dict[str, tuple[float | None, int]] = field(default_factory=dict)
     """column -> (Kendall tau-b between left and right row values, number of rows compared)."""
-
-    @property
-    def title(self) -> str:
-        return f"{self.left} vs {self.right}"
 
     @property
     def has_data(self) -> bool:
@@ -131,11 +127,6 @@ class TableDiff:
     @property
     def taus(self) -> dict[str, tuple[float | None, int]]:
         return self.ours.taus
-
-    @property
-    def comparable(self) -> bool:
-        """True when every cell with a value was made with the paper's recipe."""
-        return self.built.all_comparable
 
     @property
     def outside(self) -> list[CellDiff]:
@@ -232,11 +223,8 @@ def rank_agreement(built: BuiltTable, left: str = OURS, right: str = PAPER) -> d
 
 def describe_convention(metric_for: dict[str, str]) -> str:
     """"acc_norm (5 tasks) + acc (one task)": which metric each task's accuracy is."""
-    by_metric: dict[str, list[str]] = {}
-    for task in TASKS:
-        by_metric.setdefault(metric_for[task], []).append(task)
     return " + ".join(f"{m} ({len(ts)} tasks)" if len(ts) > 2 else f"{m} ({', '.join(ts)})"
-                      for m, ts in by_metric.items())
+                      for m, ts in tasks_by_metric(metric_for).items())
 
 
 def convention_fits(built: BuiltTable) -> tuple[list[ConventionFit], str]:
@@ -299,8 +287,7 @@ def _section_lines(section: Section) -> list[str]:
         lines.append(f"({skipped} cells with no reported value are not compared: {NOT_REPORTED})")
     whys = fold([(c.row, c.why) for c in section.cells if c.why])
     lines.extend(f"{MARK} {rows_named(rows)}: not comparable: {why}" for rows, why in whys)
-    lines.append("")
-    lines.append(f"rank agreement with the {section.right}'s row order (Kendall tau-b, rows with both values):")
+    lines += ["", f"rank agreement with the {section.right}'s row order (Kendall tau-b, rows with both values):"]
     for column, (tau, n) in section.taus.items():
         text = "n/a" if tau is None else f"{tau:+.2f}"
         lines.append(f"  {column:<14} tau = {text:>5}  over {n} rows")
@@ -321,12 +308,11 @@ def render_diff(result: TableDiff) -> str:
     for section in shown:
         lines.append("")
         if len(shown) > 1 or section is not result.ours:
-            lines.append(f"## {section.title}")
+            lines.append(f"## {section.left} vs {section.right}")
         lines.extend(_section_lines(section))
     if result.conventions:
-        lines.append("")
-        lines.append(f"metric convention from {AVERAGE} (mean |ours - paper| over the rows with the paper's "
-                     f"{AVERAGE}):")
+        lines += ["", f"metric convention from {AVERAGE} (mean |ours - paper| over the rows with the paper's "
+                      f"{AVERAGE}):"]
         for source in (OURS, CHECKPOINT):
             fits = [f for f in result.conventions if f.source == source]
             if not fits:
@@ -338,8 +324,7 @@ def render_diff(result: TableDiff) -> str:
                 lines.append(f"  {source:<10} {fit.convention:<40} gap {fit.gap:5.2f}  over {fit.rows} rows{mark}")
     elif result.convention_note:
         lines.append(result.convention_note)
-    for note in built.notes:
-        lines.append(f"note: {note}")
+    lines += [f"note: {note}" for note in built.notes]
     n_out = len(result.outside)
     judged = sum(s.judged for s in result.sections)
     not_run = sum(1 for c in result.cells if c.status == NOT_RUN)

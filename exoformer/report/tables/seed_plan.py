@@ -1,17 +1,19 @@
-"""Seeds before paying: for each row difference a table's paper claims, how many seeds per row give 80% power at
-the paper's effect, from the seed spread measured in the runs we have (of any preset) or given by the caller.
+"""Seeds before paying: how many seeds per row give each claimed row difference 80% power at its effect, and the
+GPU-hours they cost. The one planner of the `power` verb, for a table's paper differences and for claims given on
+the command line alike.
 
-The spread is that of one seed's paired difference of the two rows (what the verdict's t test sees,
-report/tables/verdicts.py): the seed variance pooled over the table's rows that have every seed when two or more do,
-else the claim's own seeds; with one seed it is not measured (the caller must give it). The test is the verdict's:
-two-sided t at alpha / m for the m claims of the table (Holm's strictest level), report/stats/power.py. Torch-free: the
-GPU-hours come from the caller (budget/cost.py through `plan`).
+The spread planned with is that of one seed's paired difference of the two rows (what the verdict's t test sees,
+report/tables/verdicts.py): for a table, the seed variance pooled over its rows that have every seed when two or more
+do, else the claim's own seeds; with one seed it is not measured (the caller must give it). The test is the
+verdict's: two-sided t at alpha / m for the m claims planned together (Holm's strictest level), report/stats/power.py.
+Torch-free: the GPU-hours of one run come from the caller (budget/cost.py through `plan`, or given).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,23 +27,27 @@ from exoformer.report.tables.verdicts import PaperDifference, claimed_pairs, pap
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class ClaimSpread:
-    """One claim of a table and the seed spread measured for it."""
+    """A claimed difference of two rows and the seed spread measured (or given) for it."""
 
-    claim: PaperDifference
-    seeds: int
-    """Paired seeds with both rows' values (0: not run)."""
+    minuend: str
+    subtrahend: str
+    effect: float
     sd: float | None
     """sd of one seed's paired difference; None when not measured (fewer than two seeds)."""
-    df: float | None
-    """Its degrees of freedom: (rows - 1)(seeds - 1) when pooled over the table's rows, else seeds - 1."""
-    how: str
-    preset: str | None
+    df: float | None = None
+    """Its degrees of freedom: (rows - 1)(seeds - 1) when pooled over a table's rows; None: the claim's own seeds."""
+    seeds: int = 0
+    """Paired seeds with both rows' values (0: not run, or a spread given by hand)."""
+    how: str = "given"
+    claim: PaperDifference | None = None
+    """The paper's claim, for a table's difference."""
+    preset: str | None = None
 
     def df_of(self, seeds: int) -> float:
         """The test's degrees of freedom with `seeds` per row, as the verdict counts them (replication.py): a
-        spread pooled over R rows grows by R - 1 with each seed."""
+        spread pooled over R rows grows by R - 1 with each seed; else the claim's own seeds - 1."""
         if self.df is None or self.seeds < 2:
-            return float(seeds - 1)
+            return pw.own_seeds_df(seeds)
         return self.df * (seeds - 1) / (self.seeds - 1)
 
 
@@ -53,11 +59,8 @@ def measured_spreads(registry: Registry, runs_root: str | os.PathLike, table_id:
     out = []
     for claim in (c for c in paper_differences(registry) if c.table == table_id):
         pairs = claimed_pairs(built, selection, claim)
-        if pairs is None:
-            out.append(ClaimSpread(claim=claim, seeds=0, sd=None, df=None, how="not run", preset=selection.preset))
-            continue
-        k = pairs.a.shape[0]
-        pooled = pooled_variance(built, selection, pairs)
+        k = 0 if pairs is None else pairs.a.shape[0]
+        pooled = None if k < 2 else pooled_variance(built, selection, pairs)
         if pooled is not None:
             sd, df = math.sqrt(float(pooled.var)), pooled.df
             how = f"pooled over the table's rows, {k} seeds ({df:g} df)"
@@ -65,57 +68,42 @@ def measured_spreads(registry: Registry, runs_root: str | os.PathLike, table_id:
             sd, df = float(np.std((pairs.a - pairs.b).mean(axis=1), ddof=1)), float(k - 1)
             how = f"its own {k} paired seeds ({k - 1} df)"
         else:
-            sd, df, how = None, None, "one seed: the seed spread is not measured"
-        out.append(ClaimSpread(claim=claim, seeds=k, sd=sd, df=df, how=how, preset=selection.preset))
+            sd, df, how = None, None, "not run" if k == 0 else "one seed: the seed spread is not measured"
+        out.append(ClaimSpread(minuend=claim.minuend, subtrahend=claim.subtrahend, effect=claim.value, sd=sd, df=df,
+                               seeds=k, how=how, claim=claim, preset=selection.preset))
     return out
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
-class ClaimPlan:
+class PlannedClaim:
     spread: ClaimSpread
     sd: float | None
     """The sd planned with (measured, or given)."""
     seeds_per_row: int | None
     """None: no sd, no effect, or more than power.MAX_SEEDS seeds."""
     gpu_hours: float | None
-    """Both rows at seeds_per_row seeds each; None without a count or a GPU price."""
-
-    def line(self) -> str:
-        c = self.spread.claim
-        head = f"{c.table}: {c.minuend} - {c.subtrahend}, {c.column} (paper {c.value:+g})"
-        if self.sd is None:
-            return f"{head}: {self.spread.how}; give --seed-sd (the sd of one seed's difference) to plan it"
-        if self.seeds_per_row is None:
-            return f"{head}: sd {self.sd:.3g}: more than {pw.MAX_SEEDS} seeds per row for 80% power"
-        hours = "" if self.gpu_hours is None else f": {self.gpu_hours:,.1f} GPU-hours"
-        return f"{head}: sd {self.sd:.3g}, needs {self.seeds_per_row} seeds per row for 80% power{hours}"
+    """Both rows at seeds_per_row seeds each; None without a count or a price."""
 
 
-def plan_claims(spreads: list[ClaimSpread], *, hours_per_run: dict[str, float | None],
-                seed_sd: float | None = None, alpha: float = pw.ALPHA) -> list[ClaimPlan]:
-    """Seeds per row and GPU-hours per claim; `hours_per_run`: row id -> GPU-hours of one of its runs at the
-    target preset (None: not priced); `seed_sd` overrides every measured spread."""
-    level = pw.check_alpha(alpha) / max(1, len(spreads))
-    out = []
+def plan_claims(spreads: Sequence[ClaimSpread], *, hours_per_run: Mapping[str, float | None],
+                seed_sd: float | None = None, alpha: float = pw.ALPHA,
+                holm: bool = True) -> tuple[list[PlannedClaim], float | None]:
+    """Seeds per row and GPU-hours per claim, and the total with each row run to the largest count its claims need
+    (None when a claim has no count or a row no price).
+
+    `hours_per_run`: row -> GPU-hours of one of its runs (None: not priced); `seed_sd` replaces every measured spread
+    (its df then the claim's own seeds); `holm=False` tests each claim at alpha instead of alpha / claims."""
+    level = pw.check_alpha(alpha) / (max(1, len(spreads)) if holm else 1)
+    plans, need = [], {}
     for spread in spreads:
         sd = seed_sd if seed_sd is not None else spread.sd
         df_of = pw.own_seeds_df if seed_sd is not None else spread.df_of
-        k = None if sd is None else pw.seeds_needed(spread.claim.value, sd=sd, alpha=level, df_of=df_of)
-        rows = (spread.claim.minuend, spread.claim.subtrahend)
-        prices = [hours_per_run.get(row) for row in rows]
-        hours = None if k is None or any(p is None for p in prices) else k * sum(prices)
-        out.append(ClaimPlan(spread=spread, sd=sd, seeds_per_row=k, gpu_hours=hours))
-    return out
-
-
-def table_hours(plans: list[ClaimPlan], hours_per_run: dict[str, float | None]) -> float | None:
-    """The table's GPU-hours: each row run to the largest seed count any of its claims needs."""
-    need: dict[str, int] = {}
-    for p in plans:
-        if p.seeds_per_row is None:
-            return None
-        for row in (p.spread.claim.minuend, p.spread.claim.subtrahend):
-            need[row] = max(need.get(row, 0), p.seeds_per_row)
-    if any(hours_per_run.get(row) is None for row in need):
-        return None
-    return sum(k * hours_per_run[row] for row, k in need.items())
+        k = None if sd is None else pw.seeds_needed(spread.effect, sd=sd, alpha=level, df_of=df_of)
+        prices = [hours_per_run.get(row) for row in (spread.minuend, spread.subtrahend)]
+        hours = None if k is None or None in prices else k * sum(prices)
+        plans.append(PlannedClaim(spread=spread, sd=sd, seeds_per_row=k, gpu_hours=hours))
+        for row in (spread.minuend, spread.subtrahend):
+            need[row] = max(need.get(row, 0), k or 0)
+    if any(p.seeds_per_row is None for p in plans) or any(hours_per_run.get(row) is None for row in need):
+        return plans, None
+    return plans, sum(k * hours_per_run[row] for row, k in need.items())

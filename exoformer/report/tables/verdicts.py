@@ -19,13 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from exoformer.eval.suites import SMOKE_PREFIX
 from exoformer.registry.registry import Registry
-from exoformer.registry.tables import TASKS
+from exoformer.registry.tables import TASKS, Table
 from exoformer.report.stats import replication as rep
-from exoformer.report.reading.selection import Selection
+from exoformer.report.reading.selection import Picked, Selection
 from exoformer.report.tables.build import (
     AVERAGE,
     MARK,
@@ -57,7 +56,6 @@ class PaperDifference:
     column: str
     value: float
     source: str
-    note: str = ""
     margin: float | None = None
     """Equivalence margin of a "no loss" / "matches" claim (claims.yaml `margin`); None: directional."""
 
@@ -98,7 +96,7 @@ def paper_differences(registry: Registry) -> list[PaperDifference]:
             paper = claim.paper[0]
             out.append(PaperDifference(table=minuend.table, minuend=minuend.row, subtrahend=subtrahend.row,
                                        column=minuend.metric, value=float(paper.value), source=paper.source,
-                                       note=paper.note, margin=claim.margin))
+                                       margin=claim.margin))
     return out
 
 
@@ -142,18 +140,16 @@ class Claimed:
     why: str
 
 
+def _seed_value(picked: Picked | None, column: str, spec: str, table: Table) -> float | None:
+    """One seed's value of `column`, read as the table reads a cell; None without a run or a value."""
+    got = None if picked is None else seed_cell(run_values(picked.rows), column, table.convention, spec, table)
+    return None if got is None else float(got[0])
+
+
 def _row_values(built: BuiltTable, selection: Selection, column: str) -> dict[str, list[float | None]]:
     """row id -> its per-seed values of `column` (None where a seed has no run or no value)."""
-    table = built.table
-    out = {}
-    for row in table.rows:
-        values = []
-        for k, picked in enumerate(selection.row_runs(row.specs)):
-            got = None if picked is None else seed_cell(run_values(picked.rows), column, table.convention,
-                                                        row.specs[k], table)
-            values.append(None if got is None else float(got[0]))
-        out[row.id] = values
-    return out
+    return {row.id: [_seed_value(picked, column, row.specs[k], built.table)
+                     for k, picked in enumerate(selection.row_runs(row.specs))] for row in built.table.rows}
 
 
 def claimed_pairs(built: BuiltTable, selection: Selection, claim: PaperDifference) -> Claimed | None:
@@ -161,15 +157,12 @@ def claimed_pairs(built: BuiltTable, selection: Selection, claim: PaperDifferenc
     table = built.table
     rows = {r.id: r for r in table.rows}
     a_row, b_row = rows[claim.minuend], rows[claim.subtrahend]
-    runs_a, runs_b = selection.row_runs(a_row.specs), selection.row_runs(b_row.specs)
     pairs = []
-    for k, (ra, rb) in enumerate(zip(runs_a, runs_b)):
-        if ra is None or rb is None:
-            continue
-        va = seed_cell(run_values(ra.rows), claim.column, table.convention, a_row.specs[k], table)
-        vb = seed_cell(run_values(rb.rows), claim.column, table.convention, b_row.specs[k], table)
+    for k, (ra, rb) in enumerate(zip(selection.row_runs(a_row.specs), selection.row_runs(b_row.specs))):
+        va = _seed_value(ra, claim.column, a_row.specs[k], table)
+        vb = _seed_value(rb, claim.column, b_row.specs[k], table)
         if va is not None and vb is not None:
-            pairs.append((ra, rb, va[0], vb[0]))
+            pairs.append((ra, rb, va, vb))
     if not pairs:
         return None
     whys = [c.why for c in (built.cell(a_row, claim.column), built.cell(b_row, claim.column)) if c.why]
@@ -181,9 +174,8 @@ def claimed_pairs(built: BuiltTable, selection: Selection, claim: PaperDifferenc
         if all(x is not None for x in [*a_items, *b_items]):
             a, b, strata = rep.paired_items(a_items, b_items, tasks=list(tasks))
             return Claimed(claim=claim, a=a, b=b, strata=strata, why=why)
-    a = np.array([[va] for *_, va, _ in pairs])
-    b = np.array([[vb] for *_, vb in pairs])
-    return Claimed(claim=claim, a=a, b=b, strata=None, why=why)
+    return Claimed(claim=claim, a=np.array([[va] for *_, va, _ in pairs]), b=np.array([[vb] for *_, vb in pairs]),
+                   strata=None, why=why)
 
 
 def pooled_variance(built: BuiltTable, selection: Selection, claimed: Claimed) -> rep.PooledVariance | None:
@@ -218,17 +210,13 @@ def table_verdicts(registry: Registry, built: BuiltTable, *, n_boot: int = DEFAU
     return out
 
 
-def all_verdicts(registry: Registry, frame: pd.DataFrame | None, *, preset: str | None, runs_root: str = "",
-                 overrides: list[str] | tuple[str, ...] = (), n_boot: int = DEFAULT_BOOTSTRAP,
-                 selection: Selection | None = None) -> list[Verdict]:
+def all_verdicts(registry: Registry, *, selection: Selection, runs_root: str = "",
+                 n_boot: int = DEFAULT_BOOTSTRAP) -> list[Verdict]:
     """The Verdicts of every paper difference, table by table (each table one Holm family; the `claims` verb and
-    the HTML report), from the runs `selection` picks (else those of `frame`)."""
-    if selection is None:
-        selection = Selection.of_frame(registry, frame, preset=preset, overrides=overrides)
+    the HTML report), from the runs `selection` picks."""
     out = []
     for table_id in dict.fromkeys(c.table for c in paper_differences(registry)):
-        built = build_table(registry, table_id, preset=preset, runs_root=runs_root, overrides=overrides,
-                            selection=selection)
+        built = build_table(registry, table_id, preset=selection.preset, runs_root=runs_root, selection=selection)
         out += table_verdicts(registry, built, n_boot=n_boot, selection=selection)
     return out
 
@@ -297,11 +285,10 @@ def render_maxima(built: BuiltTable, maxima: dict[str, float], better: dict[str,
     for column, paper in maxima.items():
         cells = [(row.id, built.cell(row, column)) for row in built.table.rows]
         have = [(rid, c) for rid, c in cells if c.value is not None]
-        lower = better.get(column) == "lower"
         if not have:
             lines.append(f"  {column:<14} paper {paper:.2f}  ours not run")
             continue
-        rid, best = (min if lower else max)(have, key=lambda rc: rc[1].value)
+        rid, best = (min if better.get(column) == "lower" else max)(have, key=lambda rc: rc[1].value)
         mark = f" {MARK}" if not best.comparable else ""
         lines.append(f"  {column:<14} paper {paper:.2f}  ours {best.value:.2f} ({rid}){mark}  "
                      f"delta {best.value - paper:+.2f}")

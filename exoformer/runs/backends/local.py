@@ -25,12 +25,8 @@ from exoformer.rundir import JOBS_DIR, RunDir, Status
 
 def default_concurrency() -> int:
     """Local jobs side by side, each with ONE torch thread (unless OMP_NUM_THREADS is set): one per core, and at
-    the end of a launch the last few together when that keeps every core busy (exoformer.budget.cost.local_slots:
-    nine smoke jobs on 2 cores run two at a time, then the last three together).
-
-    Measured on the shared 2-core dev machine (gVisor, load ~4 from other work), smoke preset step of 4,096
-    tokens: 1 thread ~0.6 s/step, 2 threads ~7 s/step (intra-op threads spin against other processes). So a
-    table runs as parallel 1-thread processes, never as multi-threaded ones."""
+    the end of a launch the last few together when that keeps every core busy (exoformer.budget.cost.local_slots).
+    Intra-op threads spin against other processes, so a table runs as parallel one-thread processes."""
     return max(1, os.cpu_count() or 1)
 
 
