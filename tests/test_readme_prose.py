@@ -1,8 +1,8 @@
 """README.md stays a quick start a person reads: short, in short sentences, quoting only rounded, checked figures.
 
 The metrics are those of tools/prose_stats.py, which counts prose only. The pages of docs/ written for users are
-held to the same sentence limits. The README's one measured timing, the main job's wall time, must be the median
-of its measurements in results/bench_main_job.json, rounded to whole minutes.
+held to the same sentence limits. The README's two timings are their measurements rounded to whole minutes: the
+main job's (the median in results/bench_main_job.json) and the test suite's (the latest in results/test_suite.json).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 MEASURED = REPO / "results" / "bench_main_job.json"
+SUITE = REPO / "results" / "test_suite.json"
 
 MAX_README_LINES = 150
 MAX_MEAN_WORDS = 18
@@ -105,6 +106,14 @@ def test_the_readme_main_job_time_is_its_measurement_rounded():
     measured = json.loads(MEASURED.read_text())
     assert measured["main_job"]["command"].startswith("/usr/bin/time reproduce.py run table1 --preset smoke")
     assert int(quoted.group(1)) == round(main_job_median_wall_s(measured) / 60)
+
+
+def test_the_readme_test_suite_time_is_its_latest_measurement_rounded():
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    quoted = re.search(r"runs the test suite, in about (\d+) minutes on 2 cores\.", text)
+    assert quoted, "the README quotes the suite's time as 'in about N minutes on 2 cores'"
+    latest = json.loads(SUITE.read_text())["runs"][-1]
+    assert int(quoted.group(1)) == round(latest["pytest_s"] / 60)
 
 
 def test_the_readme_quotes_no_unrounded_measurement():
