@@ -125,7 +125,7 @@ def recipe(name: str, overrides: list[str]) -> dict:
 
 
 def spec_recipe(spec) -> dict:
-    """The fields of a spec that set its stages' work (tests/harness/test_cost_calibration.py checks with this that
+    """The fields of a spec that set its stages' work (tests/budget/test_cost_calibration.py checks with this that
     the recorded measurement is of the current smoke recipe)."""
     t = spec.train
     return {"steps": t.steps, "batch_tokens": t.batch_tokens, "val_every": t.val_every, "val_batches": t.val_batches,

@@ -19,7 +19,6 @@ from exoformer.rundir import RunDir
 from exoformer.runs.run_index import find_runs, one_view
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "report"))
 from synthetic import make_run, registry  # noqa: E402
 
 N_DOCS = 20

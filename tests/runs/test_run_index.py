@@ -5,12 +5,10 @@ directories; a run without its identity file reads DAMAGED."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
 
 from synthetic import make_run, selection, uniform  # noqa: E402
 

@@ -43,7 +43,7 @@ N_DOCS = 40
 def _build(root: Path) -> list[str]:
     """One finished smoke run (seed 42) of every table1 row, with every file a finished run has; returns their
     spec names in row order."""
-    sys.path.insert(0, str(REPO / "tests" / "report"))
+    sys.path.insert(0, str(REPO / "tests"))  # also run as a child script, without pytest's paths
     from synthetic import make_run, registry
 
     from exoformer.registry.tables import TASKS

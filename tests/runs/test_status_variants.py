@@ -4,10 +4,8 @@ variants of one spec would otherwise be two rows that differ only in their hash.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
 
 from synthetic import make_run, uniform  # noqa: E402
 

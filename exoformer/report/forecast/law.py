@@ -11,7 +11,7 @@ Intervals come from a residual bootstrap: residuals (rescaled by sqrt(n / (n - 5
 parameters) are resampled onto the fitted values and the law refitted from the point estimate, every replicate
 at once (a batched Levenberg-Marquardt in numpy). At a point, the interval for the expected loss is the
 prediction plus or minus the t quantile with n - 5 degrees of freedom times the bootstrap standard deviation; the
-interval for one run adds the residual variance. tests/report/test_scaling_law.py measures their coverage on
+interval for one run adds the residual variance. tests/report/forecast/test_scaling_law.py measures their coverage on
 ladders drawn from a known law.
 
 Pure numpy/scipy: the report layer reads runs, never trains them.

@@ -213,7 +213,7 @@ def multiplier(fit: LawFit, aim: Target, ref_fit: LawFit, ref_aim: Target, *, ro
     """The reference's tokens (so its compute, at its own target size) to reach the row's forecast loss, over the
     target's tokens: D_ref(L_row) / D_target, replicate r of the row paired with replicate r of the reference; the
     95% interval is t (the two laws' residual dof together: two independent fits) x the replicates' sd of its log
-    (coverage measured in tests/report/test_ladder_forecast.py)."""
+    (coverage measured in tests/report/forecast/test_ladder_forecast.py)."""
     loss = float(fit.predict(aim.params, aim.tokens)[0])
     reps = np.resize(fit.replicates(aim.params, aim.tokens)[:, 0], len(ref_fit.boot))
     point, boot = tokens_to_reach(ref_fit, ref_aim.params, loss, reps)

@@ -6,7 +6,7 @@ seed sd is the ladder's, estimated with finitely many degrees of freedom. Each d
 true seed sd from those, then K paired seeds, and applies the verdict's own rules (replication.seed_statistics and
 replication.verdict_heads, its t test at Holm's strictest level alpha / m for the m claims of the table, as
 report/tables/seed_plan.py plans): the probability is the share of draws judged `replicates`. No second power formula:
-the verdict code itself is what is simulated. tests/report/test_ladder_verdicts.py checks it against runs drawn
+the verdict code itself is what is simulated. tests/report/forecast/test_ladder_forecast.py checks it against runs drawn
 from a known law (docs/forecast.md).
 """
 

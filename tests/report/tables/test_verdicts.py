@@ -1,11 +1,10 @@
 """Row-difference verdicts through the harness: per-document scores and seeds read from runs, compared by
-exoformer/report/stats/replication.py (whose rates tests/report/test_replication.py proves by simulation), printed alike
+exoformer/report/stats/replication.py (whose rates tests/report/stats/test_replication.py proves by simulation), printed alike
 by `diff`, `claims` and the HTML report."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,7 @@ from exoformer.report.reading.selection import read
 from exoformer.report.tables.build import build_table
 from exoformer.report.tables.verdicts import check_bootstrap, headline, table_verdicts, verdicts_html
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic import make_run, registry, uniform  # noqa: E402
+from synthetic import make_run, registry, uniform
 
 N_DOCS = 200
 

@@ -3,20 +3,17 @@ line; a run without a readable identity file reads DAMAGED in every reading verb
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-import pytest  # noqa: E402
-from synthetic import make_run, read_table, registry, uniform  # noqa: E402
+import pytest
+from synthetic import make_run, read_table, registry, uniform
 
-from exoformer.cli import main  # noqa: E402
-from exoformer.errors import UserError  # noqa: E402
-from exoformer.report.reading.recipe import identity_of, run_differences  # noqa: E402
-from exoformer.report.tables.build import render  # noqa: E402
-from exoformer.rundir import RunDir  # noqa: E402
+from exoformer.cli import main
+from exoformer.errors import UserError
+from exoformer.report.reading.recipe import identity_of, run_differences
+from exoformer.report.tables.build import render
+from exoformer.rundir import RunDir
 
 SHRUNK = ("model.n_layer=2", "train.steps=30", "eval.limit=20")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def subset_registry(tmp: Path, rows: list[str], ladder_yaml: str | None = None) -> tuple[Path, Path]:

@@ -5,24 +5,22 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
+from synthetic import make_run, registry, uniform
 
-from exoformer.cli import main  # noqa: E402
-from exoformer.errors import UserError  # noqa: E402
-from exoformer.registry.claims_schema import check_claims  # noqa: E402
-from exoformer.registry.registry import Registry  # noqa: E402
+from exoformer.cli import main
+from exoformer.errors import UserError
+from exoformer.registry.claims_schema import check_claims
+from exoformer.registry.registry import Registry
 from exoformer.report.figures import draw as figures
-from exoformer.report.figures import style  # noqa: E402
-from exoformer.report.reading.selection import Selection  # noqa: E402
-from exoformer.rundir import RunDir  # noqa: E402
+from exoformer.report.figures import style
+from exoformer.report.reading.selection import Selection
+from exoformer.rundir import RunDir
 
 
 def test_table1_resolves_each_spec_at_most_once(tmp_path, monkeypatch, capsys):

@@ -10,79 +10,26 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
+from synthetic import ROWS, make_run, registry, smoke_runs, uniform
 
-from exoformer.cli import main  # noqa: E402
-from exoformer.registry.reported import Reported  # noqa: E402
-from exoformer.report import NO_VALUE  # noqa: E402
-from exoformer.report.pages import html as report_html  # noqa: E402
-from exoformer.report.tables.diff import CellDiff  # noqa: E402
-from exoformer.report.tables.build import Cell  # noqa: E402
-from exoformer.rundir import RunDir  # noqa: E402
+from exoformer.cli import main
+from exoformer.registry.reported import Reported
+from exoformer.report import NO_VALUE
+from exoformer.report.pages import html as report_html
+from exoformer.report.tables.diff import CellDiff
+from exoformer.report.tables.build import Cell
+from exoformer.rundir import RunDir
 
-ROWS = ("base", "gated", "resformer", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer")
-GATED = {"gated", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer"}
-MIXING = {"resformer", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer"}
 TARGETS = ["table1", "val-loss-table1", "accuracy-bars-table1", "lambda-heatmaps", "pca-components",
            "attention-sink", "gate-sparsity", "layer-similarity", "spike-scores"]
 CELLS = len(registry().tables["table1"].rows) * len(registry().tables["table1"].columns)
-
-
-# ------------------------------------------------------------------------------------------ synthetic runs
-
-def _probes(n_layer: int, i: int, gated: bool, mixing: bool) -> dict:
-    blocks = [0.1 * (k + 1) + 0.03 * i for k in range(n_layer)]
-    hidden = [0.2 + 0.15 * k + 0.02 * i for k in range(n_layer + 1)]
-    na_gate, na_mix = "not applicable: the model has no attention gate", "not applicable: no mixing"
-    base = {"first_token_attention": blocks, "attention_entropy": blocks, "token_similarity_mean": hidden,
-            "token_similarity_std": hidden, "similarity_to_embeddings": hidden[::-1],
-            "massive_activation": [10 ** (1 + 0.3 * k) for k in range(n_layer + 1)],
-            "pca_components": [8 + 2 * k + i for k in range(n_layer + 1)], "pca_fraction": hidden,
-            "layer_similarity": [[1.0 - 0.12 * abs(a - b) - 0.01 * i for b in range(n_layer + 1)]
-                                 for a in range(n_layer + 1)],
-            "gate_mean": blocks if gated else na_gate, "gate_sparsity": blocks[::-1] if gated else na_gate,
-            "coefficients": {} if mixing else na_mix}
-    ablations = {"none": base}
-    for name, shift in (("anchor", 3), ("self", 6)):
-        ablations[name] = {**base, "pca_components": [shift + 8 + k for k in range(n_layer + 1)]} if mixing else na_mix
-    return {"input": {"batch": 2, "seq_len": 16, "doc_masking": False}, "n_layer": n_layer, "d_model": 16,
-            "gated": gated, "mixing": mixing, "ablations": ablations}
-
-
-def _coefficients(n_layer: int = 4, n_head: int = 2, d_model: int = 8) -> dict:
-    """Ratios from 0.6 to 1.6 across channels and layers, so the map's centre (1.0) is inside the data."""
-    per_path = {p: [{"anchor": [0.3 + 0.05 * c + 0.1 * layer for c in range(d_model)], "self": [0.5] * d_model}
-                    for layer in range(n_layer)] for p in "qkvg"}
-    return {"n_layer": n_layer, "n_head": n_head, "d_model": d_model, "paths": list("qkvg"), "mix_paths": list("qkvg"),
-            "granularity": "elementwise", "dynamic": False, "anchor": "h0", "coefficients": per_path}
-
-
-def smoke_runs(root: Path) -> Path:
-    """Table 1 in the smoke preset: results, val curves and every analysis record, no training."""
-    for i, row in enumerate(ROWS):
-        curve = [(t, 3 + 4 / (1 + t * (1 + 0.1 * i) / 1000)) for t in range(0, 20001, 2000)]
-        path = make_run(root, f"{row}-s42", preset="smoke", accuracies=uniform(0.30 + 0.02 * i), curve=curve,
-                        ppl=40.0 - i, task_prefix="smoke_")
-        run = RunDir(path)
-        run.analysis_dir.mkdir(parents=True, exist_ok=True)
-        run.probes.write_text(json.dumps(_probes(4, i, row in GATED, row in MIXING)))
-        series = {"score_pct": 0.01 * (i + 1), "spikes": i, "values": 2000, "scored": 1000, "dropped": 0}
-        run.spikes.write_text(json.dumps({"window": 1000, "n_sigma": 7.0, "grad_norm": series, "loss": series}))
-        if row in ("e-exoformer", "dynamic-e-exoformer"):
-            run.coefficients.write_text(json.dumps(_coefficients()))
-        run.provenance_file.write_text(json.dumps({"git": "abc", "host": "test"}))
-        run.logs.mkdir(exist_ok=True)
-        (run.logs / "local-1.log").write_text(f"training {row}\n")
-    return root
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,7 @@
 """The `claims` verb: the paper's mechanistic claims (experiments/claims.yaml) beside the runs' analysis rows."""
 
 import json
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +11,7 @@ from exoformer.report.reading.selection import Selection
 from exoformer.report.tables import claims
 from exoformer.runs.rundirs import identity_for
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic import run_dir_of  # noqa: E402
+from synthetic import run_dir_of
 
 
 @pytest.fixture(scope="module")

@@ -6,22 +6,19 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
-from test_html_report import GATED, MIXING, _probes  # noqa: E402
+from synthetic import GATED, MIXING, make_run, probes, registry, uniform
 
 from exoformer.report.figures import analysis_plots
 from exoformer.report.figures import draw as figures
-from exoformer.report.figures import style  # noqa: E402
-from exoformer.rundir import RunDir  # noqa: E402
+from exoformer.report.figures import style
+from exoformer.rundir import RunDir
 
 TABLE1 = [row.id for row in registry().tables["table1"].rows]
 LAMBDA = {"e-exoformer": "elementwise", "h-exoformer": "headwise", "s-exoformer": "scalar"}
@@ -46,7 +43,7 @@ def _table1_runs(root: Path, *, steps: int = 2000, curves: bool = True) -> Path:
         run = RunDir(make_run(root, f"{row}-s42", preset="smoke", accuracies=uniform(0.30 + 0.02 * i), curve=curve,
                               ppl=40.0 - i, task_prefix="smoke_"))
         run.analysis_dir.mkdir(parents=True, exist_ok=True)
-        run.probes.write_text(json.dumps(_probes(4, i, row in GATED, row in MIXING | set(LAMBDA))))
+        run.probes.write_text(json.dumps(probes(4, i, row in GATED, row in MIXING | set(LAMBDA))))
         scored = steps > 1000
         series = {"score_pct": 0.01 * (i + 1) if scored else None, "spikes": i if scored else 0, "values": steps,
                   "scored": max(0, steps - 1000), "dropped": 0}
@@ -258,9 +255,9 @@ def test_a_cut_per_layer_axis_says_so(tmp_path):
     for i, row in enumerate(("base", "gated")):
         run = RunDir(make_run(runs, f"{row}-s42", preset="smoke", accuracies=uniform(0.3)))
         run.analysis_dir.mkdir(parents=True, exist_ok=True)
-        probes = _probes(4, i, row in GATED, False)
-        probes["ablations"]["none"]["pca_components"] = [99 + i, 86 + i, 91, 90, 105 - i]
-        run.probes.write_text(json.dumps(probes))
+        record = probes(4, i, row in GATED, False)
+        record["ablations"]["none"]["pca_components"] = [99 + i, 86 + i, 91, 90, 105 - i]
+        run.probes.write_text(json.dumps(record))
     (fig,) = _draw(runs, tmp_path / "f", ["pca-components"])["pca-components"]
     (ax,) = [ax for ax in fig.axes if ax.get_visible() and ax.get_lines()]
     assert ax.get_ylim()[0] > 0 and ax.get_ylabel().endswith(f"({analysis_plots.AXIS_CUT})")
@@ -294,7 +291,7 @@ def test_a_panel_without_lines_says_why_instead_of_an_empty_frame(tmp_path):
     runs = tmp_path / "runs"
     run = RunDir(make_run(runs, "base-s42", preset="smoke", accuracies=uniform(0.3)))
     run.analysis_dir.mkdir(parents=True, exist_ok=True)
-    run.probes.write_text(json.dumps(_probes(4, 0, gated=False, mixing=False)))
+    run.probes.write_text(json.dumps(probes(4, 0, gated=False, mixing=False)))
     (fig,) = _draw(runs, tmp_path / "f", ["pca-components"])["pca-components"]
     empty = [ax for ax in fig.axes if ax.get_visible() and not ax.get_lines()]
     assert len(empty) == 2  # the anchor / self ablations of a model that mixes nothing

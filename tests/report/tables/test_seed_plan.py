@@ -1,11 +1,10 @@
 """`power`: seeds per row for 80% power at each claim's effect, from the seed spread of the runs we have (a TABLE) or
 given (--effect), priced by the cost model or by hand; one planner (report/tables/seed_plan.py) and the same t test as
-the verdicts (report/stats/power.py, proved by simulation in tests/report/test_replication.py)."""
+the verdicts (report/stats/power.py, proved by simulation in tests/report/stats/test_replication.py)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +15,8 @@ from exoformer.report.stats import power as pw
 from exoformer.errors import UserError
 from exoformer.report.tables.seed_plan import ClaimSpread, measured_spreads, plan_claims
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic import registry  # noqa: E402
-from test_verdicts import seeded_rows  # noqa: E402
+from synthetic import registry
+from test_verdicts import seeded_rows
 
 ACCS = {"dynamic-e-exoformer": [0.515, 0.52, 0.525], "gated": [0.50, 0.505, 0.51], "base": [0.50, 0.51, 0.50]}
 PPLS = {"dynamic-e-exoformer": [14.0, 14.1, 13.9], "gated": [14.5, 14.7, 14.5], "base": [14.9, 14.8, 14.9]}

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, read_table, uniform  # noqa: E402
+from synthetic import make_run, read_table, uniform
 
-from exoformer.cli import main  # noqa: E402
-from exoformer.registry.reported import DEFAULT_REPORTED  # noqa: E402
-from exoformer.report.tables.diff import OUTSIDE, WITHIN, diff_table, exit_code, tolerance  # noqa: E402
-from exoformer.report.stats.rank import kendall_tau_b  # noqa: E402
+from exoformer.cli import main
+from exoformer.registry.reported import DEFAULT_REPORTED
+from exoformer.report.tables.diff import OUTSIDE, WITHIN, diff_table, exit_code, tolerance
+from exoformer.report.stats.rank import kendall_tau_b
 
 PAPER_PPL = {"base": 14.79, "gated": 14.64, "resformer": 14.32, "gated-resformer": 14.25, "e-nuresformer": 14.15,
              "e-exoformer": 14.13, "dynamic-e-exoformer": 14.09}

@@ -3,20 +3,16 @@ outside the data, the paper's data-efficiency claim beside ours in the title."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
-from test_html_report import smoke_runs  # noqa: E402
+from synthetic import make_run, registry, smoke_runs, uniform
 
 from exoformer.report.figures import analysis_plots
 from exoformer.report.figures import draw as figures
-from exoformer.report.figures import style  # noqa: E402
-from exoformer.report.reading.selection import Selection  # noqa: E402
+from exoformer.report.figures import style
+from exoformer.report.reading.selection import Selection
 
 
 def test_one_label_and_colour_per_model_whatever_the_seed():

@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
-from test_html_report import NEEDS_CHROMIUM, _headless, chromium  # noqa: E402
+from synthetic import make_run, registry, uniform
+from test_html_report import NEEDS_CHROMIUM, _headless, chromium
 
-from exoformer.cli import main  # noqa: E402
-from exoformer.report.pages import html as report_html  # noqa: E402
-from exoformer.report.tables.compose import compose  # noqa: E402
-from exoformer.report.tables.diff import diff_table, render_diff  # noqa: E402
-from exoformer.report.tables.build import MARK, comparability_notes, fold, render, rows_named  # noqa: E402
+from exoformer.cli import main
+from exoformer.report.pages import html as report_html
+from exoformer.report.tables.compose import compose
+from exoformer.report.tables.diff import diff_table, render_diff
+from exoformer.report.tables.build import MARK, comparability_notes, fold, render, rows_named
 
 ROW_IDS = [row.id for row in registry().tables["table1"].rows]
 SHARED = "not comparable: preset smoke (paper 450m), 2 of 3 seeds"

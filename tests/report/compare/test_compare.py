@@ -8,21 +8,19 @@ import csv
 import io
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
+from synthetic import make_run, registry, uniform
 
-from exoformer.cli import main  # noqa: E402
-from exoformer.registry.registry import Registry  # noqa: E402
-from exoformer.registry.tables import DEFAULT_CONVENTION, TASKS  # noqa: E402
-from exoformer.report.compare import curves as compare_figure  # noqa: E402
-from exoformer.report.compare.operands import parse_operand, read_operands  # noqa: E402
-from exoformer.rundir import RunDir  # noqa: E402
+from exoformer.cli import main
+from exoformer.registry.registry import Registry
+from exoformer.registry.tables import DEFAULT_CONVENTION, TASKS
+from exoformer.report.compare import curves as compare_figure
+from exoformer.report.compare.operands import parse_operand, read_operands
+from exoformer.rundir import RunDir
 
 ERROR_LINE = re.compile(r"^error: (?:(?!: ).)+: .+ \(fix: .+\)$")
 ACCURACIES = dict(zip(TASKS, (0.31, 0.52, 0.43, 0.27, 0.66, 0.55)))

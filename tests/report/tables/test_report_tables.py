@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, read_table, registry, selection, uniform  # noqa: E402
+from synthetic import make_run, read_table, registry, selection, uniform
 
-from exoformer.cli import main  # noqa: E402
-from exoformer.errors import UserError  # noqa: E402
-from exoformer.registry.registry import REPO_ROOT, Registry  # noqa: E402
-from exoformer.report.tables.build import render  # noqa: E402
+from exoformer.cli import main
+from exoformer.errors import UserError
+from exoformer.registry.registry import REPO_ROOT, Registry
+from exoformer.report.tables.build import render
 
 
 def test_a_runs_long_rows_have_the_documented_columns_and_strip_the_smoke_prefix(tmp_path):

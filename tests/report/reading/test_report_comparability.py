@@ -3,23 +3,21 @@ variant, checkpoint runs sit beside ours, csv is the table, bad runs roots and -
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, read_table, registry, selection, uniform  # noqa: E402
+from synthetic import make_run, read_table, registry, selection, uniform
 
-from exoformer.cli import main  # noqa: E402
-from exoformer.errors import UserError  # noqa: E402
-from exoformer.report.figures import draw as figures  # noqa: E402
-from exoformer.report.tables.claims import build_claims  # noqa: E402
+from exoformer.cli import main
+from exoformer.errors import UserError
+from exoformer.report.figures import draw as figures
+from exoformer.report.tables.claims import build_claims
 from exoformer.report.tables.claims import render_markdown as render_claims
-from exoformer.report.tables.diff import OUTSIDE, RANK_ONLY, WITHIN, diff_table, exit_code, render_diff  # noqa: E402
-from exoformer.report.reading.recipe import differences  # noqa: E402
-from exoformer.report.tables.build import MARK, render  # noqa: E402
+from exoformer.report.tables.diff import OUTSIDE, RANK_ONLY, WITHIN, diff_table, exit_code, render_diff
+from exoformer.report.reading.recipe import differences
+from exoformer.report.tables.build import MARK, render
 
 SHRUNK = ("model.n_layer=2", "train.steps=30", "eval.limit=20", "train.final_val_tokens=16384")
 """A 450m spec shrunk to a few CPU minutes: numbers that mean nothing against the paper's."""

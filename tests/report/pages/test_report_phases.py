@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import io
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
+from synthetic import make_run, registry, uniform
 
-from exoformer.cli.report import phase_lines  # noqa: E402
-from exoformer.report.pages import html as report_html  # noqa: E402
+from exoformer.cli.report import phase_lines
+from exoformer.report.pages import html as report_html
 
 
 class _Terminal(io.StringIO):

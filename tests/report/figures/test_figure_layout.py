@@ -3,19 +3,15 @@ comparability footnote under everything, shared y ranges, chance lines, divergin
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
-from test_html_report import smoke_runs  # noqa: E402
+from synthetic import make_run, registry, smoke_runs, uniform
 
-from exoformer.report.figures import draw as figures  # noqa: E402
+from exoformer.report.figures import draw as figures
 
 FOOTNOTE = "not comparable with the paper"
 

@@ -5,23 +5,21 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, registry, uniform  # noqa: E402
+from synthetic import make_run, registry, uniform
 
-from exoformer.cli import main  # noqa: E402
-from exoformer.errors import UserError  # noqa: E402
-from exoformer.registry.figure_kinds import KINDS, check_figure_kinds  # noqa: E402
-from exoformer.registry.registry import REPO_ROOT, Registry  # noqa: E402
-from exoformer.registry.tables import FIGURE_KINDS  # noqa: E402
+from exoformer.cli import main
+from exoformer.errors import UserError
+from exoformer.registry.figure_kinds import KINDS, check_figure_kinds
+from exoformer.registry.registry import REPO_ROOT, Registry
+from exoformer.registry.tables import FIGURE_KINDS
 from exoformer.report.stats import data_efficiency
-from exoformer.report.figures import draw as figures  # noqa: E402
-from exoformer.rundir import RunDir  # noqa: E402
+from exoformer.report.figures import draw as figures
+from exoformer.rundir import RunDir
 
 ROWS = ("base", "gated", "resformer", "gated-resformer", "e-nuresformer", "e-exoformer", "dynamic-e-exoformer")
 

@@ -246,7 +246,6 @@ def test_a_tiny_ladder_runs_end_to_end_then_predict_names_every_cell(tmp_path):
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from ladder_registry import subset_registry
     from smoke_runs import cli
 
@@ -284,7 +283,6 @@ def test_the_registry_checks_a_declared_ladder(tmp_path):
     from exoformer.registry.ladders import ladder_rows
     from exoformer.registry.registry import Registry
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from ladder_registry import subset_registry
 
     rows = ladder_rows(Registry(), "table1", "smoke-ladder")

@@ -4,19 +4,17 @@ contains or lies inside a runs root or a registry; a report copies only regular 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from synthetic import make_run, uniform  # noqa: E402
+from synthetic import make_run, uniform
 
-from exoformer.cli import main  # noqa: E402
-from exoformer.registry.registry import DEFAULT_REGISTRY  # noqa: E402
-from exoformer.rundir import RunDir  # noqa: E402
+from exoformer.cli import main
+from exoformer.registry.registry import DEFAULT_REGISTRY
+from exoformer.rundir import RunDir
 
 BIG = 300_000
 

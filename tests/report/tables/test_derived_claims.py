@@ -4,13 +4,11 @@ attention-sink ratio against gated attention."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synthetic import make_run, read_table, registry, uniform  # noqa: E402
+from synthetic import make_run, read_table, registry, uniform
 
 
 def curve(final: float, slope: float, n: int = 20) -> list[tuple[int, float]]:
