@@ -175,6 +175,6 @@ def _table_power(args: argparse.Namespace) -> int:
 
 
 VERBS = [
-    options.Verb("power", "seeds per row each claimed difference of a table needs for 80%% power, and their "
+    options.Verb("power", "seeds per row each claimed difference of a table needs for 80% power, and their "
                  "GPU-hours, from the spread measured in our runs (or given)", power_arguments, power_verb),
 ]

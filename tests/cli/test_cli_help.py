@@ -23,3 +23,4 @@ def test_help_prints_and_exits_zero(argv):
         build_parser().parse_args(argv)
     assert stop.value.code == 0
     assert "usage: reproduce.py" in out.getvalue()
+    assert "%%" not in out.getvalue(), "a help text escaped % twice"
