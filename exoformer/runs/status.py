@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections import Counter
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
