@@ -17,12 +17,13 @@ MAIN_JOB_SPECS = ("table1", "e-exoformer-no-anchor-norm-s42")
 """What `smoke_main_job` runs: Table 1's nine specs (one seed) and the spec the anchor-norm table adds."""
 
 
-def tiny(steps: int = 4, checkpoint_every: int = 2) -> list[str]:
-    """The smoke preset cut down to seconds: 512-token steps, a few eval examples, one analysis sequence."""
+def tiny(steps: int = 4, checkpoint_every: int = 2, *, analysis: bool = True) -> list[str]:
+    """The smoke preset cut down to seconds: 512-token steps, a few eval examples, one analysis sequence (or no
+    analysis stage at all)."""
     sets = [f"train.steps={steps}", "train.batch_tokens=512", "train.micro_batch_seqs=2",
             f"train.checkpoint_every={checkpoint_every}", "train.val_every=0", "train.val_batches=1",
             "train.final_val_tokens=512", "train.warmup_steps=1", "train.muon_momentum_steps=1", "eval.limit=2",
-            "analysis.n_sequences=1"]
+            "analysis.n_sequences=1" if analysis else "analysis.enabled=false"]
     return ["--preset", "smoke", *[a for s in sets for a in ("--set", s)]]
 
 

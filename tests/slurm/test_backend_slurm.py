@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from smoke_runs import tiny as smoke_tiny
 
 from exoformer.runs import locking, rundirs as runs
 from exoformer.registry.registry import Registry
@@ -21,11 +22,8 @@ PROFILE = ["--backend", "slurm", "--profile", "testcluster"]
 
 
 def tiny(steps: int = 3, checkpoint_every: int = 2) -> list[str]:
-    sets = [f"train.steps={steps}", "train.batch_tokens=512", "train.micro_batch_seqs=2",
-            f"train.checkpoint_every={checkpoint_every}", "train.val_every=0", "train.val_batches=1",
-            "train.final_val_tokens=512", "train.warmup_steps=1", "train.muon_momentum_steps=1", "eval.limit=2",
-            "analysis.enabled=false"]
-    return ["--preset", "smoke", *[a for s in sets for a in ("--set", s)]]
+    """The shared tiny smoke recipe, without the analysis stage (a Slurm job's time goes to the stages tested)."""
+    return smoke_tiny(steps, checkpoint_every, analysis=False)
 
 
 def cli(*args: str, runs_dir: Path, timeout: float = 600) -> subprocess.CompletedProcess:
