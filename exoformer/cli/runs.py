@@ -166,8 +166,10 @@ def print_result(result: RunResult, *, as_json: bool) -> None:
         return
     if as_json:
         print(json.dumps({"target": result.target, "backend": result.backend, "seconds": round(result.seconds, 1),
-                          "runs": result.rows}))
+                          "submitted": result.submitted, "runs": result.rows}))
         return
+    for line in result.submitted:
+        print(f"slurm: {line}")
     print(format_table(result.rows))
     failed = result.failed
     verb = "ran" if result.waited else "submitted"
@@ -249,13 +251,15 @@ def _print_table(reg, table_id: str, root, preset: str | None, overrides: list[s
 def status_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", nargs="?", default=None, help="spec name, glob, table id or figure id")
     parser.add_argument("--watch", action="store_true", help="refresh until every run has ended (Ctrl-C stops)")
-    parser.add_argument("--interval", type=float, default=5.0, help="--watch refresh period in seconds")
+    parser.add_argument("--interval", type=float, default=5.0,
+                        help="--watch refresh period in seconds (Slurm is asked every poll_interval_s of the profile)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per run, one per line")
     parser.add_argument("--all-seeds", action="store_true", help="for a table: also the seed replicates")
     options.add_resolve(parser)
 
 
 def status_verb(args: argparse.Namespace) -> int:
+    from exoformer.runs.backends.slurm_query import DEFAULT_POLL_S, SlurmView
     from exoformer.runs.run_index import find_runs, one_view
 
     if not 0 < args.interval < float("inf"):  # also NaN
@@ -269,10 +273,13 @@ def status_verb(args: argparse.Namespace) -> int:
                                all_seeds=args.all_seeds)
         targeted = [(runs.run_dir_for(s, root), s.name, s.train.steps) for s in specs]
         asked = _asked_variant(specs, root, args.overrides)
+    view = None
     while True:
+        if view is None or time.monotonic() - view.fetched >= (view.poll_s or DEFAULT_POLL_S):
+            view = SlurmView()  # Slurm is asked again only every poll_interval_s of the runs' profiles
         with one_view():  # one read of each spec directory per refresh
             dirs = targeted if targeted is not None else [(run.path, run.spec, run.steps) for run in find_runs(root)]
-            rows = status_rows(dirs, {d: root for d, _, _ in dirs})
+            rows = status_rows(dirs, {d: root for d, _, _ in dirs}, view)
             if targeted is not None:
                 for row in rows:  # a run not launched yet has no identity: the variant this command names
                     if row["preset"] is None:
@@ -284,6 +291,8 @@ def status_verb(args: argparse.Namespace) -> int:
             if args.watch and sys.stdout.isatty():
                 print("\033[2J\033[H", end="")
             print(format_table(rows), flush=True)
+        if view.problem:
+            print(f"slurm: {view.problem}; the states above may be out of date", file=sys.stderr, flush=True)
         active = [r for r in rows if r["state"] in runs.ACTIVE_STATES]
         if not args.watch or not active:
             break

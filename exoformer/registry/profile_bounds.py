@@ -26,6 +26,12 @@ SLURM_BOUNDS: dict[str, tuple[int, int]] = {
     "signal_delay_s": (0, 86_400),
     "max_requeues": (0, 1_000),
     "dist_timeout_s": (10, 86_400),  # a real collective takes seconds; one not done in a day never will be
+    "max_array_size": (1, 4_000_001),  # Slurm's own ceiling of MaxArraySize
+    "max_submit_jobs": (1, 10_000_000),
+    "poll_interval_s": (1, 86_400),
+    "eval_gpus_per_node": (0, 64),
+    "eval_time_min": (1, 525_600),
+    "eval_mem_gb": (1, 1_000_000),
 }
 """slurm field -> (lowest, highest) accepted, inclusive."""
 GPU_BOUNDS: dict[str, tuple[float, float]] = {"peak_bf16_tflops": (0.0, 1e6), "memory_gb": (0.0, 1e5)}
@@ -46,6 +52,10 @@ def check_profile_bounds(profile: Any, *, where: str) -> None:
     if profile.gpu is None and slurm.gpus_per_node != 0:
         raise UserError(f"slurm.gpus_per_node is {slurm.gpus_per_node} on a CPU profile (gpu: null)", where=where,
                         fix="set gpus_per_node: 0, or describe the GPU under gpu:")
+    if slurm.eval_as_job and (profile.gpu is None) != (slurm.eval_gpus_per_node == 0):
+        raise UserError(f"slurm.eval_gpus_per_node is {slurm.eval_gpus_per_node} on a "
+                        f"{'CPU' if profile.gpu is None else 'GPU'} profile", where=where,
+                        fix="set eval_gpus_per_node: 0 on a CPU profile, at least 1 on a GPU profile")
     if slurm.signal_delay_s >= slurm.time_min * 60:
         raise UserError(f"slurm.signal_delay_s={slurm.signal_delay_s} is not below slurm.time_min={slurm.time_min} "
                         "minutes: the requeue signal would come before the job starts", where=where,

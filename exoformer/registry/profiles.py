@@ -62,6 +62,20 @@ class SlurmProfile:
     """How long a rank waits for the others in one collective or at a meeting point before the job fails (the
     process group's timeout, exported to the job as EXOFORMER_DIST_TIMEOUT_S). Phases where one rank works alone
     (checkpoint save, analysis) never count against it (exoformer/train/distributed.py)."""
+    max_array_size: int | None = None
+    """Array indices stay below this; None reads the cluster's MaxArraySize (`scontrol show config`)."""
+    max_submit_jobs: int | None = None
+    """Jobs one user may have queued or running; None reads the association's and QOS's MaxSubmit (sacctmgr)."""
+    poll_interval_s: int = 30
+    """How often `status --watch` and `run --wait` ask Slurm about these jobs (local files refresh faster)."""
+    eval_as_job: bool = False
+    """Validation, evaluation and analysis run as their own job after training (afterok), on the eval_* resources,
+    so that the training allocation is released when training ends (docs/cluster.md)."""
+    eval_gpus_per_node: int = 1
+    eval_time_min: int | None = None
+    """The evaluation job's time limit; None: time_min."""
+    eval_mem_gb: int | None = None
+    """The evaluation job's memory; None: mem_gb."""
 
     @property
     def tasks(self) -> int:

@@ -65,6 +65,9 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
     final: list[PlannedRun] = []
     items: dict[Path, list[Item]] = {}
     view = SlurmView()
+    for root in roots:
+        claims = locking.read_manifest(root)
+        view.expect(claims.get(p.spec.hash) for p in planned if p.root == root)
     try:
         for root in roots:
             with locking.launch_lock(root):
@@ -129,13 +132,15 @@ def _mark_interrupted(items: list) -> list[str]:
 
 
 def _submit(backend, items, root: Path, manifest: dict) -> None:
-    """sbatch through submitit while holding the lock; a refused submission marks its runs FAILED (exit 2)."""
+    """sbatch through submitit while holding the lock; a refused submission marks the runs it left unsubmitted
+    FAILED (exit 2); those of arrays that went in before it stay queued."""
     try:
         backend.launch(items, root, record=lambda claims: locking.record_claims(root, manifest, claims))
     except Exception as err:  # noqa: BLE001 - sbatch's own message is the useful part
         message = " ".join(str(err).split())[:300]
         for item in items:
-            RunDir(item.run_dir).update_status(state=runs.FAILED, reason=f"submission failed: {message}")
+            if item.claim.job_id is None:
+                RunDir(item.run_dir).update_status(state=runs.FAILED, reason=f"submission failed: {message}")
         raise UserError(f"sbatch refused the job: {message}", where=f"--profile {backend.profile.name}",
                         fix="fix the profile (partition, account, qos, resources) and run again") from None
 
@@ -145,12 +150,14 @@ def _move_aside(run_dir: Path) -> None:
     shutil.move(str(run_dir), str(run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")))
 
 
-def wait_for_slurm(planned: list[PlannedRun], *, poll_s: float = 5.0) -> None:
-    """Block until no launched run of the plan is PENDING or RUNNING (reconciled with squeue/sacct)."""
+def wait_for_slurm(planned: list[PlannedRun], *, poll_s: float) -> None:
+    """Block until no launched run of the plan is PENDING or RUNNING (reconciled with one squeue and at most one
+    sacct per look, every `poll_s`: the profile's poll_interval_s)."""
     launched = [p for p in planned if p.launches]
     while True:
         view = SlurmView()
         manifests = {p.root: locking.read_manifest(p.root) for p in launched}
+        view.expect(manifests[p.root].get(p.spec.hash) for p in launched)
         states = [reconcile(p.run_dir, manifests[p.root].get(p.spec.hash), view) for p in launched]
         if all(s is not None and s.state not in runs.ACTIVE_STATES for s in states):
             return

@@ -45,6 +45,10 @@ class Claim:
     launcher_identity: str | None = None
     """Boot id and start time of the launcher process: a recycled PID (after a reboot PIDs are small and reused)
     is never mistaken for the launcher."""
+    eval_job_id: str | None = None
+    """Slurm with eval_as_job: the job that validates, evaluates and analyses after training."""
+    poll_s: float | None = None
+    """How often to ask the scheduler about this job (the profile's poll_interval_s)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -64,6 +64,8 @@ class RunResult:
     """(spec name, why) of each requested run that ended neither done nor (unless `waited`) queued."""
     interrupted: list[str] | None = None
     """After Ctrl-C: the runs marked INTERRUPTED (None: no Ctrl-C)."""
+    submitted: list[str] = field(default_factory=list)
+    """Slurm: one line per array or link job submitted (sizes and dependencies)."""
 
     @property
     def launched(self) -> int:
@@ -142,15 +144,16 @@ def run_planned(registry: Registry, planned: list[PlannedRun], options: LaunchOp
                            on_done=on_done, on_decided=on_decided)
     except Interrupted as stop:
         return RunResult(target=target, backend=backend.name, seconds=time.time() - started, interrupted=stop.names)
+    submitted = list(getattr(backend, "notes", []))
     if not backend.waits and options.wait:
-        wait_for_slurm(final)
+        wait_for_slurm(final, poll_s=backend.profile.slurm.poll_interval_s)
     waited = backend.waits or options.wait
     rows = status_rows([(p.run_dir, p.spec.name, p.spec.train.steps) for p in final],
                        {p.run_dir: p.root for p in final})
     for row, p in zip(rows, final):
         row["action"] = p.action
     return RunResult(target=target, backend=backend.name, planned=final, rows=rows, seconds=time.time() - started,
-                     waited=waited, unfinished=unfinished(final, queued_ok=not waited))
+                     waited=waited, unfinished=unfinished(final, queued_ok=not waited), submitted=submitted)
 
 
 def _backend(registry: Registry, planned: list[PlannedRun], options: LaunchOptions):

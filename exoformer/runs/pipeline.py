@@ -17,6 +17,8 @@ the other ranks follow and join training, validation and evaluation, which split
 (results gathered on rank 0). A checkpoint run (its spec's source is `checkpoint`: it imports instead of
 training) runs on rank 0 alone.
 Every stage gets the job's accelerator as `StageContext.device` (`job_device`).
+A Slurm profile with `eval_as_job` splits a run into two jobs (PARTS): "train" stops after training with the run
+PENDING, and "after-train" runs the rest on the evaluation resources; it never trains (docs/cluster.md).
 Ctrl-C (KeyboardInterrupt) marks the run INTERRUPTED, which a plain `run` resumes.
 """
 
@@ -53,7 +55,9 @@ try:  # the job class must be a Checkpointable when submitit is there; inline ru
 except ImportError:  # pragma: no cover - submitit is a pinned requirement
     _JobBase = object  # type: ignore[misc,assignment]
 
-INTERRUPTED, STOPPED, DONE = "interrupted", "stopped", "done"
+INTERRUPTED, STOPPED, DONE, HANDED_OVER = "interrupted", "stopped", "done", "handed-over"
+PARTS = ("all", "train", "after-train")
+"""What one job runs: every stage, training only (its evaluation is a job of its own), or the stages after it."""
 
 
 class StageInterrupted(Exception):
@@ -195,7 +199,7 @@ def _device_info() -> dict[str, Any]:
 
 
 def run_pipeline(run_dir: Path, spec: Spec, *, backend: str, job_id: str | None = None, device: str | None = None,
-                 echo: bool = False) -> str:
+                 echo: bool = False, part: str = "all") -> str:
     """Run the stages not yet done, holding the run's job lock. Returns DONE or INTERRUPTED; a failing stage writes
     FAILED (reason, traceback path) and re-raises, so that submitit also records the error (never swallowed,
     docs/ecosystem.md B3). Ctrl-C writes INTERRUPTED and re-raises."""
@@ -206,7 +210,7 @@ def run_pipeline(run_dir: Path, spec: Spec, *, backend: str, job_id: str | None 
     device = device or job_device()
     with rd.job_lock(), guard_run_dir(rd.path):
         remove_temp_files(rd.path, recursive=True)  # writes a killed attempt cut short
-        return _run_stages(rd, spec, backend=backend, job_id=job_id, device=device, echo=echo)
+        return _run_stages(rd, spec, backend=backend, job_id=job_id, device=device, echo=echo, part=part)
 
 
 def job_device() -> str:
@@ -246,7 +250,8 @@ def follow_stages() -> Iterator[str]:
         yield stage
 
 
-def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, device: str | None, echo: bool) -> str:
+def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, device: str | None, echo: bool,
+                part: str = "all") -> str:
     log_path = rd.new_log_path(job_id)
     rd.write_status(runs.Status(state=runs.RUNNING, stage=None, log=str(log_path), job_id=job_id, backend=backend,
                                 started=runs.now(), host=socket.gethostname(), pid=os.getpid(), reason=None))
@@ -260,6 +265,11 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
                 if stage not in wanted_stages(spec):
                     log.info(f"{stage}: disabled by the spec")
                     continue
+                if part == "train" and stage != "train":  # the evaluation job takes over from here
+                    log.info(f"training done; {stage} and the stages after it run in the evaluation job")
+                    rd.update_status(state=runs.PENDING, stage=None, pid=None,
+                                     reason="trained; validation, evaluation and analysis wait for their own job")
+                    return HANDED_OVER
                 if rd.stage_done(stage):
                     problem = _final_checkpoint_problem(rd, spec) if stage == "train" else None
                     if problem is None:
@@ -267,6 +277,11 @@ def _run_stages(rd: RunDir, spec: Spec, *, backend: str, job_id: str | None, dev
                         continue
                     log.info(f"train: recorded as done, but {problem}: training again from the newest good "
                              "checkpoint")
+                if part == "after-train" and stage == "train":  # an evaluation job never trains
+                    log.info("train: not finished; the evaluation job stops")
+                    rd.update_status(state=runs.INTERRUPTED, pid=None, reason="training has not finished, so "
+                                     "evaluation cannot start; run the same command to resume")
+                    return STOPPED
                 check_run_dir(rd.path)
                 rd.update_status(stage=stage)
                 started = time.time()
@@ -347,15 +362,15 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
     """The callable submitit runs: `PipelineJob()(run_dir, spec, backend)`. Stateless, so that submitit's default
     `checkpoint()` (resubmit self with the same arguments) resumes from the run directory."""
 
-    def __call__(self, run_dir: str, spec: Spec, backend: str) -> dict[str, Any]:
+    def __call__(self, run_dir: str, spec: Spec, backend: str, part: str = "all") -> dict[str, Any]:
         collect_then_freeze_at_exit()  # the next job (or the table) waits for this process's exit
         job_id, rank, tasks = _job_id_and_rank()
         if tasks == 1:
-            return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=0)
+            return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=0, part=part)
         if run_source(spec) == CHECKPOINT:  # it imports instead of training: nothing to share, rank 0 runs alone
             if rank != 0:
                 return {"state": "rank-idle", "rank": rank}
-            return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=0)
+            return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=0, part=part)
         export_distributed_env()
         from exoformer.train import distributed as dist_util
 
@@ -364,14 +379,15 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
         with dist_util.fail_together(env):
             started = dist_util.init_process_group(env, dist_util.pick_device(None, env))  # one group per job
             try:
-                return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=rank)
+                return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=rank, part=part)
             finally:
                 if started:
                     import torch.distributed
 
                     torch.distributed.destroy_process_group()
 
-    def run_rank(self, run_dir: str, spec: Spec, backend: str, *, job_id: str | None, rank: int) -> dict[str, Any]:
+    def run_rank(self, run_dir: str, spec: Spec, backend: str, *, job_id: str | None, rank: int,
+                 part: str = "all") -> dict[str, Any]:
         """One rank's share: rank 0 runs the pipeline and owns the run directory; the others follow the stages
         it announces and join those in SHARDED_STAGES (their results go to rank 0, they write nothing)."""
         health_check_or_exit(run_dir, spec.model, spec.train.precision, job_device())  # ends the job in one line
@@ -382,7 +398,7 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
                     with contextlib.suppress(StageInterrupted):
                         stage_function(spec, stage)(StageContext(run_dir=Path(run_dir), spec=spec, device=device))
             return {"state": "rank-done", "rank": rank}
-        outcome = run_pipeline(Path(run_dir), spec, backend=backend, job_id=job_id)
+        outcome = run_pipeline(Path(run_dir), spec, backend=backend, job_id=job_id, part=part)
         if outcome == INTERRUPTED and job_id is not None:
             from exoformer.runs.slurm_job import slurm_is_ending
 

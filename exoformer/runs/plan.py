@@ -161,6 +161,7 @@ def plan_specs(registry: Registry, specs: list[Spec], *, runs_root: str | Path |
     _, profile_sets = split_overrides(overrides)
     manifest = locking.read_manifest(root)
     view = SlurmView()
+    view.expect(manifest.get(spec.hash) for spec in specs)
     profiles: dict[str, Profile] = {}
     planned, seen = [], set()
     for spec in specs:

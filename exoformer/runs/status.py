@@ -24,6 +24,7 @@ from typing import Any
 from exoformer.errors import UserError
 from exoformer.runs import locking, rundirs as runs
 from exoformer.runs.backends import Liveness, SlurmView, backend_class, launcher_liveness
+from exoformer.runs.backends.slurm_query import waiting_words
 from exoformer.registry.hashing import hash12
 from exoformer.runs.run_index import RunInfo, find_runs, is_run, read_run_info
 from exoformer.rundir import DAMAGED, SUCCEEDED, RunDir
@@ -173,24 +174,45 @@ def index_entries(run_dirs: list[tuple[Path, str | None, int | None]],
     return {info.path: info for root, specs in names.items() for info in find_runs(root, specs=specs)}
 
 
-def status_rows(run_dirs: list[tuple[Path, str | None, int | None]], root_of: dict[Path, Path]) -> list[dict]:
+def status_rows(run_dirs: list[tuple[Path, str | None, int | None]], root_of: dict[Path, Path],
+                view: SlurmView | None = None) -> list[dict]:
     """Reconciled rows for (run_dir, spec name, total steps) triples; `root_of` maps each to its runs root.
-    A finished run's integrity verdict comes from the run index (see row_for)."""
-    view = SlurmView()
+    A finished run's integrity verdict comes from the run index (see row_for). One SlurmView answers for every
+    run (`view`: one kept from an earlier refresh, as `status --watch` does between its Slurm polls)."""
     indexed = index_entries(run_dirs, root_of)
-    claims: dict[Path, dict[tuple[str, str], locking.Claim]] = {}
+    manifests = {root: claims_by_run(locking.read_manifest(root)) for root in dict.fromkeys(root_of.values())}
+    claims = {run_dir: manifests[root_of[run_dir]].get((run_dir.parent.name, run_dir.name))
+              for run_dir, _, _ in run_dirs}
+    view = view if view is not None else SlurmView()
+    view.expect(claims.values())
     rows = []
     for run_dir, name, total in run_dirs:
-        root = root_of[run_dir]
-        if root not in claims:
-            claims[root] = claims_by_run(locking.read_manifest(root))
-        claim = claims[root].get((run_dir.parent.name, run_dir.name))
+        claim = claims[run_dir]
         status = reconcile(run_dir, claim, view) if run_dir.is_dir() else None
         row = row_for(run_dir, status, name, total, indexed.get(run_dir))
-        if row["job_id"] is None and claim and claim.job_id and status and status.state in runs.ACTIVE_STATES:
-            row["job_id"] = claim.job_id  # submitted, not started yet
+        active = status is not None and status.state in runs.ACTIVE_STATES
+        if active and claim is not None:
+            _add_jobs(row, claim, view)
         rows.append(row)
     return rows
+
+
+def _add_jobs(row: dict[str, Any], claim: locking.Claim, view: SlurmView) -> None:
+    """An active run's jobs as the scheduler holds them: the job ids (training, then its evaluation) and why the
+    queued one waits, and since when."""
+    if row["job_id"] is None and claim.job_id:
+        row["job_id"] = claim.job_id  # submitted, not started yet
+    row["eval_job_id"] = claim.eval_job_id
+    cls = backend_class(claim.backend)
+    if cls is None or cls.on_this_machine or row["state"] != runs.PENDING:  # only a scheduler's queue says why
+        return
+    for job_id in (row["job_id"], claim.job_id, claim.eval_job_id):
+        job = view.queued(job_id) if job_id else None
+        if job is not None and job.state == "PENDING":
+            row["waiting"] = waiting_words(job.reason)
+            row["waited_s"] = max(0.0, time.time() - job.submitted) if job.submitted else None
+            row["waiting_job"] = job_id
+            return
 
 
 def set_words(overrides: dict[str, Any]) -> list[str]:
@@ -230,16 +252,26 @@ def format_table(rows: list[dict]) -> str:
             progress += f" {r['stage']}"
         loss = f"{r['loss']:.3f}" if isinstance(r["loss"], (int, float)) else "-"
         tail = r["log"] or "-"
+        if r.get("waiting"):  # a queued Slurm job: why it waits, and for how long
+            tail = f"{r['waiting']} (waited {_duration(r.get('waited_s'))})"
+        elif r["state"] == runs.PENDING and r["reason"]:
+            tail = r["reason"]
         if r["state"] in (runs.FAILED, runs.INTERRUPTED) and r["reason"]:
             tail = f"{r['reason']} | {tail}"
         elif r["state"] in (runs.SUCCEEDED, DAMAGED) and r["reason"]:  # a DAMAGED run: why, and its fix
             tail = r["reason"]
         lines.append(f"{r['spec']:<{w}}  {r['hash']:<12}  {preset:<{pw}}  {sets:<{sw}}  {r['state']:<9}  "
-                     f"{progress:<16}  {loss:>7}  {_duration(r['elapsed_s']):>8}  {str(r['job_id'] or '-'):<10}  "
+                     f"{progress:<16}  {loss:>7}  {_duration(r['elapsed_s']):>8}  {_jobs(r):<10}  "
                      f"{tail}")
     counts = Counter(r["state"] for r in rows)
     lines.append("total: " + ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())))
     return "\n".join(lines)
+
+
+def _jobs(row: dict) -> str:
+    """The run's job ids: training, then its evaluation job (eval_as_job) after a '+'."""
+    jobs = [j for j in dict.fromkeys((row["job_id"], row.get("eval_job_id"))) if j]
+    return "+".join(map(str, jobs)) or "-"
 
 
 def _duration(seconds: float | None) -> str:

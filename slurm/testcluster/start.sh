@@ -6,7 +6,8 @@
 # Everything lives under BASE_DIR: munge key and socket, a MariaDB datadir, slurmdbd, slurmctld and
 # slurmd with their configs, state, logs and PID files. Ports are chosen free at start, so several
 # clusters (or a system Slurm) can coexist; nothing under /etc is read or written. All daemons run as
-# the calling user (root in CI). Recipe and pitfalls: docs/feasibility.md section 4.
+# the calling user (root in CI). Recipe and pitfalls: docs/feasibility.md section 4. It has a real site's
+# limits (MaxArraySize=8, QOS capped with MaxSubmitJobsPerUser=6 and MaxJobsPerUser=1; README.md).
 # Stop with slurm/testcluster/stop.sh BASE_DIR. On failure this script prints the reason and the log
 # tails, stops whatever it had started, and exits 1.
 set -euo pipefail
@@ -41,6 +42,13 @@ REAL_MEMORY_MB=$(( MEM_AVAILABLE_MB * 3 / 4 ))
 # EXOFORMER_TESTCLUSTER_CRED_EXPIRE_S overrides it (120 = stock Slurm). See README.md.
 CRED_EXPIRE_S=${EXOFORMER_TESTCLUSTER_CRED_EXPIRE_S:-10}
 STARTUP_TIMEOUT_S=${EXOFORMER_TESTCLUSTER_TIMEOUT_S:-60}
+# Site limits (see README.md): the largest array is 0-7, and the QOS `capped` lets a user have at most 6 jobs
+# (array tasks count one each) queued or running. Jobs without --qos get `normal`, which has no limits.
+MAX_ARRAY_SIZE=8
+CAPPED_MAX_SUBMIT=6
+CAPPED_MAX_RUNNING=1
+ACCOUNT=exo
+USER_NAME=$(id -un)
 
 ETC=$BASE/etc
 SOCK=$BASE/munge/munge.socket
@@ -116,17 +124,19 @@ step "munged up"
 
 # --- MariaDB --------------------------------------------------------------------------------------
 DB_PASS=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-mariadb-install-db --no-defaults --user="$(id -un)" --datadir="$BASE/mysql/data" --skip-test-db \
+mariadb-install-db --no-defaults --user="$USER_NAME" --datadir="$BASE/mysql/data" --skip-test-db \
   > "$BASE/log/mariadb-install.log" 2>&1 || fail "mariadb-install-db failed"
-setsid mariadbd --no-defaults --user="$(id -un)" --datadir="$BASE/mysql/data" --socket="$MYSQL_SOCK" \
+setsid mariadbd --no-defaults --user="$USER_NAME" --datadir="$BASE/mysql/data" --socket="$MYSQL_SOCK" \
   --port="$MYSQL_PORT" --bind-address=127.0.0.1 --skip-name-resolve --pid-file="$BASE/run/mariadbd.pid" \
   --log-error="$BASE/log/mariadbd.err" --innodb-buffer-pool-size=32M \
   < /dev/null > "$BASE/log/mariadbd.out" 2>&1 &
 # mariadbd writes its PID file only once initialised; write it now so that a failure before then
 # still lets stop.sh find it (setsid execs in place here, so $! is mariadbd itself).
 echo $! > "$BASE/run/mariadbd.pid"
-wait_for "mariadbd" mariadb-admin --no-defaults --socket="$MYSQL_SOCK" -uroot ping
-mariadb --no-defaults --socket="$MYSQL_SOCK" -uroot -e "
+# mariadb-install-db gives root and the --user account unix_socket logins: connect as the calling user
+# (as root, that is root; as anyone else, -uroot is refused with "Access denied").
+wait_for "mariadbd" mariadb-admin --no-defaults --socket="$MYSQL_SOCK" -u"$USER_NAME" ping
+mariadb --no-defaults --socket="$MYSQL_SOCK" -u"$USER_NAME" -e "
   CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
   GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" || fail "could not create the slurm database user"
 step "mariadbd up"
@@ -140,7 +150,7 @@ AuthInfo=socket=$SOCK
 DbdHost=localhost
 DbdAddr=127.0.0.1
 DbdPort=$DBD_PORT
-SlurmUser=$(id -un)
+SlurmUser=$USER_NAME
 LogFile=$BASE/log/slurmdbd.log
 PidFile=$BASE/run/slurmdbd.pid
 StorageType=accounting_storage/mysql
@@ -159,8 +169,8 @@ ClusterName=$CLUSTER
 SlurmctldHost=$NODE(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
-SlurmUser=$(id -un)
-SlurmdUser=$(id -un)
+SlurmUser=$USER_NAME
+SlurmdUser=$USER_NAME
 AuthType=auth/munge
 CredType=cred/munge
 # cred_expire is also the hold of a requeued job before it may start again (default 120 s).
@@ -188,6 +198,12 @@ AccountingStoragePort=$DBD_PORT
 AccountingStoragePass=$SOCK
 JobAcctGatherType=jobacct_gather/linux
 JobCompType=jobcomp/none
+# A real site's limits, so that the harness's splitting of large plans is tested for real (README.md):
+# an array index must stay below MaxArraySize (sbatch refuses --array=0-8), and QOS limits such as the
+# QOS capped (MaxSubmitJobsPerUser=$CAPPED_MAX_SUBMIT, MaxJobsPerUser=$CAPPED_MAX_RUNNING) are enforced. Enforcement needs an association
+# for every job: the calling user in account $ACCOUNT, default QOS normal (no limits), added below.
+MaxArraySize=$MAX_ARRAY_SIZE
+AccountingStorageEnforce=associations,limits,qos
 # Test-friendly timings: finished jobs leave slurmctld's memory after MinJobAge (sacct keeps them);
 # scancel/timeouts escalate SIGTERM -> SIGKILL after KillWait; the scheduler passes run every 2 s
 # instead of 60 s, so a requeued job starts as soon as its hold ends.
@@ -208,7 +224,14 @@ export SLURM_CONF=$SLURM_CONF_FILE
 slurmdbd || fail "slurmdbd did not start"
 wait_for "slurmdbd" sacctmgr -i show cluster
 sacctmgr -i add cluster "$CLUSTER" > "$BASE/log/sacctmgr.log" 2>&1 || fail "sacctmgr add cluster $CLUSTER failed"
-step "slurmdbd up, cluster $CLUSTER registered"
+# Before slurmctld starts, so that it loads them with the association cache. QOS `normal` exists from the start.
+{
+  sacctmgr -i add qos capped MaxSubmitJobsPerUser="$CAPPED_MAX_SUBMIT" MaxJobsPerUser="$CAPPED_MAX_RUNNING" &&
+  sacctmgr -i add account "$ACCOUNT" Cluster="$CLUSTER" Description=exoformer-tests Organization=exoformer &&
+  sacctmgr -i add user "$USER_NAME" Account="$ACCOUNT" Cluster="$CLUSTER" DefaultAccount="$ACCOUNT" \
+    QOS=normal,capped DefaultQOS=normal
+} >> "$BASE/log/sacctmgr.log" 2>&1 || fail "sacctmgr could not create the QOS, account $ACCOUNT or user $USER_NAME"
+step "slurmdbd up, cluster $CLUSTER registered, QOS capped, account $ACCOUNT with user $USER_NAME"
 
 # --- slurmctld, slurmd ----------------------------------------------------------------------------
 slurmctld -f "$SLURM_CONF_FILE" || fail "slurmctld did not start"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,7 +64,7 @@ def test_two_concurrent_runs_launch_each_spec_once(tmp_path):
         assert runs.read_status(run_dir).state == runs.SUCCEEDED
         attempts = list((run_dir / "logs").glob("attempt-*.log"))
         assert len(attempts) == 1, (name, attempts, outs)
-    launched = sum(out.count(" run\n") for out in outs)
+    launched = sum(len(re.findall(r"^\S+\s+[0-9a-f]{12}\s+run$", out, re.M)) for out in outs)  # plan lines
     assert launched == 2, outs  # each spec launched by exactly one of the two commands
 
 

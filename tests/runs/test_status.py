@@ -11,6 +11,7 @@ import pytest
 
 from exoformer.cli import main
 from exoformer.runs import locking, rundirs as runs, status
+from exoformer.runs.backends.slurm_query import QueuedJob
 from exoformer.registry.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,15 +34,19 @@ def dead_pid() -> int:
 
 
 class FakeSlurm(status.SlurmView):
+    """A view whose squeue answer is `queue` (job id -> state; None: Slurm cannot be asked) and whose sacct
+    answers `final` for every job."""
+
     def __init__(self, queue, final=None):
         super().__init__()
-        self._queue, self._final = queue, final
+        self.fake_queue = None if queue is None else {j: QueuedJob(state=s) for j, s in queue.items()}
+        self.fake_final = final
 
     def queue(self):
-        return self._queue
+        return self.fake_queue
 
     def final_state(self, job_id):
-        return self._final
+        return self.fake_final
 
 
 def claim_for(spec, run_dir, backend="inline", pid=None, job_id=None):

@@ -1,12 +1,15 @@
 """The single-node test cluster behaves like a real Slurm for what our backends rely on.
 
 sbatch/sacct states and exit codes, scancel, submitit's slurm executor, job arrays with a parallelism
-limit, and a short requeue hold. Each test is a few seconds; the requeue test ~15 s.
+limit, and a short requeue hold; and the site limits start.sh sets (MaxArraySize=8, QOS `capped` with
+MaxSubmitJobsPerUser=6). Each test is a few seconds; the requeue test ~15 s.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -121,3 +124,70 @@ def _documented_profile_keys() -> dict:
     section = text[text.index("## Cluster profiles") :]
     block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     return yaml.safe_load(block)
+
+
+# ----------------------------------------------------------------------------- the site limits (start.sh)
+# The test cluster has a real site's limits, so that splitting a large plan into several arrays is tested for
+# real: MaxArraySize=8 (array indices 0-7) and QOS `capped` with MaxSubmitJobsPerUser=6. Jobs without --qos
+# get the user's default QOS `normal`, which has no limits. Every job submitted here is held and cancelled.
+
+
+def _user() -> str:
+    return pwd.getpwuid(os.getuid()).pw_name  # what `id -un` says; $USER may differ (sudo, CI)
+
+
+def _cancel_named(slurm_cluster: SlurmCluster, name: str) -> None:
+    slurm_cluster.run("scancel", f"--user={_user()}", f"--name={name}")
+
+
+def test_array_index_of_eight_is_refused_and_zero_to_seven_accepted(slurm_cluster: SlurmCluster) -> None:
+    config = slurm_cluster.run("scontrol", "show", "config")
+    assert re.search(r"^MaxArraySize\s+= 8$", config, re.MULTILINE), "start.sh sets MaxArraySize=8"
+    name = f"exo-arraysize-{os.getpid()}"
+    held = ("--hold", f"--job-name={name}", "--output=/dev/null", "--wrap", "true")
+    try:
+        with pytest.raises(RuntimeError, match="Invalid job array specification"):
+            slurm_cluster.sbatch("--array=0-8", *held)
+        with pytest.raises(RuntimeError, match="Invalid job array specification"):
+            slurm_cluster.sbatch("--array=8", *held)  # the index, not the count, is limited
+        array_id = slurm_cluster.sbatch("--array=0-7%2", *held)
+        tasks = slurm_cluster.run("squeue", "-h", "-r", "-j", array_id, "-o", "%i").split()
+        assert tasks == [f"{array_id}_{i}" for i in range(8)]
+    finally:
+        _cancel_named(slurm_cluster, name)
+
+
+def test_qos_capped_refuses_the_seventh_queued_job(slurm_cluster: SlurmCluster) -> None:
+    user = _user()
+    qos = slurm_cluster.run("sacctmgr", "-n", "-P", "show", "qos", "capped", "format=Name,MaxSubmitPU")
+    assert qos == "capped|6\n"
+    fields = "format=User,Account,QOS,DefaultQOS"
+    assoc = slurm_cluster.run("sacctmgr", "-n", "-P", "show", "assoc", f"user={user}", fields)
+    assert f"{user}|exo|capped,normal|normal" in assoc.splitlines()
+    name = f"exo-capped-{os.getpid()}"
+    held = ("--hold", f"--job-name={name}", "--output=/dev/null", "--wrap", "true")
+    try:
+        first = [slurm_cluster.sbatch("--qos=capped", *held) for _ in range(6)]
+        with pytest.raises(RuntimeError, match="QOSMaxSubmitJobPerUserLimit"):
+            slurm_cluster.sbatch("--qos=capped", *held)
+        # The limit is the QOS's: without --qos the job gets `normal` and is accepted as before.
+        plain = slurm_cluster.sbatch(*held)
+        assert slurm_cluster.run("squeue", "-h", "-j", plain, "-o", "%q").strip() == "normal"
+        assert slurm_cluster.run("squeue", "-h", "-j", first[0], "-o", "%q").strip() == "capped"
+        _cancel_named(slurm_cluster, name)  # cancelled jobs no longer count
+        # Array tasks count one each, and so does a job waiting on a dependency: 5 + 1, then the 7th is refused.
+        array_id = slurm_cluster.sbatch("--qos=capped", "--array=0-4", *held)
+        slurm_cluster.sbatch("--qos=capped", f"--dependency=afterany:{array_id}_0", *held)
+        with pytest.raises(RuntimeError, match="QOSMaxSubmitJobPerUserLimit"):
+            slurm_cluster.sbatch("--qos=capped", *held)
+    finally:
+        _cancel_named(slurm_cluster, name)
+
+
+def test_capped_profile_is_the_testcluster_profile_with_qos_capped() -> None:
+    """slurm/profiles/testcluster-capped.yaml differs from testcluster.yaml only in its QOS and description."""
+    base = yaml.safe_load((REPO / "slurm/profiles/testcluster.yaml").read_text())
+    capped = yaml.safe_load((REPO / "slurm/profiles/testcluster-capped.yaml").read_text())
+    assert capped["slurm"].pop("qos") == "capped" and base["slurm"].pop("qos") is None
+    assert capped.pop("description") != base.pop("description")
+    assert capped == base
