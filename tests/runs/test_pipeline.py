@@ -148,3 +148,19 @@ def test_damaged_final_checkpoint_retrains_instead_of_reporting_an_earlier_step(
     assert seen == [4, 4, 4] and runs.read_status(run_dir).state == runs.SUCCEEDED
     log = sorted((run_dir / "logs").glob("attempt-*.log"))[-1].read_text()
     assert "recorded as done, but" in log and "training again" in log
+
+
+def test_a_run_split_into_a_training_job_and_an_evaluation_job(run_dir, spec, fakes):
+    """eval_as_job (docs/cluster.md): the training job stops after training with the run PENDING; the evaluation
+    job runs the rest and never trains, even when training has not finished."""
+    assert pipeline.run_pipeline(run_dir, spec, backend="slurm", part="after-train") == pipeline.STOPPED
+    assert fakes.calls == []  # not trained yet: the evaluation job stops without training
+    status = runs.read_status(run_dir)
+    assert status.state == runs.INTERRUPTED and "training has not finished" in status.reason
+    assert pipeline.run_pipeline(run_dir, spec, backend="slurm", part="train") == pipeline.HANDED_OVER
+    assert fakes.calls == ["train"]
+    status = runs.read_status(run_dir)
+    assert status.state == runs.PENDING and status.reason.startswith("trained; validation, evaluation and analysis")
+    assert pipeline.run_pipeline(run_dir, spec, backend="slurm", part="after-train") == pipeline.DONE
+    assert fakes.calls == list(pipeline.STAGES)  # each stage once: the evaluation job did not train again
+    assert runs.read_status(run_dir).state == runs.SUCCEEDED

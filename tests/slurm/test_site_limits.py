@@ -89,7 +89,8 @@ def test_many_runs_go_in_as_chained_arrays_within_the_array_and_queue_limits(slu
     assert all(r["state"] == "SUCCEEDED" for r in rows), [r for r in rows if r["state"] != "SUCCEEDED"]
     _once_each(specs, tmp_path)
     waiting = [line for t in tables for line in t.splitlines() if "PENDING" in line]
-    print("\n".join(waiting[:12]))
+    for reason in ("[Dependency]", "[QOSMaxJobsPerUserLimit]"):  # one line of each, for the log
+        print(next((line for line in waiting if reason in line), f"no {reason} line"))
     assert any("waits for the jobs it follows [Dependency]" in line for line in waiting), waiting[:20]
     assert any("held by a limit of the QOS (running jobs) [QOSMaxJobsPerUserLimit]" in line for line in waiting)
     manifest = locking.read_manifest(tmp_path)

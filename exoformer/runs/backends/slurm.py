@@ -161,7 +161,7 @@ class SlurmBackend:
     def launch(self, items: list[Item], root: Path, *, record: Callable[[list[locking.Claim]], None] | None = None,
                on_done: Callable[[Item], None] | None = None) -> None:
         groups: dict[tuple, list[Item]] = {}
-        for item in items:  # one array per placement (all members of an array share the executor's parameters)
+        for item in items:  # arrays per placement (all members of an array share the executor's parameters)
             p = item.spec.placement
             groups.setdefault((p.partition, p.account, p.qos), []).append(item)
         view = SlurmView()
