@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -46,7 +47,11 @@ LAUNCH_LOCK = ".launch.lock"
 MANIFEST = "manifest.json"
 JOBS_DIR = ".jobs"
 RUN_INDEX_DIR = ".index"
-"""The reading verbs' derived cache of the runs, one file per spec directory (exoformer/runs/run_index.py)."""
+"""Where the run index lived inside a runs root before it moved to the reading user's cache (`index_dir`): a
+folder of that name in a runs root is never read or written by the reading verbs (anyone who can write the
+root could forge it)."""
+INDEX_CACHE = ("exoformer", "run-index")
+"""The run index's folder under the user's cache directory ($XDG_CACHE_HOME, else ~/.cache)."""
 
 VAL_CURVE_KEY = "val_loss_official"
 """metrics.jsonl key of the validation curve: the author's estimate_loss convention, the per-batch mean of
@@ -559,9 +564,25 @@ def spec_names_under(root: str | os.PathLike) -> list[str]:
         return []
 
 
-def index_file(root: str | os.PathLike, name: str) -> Path:
-    """The run index's cache file of spec directory `root/name`."""
-    return Path(root) / RUN_INDEX_DIR / f"{name}.json"
+def index_dir(root: str | os.PathLike) -> Path | None:
+    """The run index's folder of runs root `root` (exoformer/runs/run_index.py): in the reading user's cache
+    directory, `$XDG_CACHE_HOME` (when absolute, as the XDG spec asks) else `~/.cache`, then
+    `exoformer/run-index/<sha256 of the root's real path>`, so only that user writes it, a read-only runs root
+    is cached too, and every path to one root shares its index. None without a home directory (then the
+    reading verbs read without a cache)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+        if not os.path.isabs(base):
+            return None
+    key = hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()
+    return Path(base, *INDEX_CACHE, key)
+
+
+def index_file(root: str | os.PathLike, name: str) -> Path | None:
+    """The run index's cache file of spec directory `root/name` (in `index_dir(root)`); None without one."""
+    folder = index_dir(root)
+    return None if folder is None else folder / f"{name}.json"
 
 
 def read_status(path: str | os.PathLike) -> Status | None:

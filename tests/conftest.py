@@ -12,6 +12,15 @@ from exoformer.runs.rundirs import RUNS_ENV
 from smoke_runs import train_main_job
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _run_index_cache_of_the_session(tmp_path_factory):
+    """The run index lives in the user's cache directory (exoformer/rundir.py index_dir): tests, and the CLI
+    processes they start, keep theirs under a temporary $XDG_CACHE_HOME, never in the real ~/.cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _no_runs_root_from_the_environment(monkeypatch):
     monkeypatch.delenv(RUNS_ENV, raising=False)

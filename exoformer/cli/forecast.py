@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from exoformer.cli import options
 from exoformer.errors import UserError
@@ -34,9 +35,10 @@ def predict_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default=None, help="with TABLE: the profile that prices a run at the target")
     parser.add_argument("--points", metavar="FILE.csv", default=None,
                         help="ladder runs as CSV with the header params,tokens,loss (optional column group: one law "
-                             "per group)")
+                             "per group); one row per point, at most 2,000 rows")
     parser.add_argument("--at", action="append", default=[], metavar="PARAMS:TOKENS",
-                        help="with --points: where to forecast, e.g. --at 450M:10B (repeatable)")
+                        help="with --points: where to forecast, e.g. --at 450M:10B (repeatable; params 1e3 to 1e15, "
+                             "tokens 1e3 to 1e16)")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N",
                         help="bootstrap replicates of the fit (50 to 100,000; default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
@@ -47,7 +49,7 @@ def predict_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def predict_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.forecast.points import fit_groups, forecast, parse_at, read_points
+    from exoformer.report.forecast.points import far_from_ladder, fit_groups, forecast, parse_at, printable, read_points
 
     table_only = [flag for flag, value in (("--from", args.ladder), ("--to", args.to), ("--figure", args.figure),
                                            ("--profile", args.profile), ("--seeds", args.seeds != 3 or None))
@@ -71,21 +73,27 @@ def predict_verb(args: argparse.Namespace) -> int:
     if len(args.at) > MAX_POINTS_AT:
         raise UserError(f"{len(args.at)} points", where="--at", fix=f"give at most {MAX_POINTS_AT}")
     at = [parse_at(text) for text in args.at]
-    fits = fit_groups(read_points(args.points), bootstrap=args.bootstrap, seed=args.seed, where=args.points)
+    points = read_points(args.points)
+    fits = fit_groups(points, bootstrap=args.bootstrap, seed=args.seed, where=args.points, forecasts=len(at))
     rows = forecast(fits, at)
+    warnings = far_from_ladder(points, at)
     if args.json:
-        print(json.dumps([row.to_json() for row in rows], indent=1))
+        print(json.dumps([row.to_json() for row in rows], indent=1, allow_nan=False))
+        for line in warnings:
+            print(line, file=sys.stderr)
         return 0
     for name, fit in fits.items():
-        label = f"group {name}: " if name is not None else ""
+        label = f"group {printable(name)}: " if name is not None else ""
         print(f"{label}L(N, D) = {fit.E:.4g} + {fit.A:.4g}/N^{fit.alpha:.3f} + {fit.B:.4g}/D^{fit.beta:.3f}  "
               f"(n={fit.n}, residual sd {fit.sigma:.3g}, {fit.dof} dof)")
     print(f"{'GROUP':<12} {'PARAMS':>8} {'TOKENS':>8} {'LOSS':>8}  {'95% (LAW)':<19} 95% (ONE RUN)")
     for row in rows:
-        print(f"{row.group or '-':<12} {_count(row.params):>8} {_count(row.tokens):>8} {row.loss:>8.4f}  "
+        print(f"{printable(row.group or '-'):<12} {_count(row.params):>8} {_count(row.tokens):>8} {row.loss:>8.4f}  "
               f"[{row.lo:.4f}, {row.hi:.4f}]  [{row.run_lo:.4f}, {row.run_hi:.4f}]")
     print("95% (law): the expected loss, t with n-5 dof x the residual-bootstrap sd; 95% (one run): plus the runs' "
           "spread about the law (docs/forecast.md)")
+    for line in warnings:
+        print(line)
     return 0
 
 

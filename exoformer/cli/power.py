@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 
 def _effect(text: str) -> tuple[str, float]:
+    from exoformer.report.stats.power import MAX_MAGNITUDE
+
     label, sep, value = text.rpartition("=")
     try:
         number = float(value)
@@ -29,7 +31,17 @@ def _effect(text: str) -> tuple[str, float]:
     if not sep or not label.strip() or not math.isfinite(number):
         raise UserError(f"expected LABEL=VALUE with a finite value, got {text!r}", where="--effect",
                         fix="--effect 'table1 avg6 dynamic - gated=1.47'")
+    if abs(number) > MAX_MAGNITUDE:
+        raise UserError(f"{value.strip()!r} is beyond +-{MAX_MAGNITUDE:,.0f}", where="--effect",
+                        fix="give the difference in the metric's units, e.g. 1.47 accuracy points")
     return label.strip(), number
+
+
+def _bounded(value: float, *, flag: str, high: float, example: str) -> None:
+    """One line unless 0 <= value <= high (and finite): the squares and products of `power` stay finite."""
+    if not (math.isfinite(value) and 0 <= value <= high):
+        raise UserError(f"must be a finite number in [0, {high:,.0f}], got {value!r}", where=flag,
+                        fix=f"e.g. {flag} {example}")
 
 
 def power_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,11 +67,11 @@ def power_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def power_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.stats.power import check_alpha
+    from exoformer.report.stats.power import MAX_HOURS_PER_RUN, MAX_ITEMS, MAX_MAGNITUDE, check_alpha
     from exoformer.report.tables.seed_plan import ClaimSpread, plan_claims
 
-    if args.seed_sd is not None and not (math.isfinite(args.seed_sd) and args.seed_sd >= 0):
-        raise UserError(f"must be a finite sd >= 0, got {args.seed_sd}", where="--seed-sd", fix="e.g. --seed-sd 0.8")
+    if args.seed_sd is not None:
+        _bounded(args.seed_sd, flag="--seed-sd", high=MAX_MAGNITUDE, example="0.8")
     if args.table is not None:
         if args.effect:
             raise UserError("give a TABLE or --effect, not both", where="--effect",
@@ -77,15 +89,11 @@ def power_verb(args: argparse.Namespace) -> int:
 
     claims = [_effect(text) for text in args.effect]
     check_alpha(args.alpha)
-    if not (math.isfinite(args.hours_per_run) and args.hours_per_run >= 0):
-        raise UserError(f"the GPU-hours of one run must be a finite non-negative number, got {args.hours_per_run!r}",
-                        where="hours_per_run", fix="the profile's GPU-hours per run, e.g. 12.5")
-    if not (math.isfinite(args.item_sd) and args.item_sd >= 0):
-        raise UserError(f"a standard deviation must be finite and non-negative, got {args.item_sd!r}",
-                        where="item_sd", fix="e.g. 0.3")
-    if args.items < 1:
-        raise UserError(f"the item count must be a positive integer, got {args.items!r}", where="n_items",
-                        fix="the items a row's value averages, e.g. 10042")
+    _bounded(args.hours_per_run, flag="--hours-per-run", high=MAX_HOURS_PER_RUN, example="12.5")
+    _bounded(args.item_sd, flag="--item-sd", high=MAX_MAGNITUDE, example="0.3")
+    if not 1 <= args.items <= MAX_ITEMS:
+        raise UserError(f"must be an integer in [1, {MAX_ITEMS:,}], got {args.items!r}", where="--items",
+                        fix="the items a row's value averages, e.g. --items 10042")
     sd = math.sqrt(args.seed_sd**2 + args.item_sd**2 / args.items)
     # the rows are not known here: each claim gets two rows of its own, so it is priced alone (no table total)
     spreads = [ClaimSpread(minuend=f"a{i}", subtrahend=f"b{i}", effect=value, sd=sd)
@@ -95,7 +103,8 @@ def power_verb(args: argparse.Namespace) -> int:
                            alpha=args.alpha, holm=not args.no_holm)
     if args.json:
         print(json.dumps({"claims": [{"label": label, "effect": p.spread.effect, "seeds_per_row": p.seeds_per_row,
-                                      "gpu_hours": p.gpu_hours} for (label, _), p in zip(claims, plans, strict=True)]}))
+                                      "gpu_hours": p.gpu_hours} for (label, _), p in zip(claims, plans, strict=True)]},
+                         allow_nan=False))
         return 0
     for (label, _), p in zip(claims, plans, strict=True):
         print(_effect_line(label, p, cost=bool(args.hours_per_run)))

@@ -105,6 +105,9 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="rerun from scratch, even SUCCEEDED runs (their directory is moved aside, not deleted)")
     parser.add_argument("--wait", action="store_true", help="slurm: wait until the jobs end")
+    parser.add_argument("--no-wait", action="store_true",
+                        help="when another `run` holds the runs root's launch lock, exit 2 at once naming it instead "
+                             "of waiting for it (--wait is about the jobs)")
     parser.add_argument("--dry-run", action="store_true", help="show the plan (same as `plan`) and launch nothing")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--tensorboard", action="store_true",
@@ -122,9 +125,9 @@ def run_verb(args: argparse.Namespace) -> int:
     with _LiveLine(enabled=not args.json) as live:
         result = run_target(args.target, preset=args.preset, overrides=args.overrides, backend=args.backend,
                             profile=args.profile, jobs=args.jobs, threads=args.threads, timeout_min=args.timeout_min,
-                            wait=args.wait, tensorboard=args.tensorboard, all_seeds=args.all_seeds, force=args.force,
-                            retry_failed=args.retry_failed, registry=reg, runs_root=options.writable_runs_root(args),
-                            command=_command(), **live.callbacks())
+                            wait=args.wait, no_wait=args.no_wait, tensorboard=args.tensorboard,
+                            all_seeds=args.all_seeds, force=args.force, retry_failed=args.retry_failed, registry=reg,
+                            runs_root=options.writable_runs_root(args), command=_command(), **live.callbacks())
     print_result(result, as_json=args.json)
     if result.interrupted is None and result.waited and args.target in reg.tables \
             and len({p.root for p in result.planned}) == 1 and not args.json:
@@ -140,7 +143,7 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
             check_option(value, option)
     return LaunchOptions(backend=args.backend, profile=args.profile, jobs=args.jobs, threads=args.threads,
                          timeout_min=args.timeout_min, overrides=tuple(args.overrides), wait=args.wait,
-                         tensorboard=getattr(args, "tensorboard", False))
+                         no_wait=getattr(args, "no_wait", False), tensorboard=getattr(args, "tensorboard", False))
 
 
 def launch_and_report(reg, planned: list[PlannedRun], launch: LaunchOptions, *, target: str,
@@ -201,7 +204,7 @@ class _LiveLine:
             from exoformer.runs.progress_line import RunProgress
 
             jobs = [(p.spec.name, p.run_dir, p.spec.train.steps) for p in planned if p.launches]
-            self.progress = RunProgress(jobs, concurrency=backend.parallel_jobs).start()
+            self.progress = RunProgress(jobs, concurrency=backend.parallel_jobs, plan=planned).start()
 
     def announce(self, item) -> None:
         text = _announce(item)

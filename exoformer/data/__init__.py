@@ -21,6 +21,7 @@ import warnings
 from dataclasses import asdict
 from pathlib import Path
 
+from exoformer.environ import env_directory
 from exoformer.errors import UserError, did_you_mean
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -31,8 +32,13 @@ NAMED_DATA = (SMOKE_DATA, "fineweb-edu-10b")
 __all__ = ["resolve_data", "smoke_data_dir", "cache_dir", "validate_data_dir", "NAMED_DATA"]
 
 
+CACHE_FIX = ("unset it (results/cache is the default) or point it at a directory this user may write into (it is "
+             "created when missing)")
+
+
 def cache_dir() -> Path:
-    return Path(os.environ.get("EXOFORMER_CACHE") or REPO_ROOT / "results" / "cache")
+    """$EXOFORMER_CACHE, else results/cache; a value naming a file, a FIFO, ... is one line naming the variable."""
+    return env_directory("EXOFORMER_CACHE", must_exist=False, fix=CACHE_FIX) or REPO_ROOT / "results" / "cache"
 
 
 def validate_data_dir(directory: str | os.PathLike) -> Path:
@@ -136,7 +142,9 @@ def resolve_data(name_or_dir: str | os.PathLike) -> Path:
     if value == "smoke":
         return smoke_data_dir()
     if value == "fineweb-edu-10b":
-        directory = Path(os.environ.get("EXOFORMER_DATA_DIR") or REPO_ROOT / "data" / "finewebedu10B")
+        directory = env_directory("EXOFORMER_DATA_DIR", fix="unset it (data/finewebedu10B is the default) or point "
+                                  "it at the shard folder `python reproduce.py prefetch` wrote") \
+            or REPO_ROOT / "data" / "finewebedu10B"
         if not directory.is_dir():
             raise UserError("FineWeb-Edu 10B shards not found", where=str(directory),
                             fix="run `python reproduce.py prefetch` (or set EXOFORMER_DATA_DIR), or use data: smoke")

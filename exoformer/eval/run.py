@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from exoformer.environ import temporary_env
+from exoformer.environ import env_directory, temporary_env
 from exoformer.errors import UserError
 from exoformer.eval.precision import DEFAULT_SCORING, check_scoring_precision
 from exoformer.eval.samples import compact_samples
@@ -33,8 +33,10 @@ NON_METRIC_KEYS = {"alias", "name", "sample_len"}
 
 def default_cache_dir() -> Path:
     """Where datasets writes its Arrow cache of the task files: `$EXOFORMER_CACHE/hf` or results/cache/hf."""
-    root = os.environ.get(CACHE_ENV)
-    return Path(root) / "hf" if root else Path(__file__).resolve().parents[2] / "results" / "cache" / "hf"
+    from exoformer.data import CACHE_FIX
+
+    root = env_directory(CACHE_ENV, must_exist=False, fix=CACHE_FIX)
+    return root / "hf" if root else Path(__file__).resolve().parents[2] / "results" / "cache" / "hf"
 
 
 def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathLike | None = None,
@@ -54,7 +56,8 @@ def evaluate(model: Any, tokenizer: Any, suite: str, *, data_dir: str | os.PathL
     from exoformer.eval.suites import task_configs
 
     if suite == "paper" and data_dir is None:
-        data_dir = os.environ.get(TASK_DIR_ENV)
+        data_dir = env_directory(TASK_DIR_ENV, fix="point it at the tasks/ folder that `python reproduce.py "
+                                                   "prefetch` wrote")
         if not data_dir:
             raise UserError("the paper suite needs the six task datasets on local disk", where="eval.data_dir",
                             fix="run `python reproduce.py prefetch` on a machine with internet, then set "
@@ -105,8 +108,7 @@ def dataset_cache_errors(cache: Path, data_dir: str | os.PathLike | None) -> Ite
     try:
         yield
     except Exception as err:
-        module = type(err).__module__ or ""
-        if not module.startswith(("pyarrow", "datasets")):
+        if not _raised_by_arrow(err):
             raise
         first = (str(err).splitlines() or [""])[0][:160]
         again = (f"fetch the task files under {data_dir} again: reproduce.py prefetch" if data_dir else
@@ -114,6 +116,20 @@ def dataset_cache_errors(cache: Path, data_dir: str | os.PathLike | None) -> Ite
         raise UserError(f"the dataset cache cannot be read ({type(err).__name__}: {first})", where=str(cache),
                         fix=f"delete that folder (rm -rf {cache}) and run the same command again: the evaluation "
                             f"rebuilds it from the offline task files (if it fails again, {again})") from None
+
+
+def _raised_by_arrow(err: Exception) -> bool:
+    """An exception type of pyarrow or datasets, or one of the plain OSErrors that pyarrow raises for a truncated
+    Arrow file ("Expected to be able to read 16464 bytes for message body": no errno, raised in pyarrow's code);
+    an OSError of the system (a full disk while the cache is written) keeps its own message."""
+    if (type(err).__module__ or "").startswith(("pyarrow", "datasets")):
+        return True
+    if not isinstance(err, OSError) or err.errno is not None:
+        return False
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith(("pyarrow", "datasets"))
 
 
 ENVIRONMENT_NOTE = "not collected per evaluation: the run's provenance.json records the environment"

@@ -12,20 +12,26 @@ source: a checkpoint run (`evaluate PATH --as ROW`) runs this same stage, so the
 cells either way. Both read only the verified checkpoint of the final step
 (exoformer.train.checkpoint.load_final_checkpoint): a missing or damaged one is a UserError naming the
 file, so the stage fails instead of scoring an earlier step. Both write atomically and return a small
-summary for `stages/<name>.json`.
+summary for `stages/<name>.json`; the evaluate stage's holds the sha256 of the bytes of `eval/samples.json`
+(`samples_sha256`), which pins the order of the per-document scores (exoformer/runs/verify.py).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
-from exoformer.io import atomic_write_json, atomic_write_text
+from exoformer.io import atomic_write_bytes, atomic_write_json, atomic_write_text
 from exoformer.stage import StageContext
 
 VALIDATION_TASK = "validation"
 VALIDATION_METRICS = {"ppl": "val_ppl", "loss": "val_loss", "ppl_ce": "val_ppl_ce", "loss_ce": "val_loss_ce"}
 """Long-row metric -> key of exoformer.train.loop.final_validation's result."""
+SAMPLES_DIGEST_KEY = "samples_sha256"
+"""The key of the evaluate stage's record (`stages/evaluate.json` "result") holding the sha256 of the bytes of
+`eval/samples.json` it wrote (checked by exoformer/runs/verify.py)."""
 
 
 def stage_device(ctx: StageContext) -> str:
@@ -89,10 +95,11 @@ def evaluate_stage(ctx: StageContext) -> dict[str, Any]:
         return {}
     per_sample = results.pop("per_sample")
     rows = [{**row, "precision": ev.precision} for row in long_rows(results, spec=spec.name, seed=spec.seed)]
-    atomic_write_json(samples_file(run_dir), per_sample)
+    samples = (json.dumps(per_sample, indent=2) + "\n").encode("utf-8")  # what atomic_write_json writes
+    atomic_write_bytes(samples_file(run_dir), samples)
     atomic_write_text(files.eval_results, dumps(results))
     files.write_rows(files.eval_rows, rows)
     summary = {f"{r['task']}/{r['metric']}": r["value"] for r in rows}
     ctx.say("evaluate: " + ", ".join(f"{k} {v:.4f}" for k, v in summary.items() if v is not None))
     return {"suite": ev.suite, "rows": len(rows), "metrics": summary, "precision": ev.precision,
-            "file": files.display(files.eval_rows)}
+            "file": files.display(files.eval_rows), SAMPLES_DIGEST_KEY: hashlib.sha256(samples).hexdigest()}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exoformer.environ import env_directory
 from exoformer.errors import UserError, did_you_mean
 from exoformer.registry.profile_bounds import check_profile_bounds
 from exoformer.registry.registry import REPO_ROOT
@@ -103,7 +104,8 @@ def profiles_dir() -> Path:
     chosen = os.environ.get("EXOFORMER_PROFILES")
     if chosen is not None and not chosen.strip():  # never a silent fallback to slurm/profiles/
         raise UserError("empty profiles directory", where="$EXOFORMER_PROFILES", fix="unset it, or name a directory")
-    return Path(chosen) if chosen else PROFILES_DIR
+    return env_directory("EXOFORMER_PROFILES", fix="unset it (slurm/profiles/ is the default) or point it at a "
+                                                   "directory of profile YAML files") or PROFILES_DIR
 
 
 def list_profiles() -> list[str]:

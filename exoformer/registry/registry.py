@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from exoformer import limits
+from exoformer.environ import env_directory
 from exoformer.errors import UserError, did_you_mean
 from exoformer.registry import released as released_mod
 from exoformer.registry.ladders import check_ladders
@@ -71,7 +72,8 @@ def registry_dir(explicit: str | os.PathLike | None = None) -> Path:
         if env is not None and not env.strip():
             raise UserError("empty registry directory", where="$EXOFORMER_REGISTRY",
                             fix="unset it, or name a directory with registry.yaml")
-        explicit = env
+        explicit = env_directory("EXOFORMER_REGISTRY", fix="unset it (experiments/ is the default) or point it at "
+                                                           "a directory with registry.yaml")
     return Path(explicit) if explicit else DEFAULT_REGISTRY
 
 

@@ -135,7 +135,8 @@ def _here() -> str:
 
 def health_check_or_exit(run_dir: str | os.PathLike, model: ModelConfig, precision: str, device: str) -> None:
     """The three checks of the module docstring, ending the process at once with the error's one line (`error: ...`,
-    exit code 1) at the first that fails; a node fault under Slurm first requeues the job without this node."""
+    exit code 1) at the first that fails; a node fault under Slurm first requeues the job without this node.
+    STATUS says the same line first (`record_failure`), so that `run` and `status` print it."""
     try:
         check_device(device)
         check_all_reduce(device)
@@ -143,6 +144,43 @@ def health_check_or_exit(run_dir: str | os.PathLike, model: ModelConfig, precisi
     except NodeUnhealthy as err:
         requeued = requeue_elsewhere(err)
         where = " without this node" if err.exclude_node else ""
-        raise SystemExit(f"error: {err.render()}" + (f"; requeued by Slurm{where}" if requeued else "")) from None
+        line = err.render() + (f"; requeued by Slurm{where}" if requeued else "")
+        record_failure(run_dir, line, requeued=requeued)
+        raise SystemExit(f"error: {line}") from None
     except UserError as err:
+        record_failure(run_dir, err.render())
         raise SystemExit(f"error: {err.render()}") from None
+
+
+AGAIN = "run the same command again"
+RETRY = f"{AGAIN} with --retry-failed"
+
+
+def record_failure(run_dir: str | os.PathLike, line: str, *, requeued: bool = False) -> None:
+    """STATUS of a run whose job failed its health check: FAILED with the check's line, its fix ending in
+    `run --retry-failed` (a plain `run` skips a FAILED run), or PENDING with the line when Slurm requeued the job.
+    Written only into a prepared run directory, atomically; where STATUS cannot be written (the full disk itself),
+    the line is left to the job's stderr under the runs root's .jobs/."""
+    from exoformer.rundir import FAILED, PENDING, RunDir
+
+    rd = RunDir(run_dir)
+    if not rd.identity_file.is_file():
+        return
+    reason = line
+    if not requeued:
+        reason = reason.replace(AGAIN, RETRY) if AGAIN in reason else f"{reason}; then {RETRY}"
+    try:
+        rd.update_status(state=PENDING if requeued else FAILED, reason=reason, pid=None, log=_job_stderr(),
+                         host=os.environ.get("SLURMD_NODENAME") or socket.gethostname())
+    except (OSError, UserError):
+        pass
+
+
+def _job_stderr() -> str | None:
+    """The stderr file of this submitit job (local or Slurm), where the line is written too; None outside one."""
+    try:
+        import submitit
+
+        return str(submitit.JobEnvironment().paths.stderr)
+    except Exception:  # noqa: BLE001 - not a submitit job, or one without the file
+        return None

@@ -70,7 +70,7 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
         view.expect(claims.get(p.spec.hash) for p in planned if p.root == root)
     try:
         for root in roots:
-            with locking.launch_lock(root):
+            with locking.launch_lock(root, wait=locking.LOCK_WAITS.get()):  # `run --no-wait`: refused at once
                 remove_temp_files(root)  # a launcher killed mid-write of the manifest
                 manifest = locking.read_manifest(root)
                 claims = []
@@ -97,6 +97,8 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
                 locking.record_claims(root, manifest, claims)
                 if backend.submits_under_lock and items.get(root):
                     _submit(backend, items[root], root, manifest)
+    except locking.LaunchLockHeld:  # a TimeoutError, so an OSError too: another launcher, never the disk
+        raise
     except OSError as err:  # a full disk, a read-only root: nothing was started
         raise UserError(f"cannot write the runs root ({err.strerror or type(err).__name__}); no job was started",
                         where=str(err.filename or roots[0]),
@@ -159,6 +161,8 @@ def wait_for_slurm(planned: list[PlannedRun], *, poll_s: float) -> None:
         manifests = {p.root: locking.read_manifest(p.root) for p in launched}
         view.expect(manifests[p.root].get(p.spec.hash) for p in launched)
         states = [reconcile(p.run_dir, manifests[p.root].get(p.spec.hash), view) for p in launched]
+        if view.problem:  # a busy controller: say so, and look again at the next interval
+            print(f"slurm: {view.problem}; asking again in {poll_s:.0f} s", file=sys.stderr, flush=True)
         if all(s is not None and s.state not in runs.ACTIVE_STATES for s in states):
             return
         time.sleep(poll_s)
@@ -170,6 +174,9 @@ def unfinished(planned: list[PlannedRun], *, queued_ok: bool) -> list[tuple[str,
     for p in planned:
         status = RunDir(p.run_dir).read_status()
         state = status.state if status else None
+        if p.state == runs.DAMAGED and not p.launches:  # skipped as damaged: not done, whatever STATUS says
+            out.append((p.spec.name, p.reason))
+            continue
         if state == runs.SUCCEEDED or (queued_ok and state in runs.ACTIVE_STATES) or p.reason == ACTIVE:
             continue  # done, queued, or another launcher's job is working on it
         why = state or "not run"

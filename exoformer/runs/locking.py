@@ -14,9 +14,11 @@ import fcntl
 import json
 import os
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -54,29 +56,87 @@ class Claim:
         return asdict(self)
 
 
+LOCK_WAITS: ContextVar[bool] = ContextVar("exoformer_launch_lock_waits", default=True)
+"""Whether a launch waits for the launch lock another process holds; False under `run --no-wait` (set for one
+launch by exoformer.runs.orchestrate, read where exoformer.runs.launch takes the lock), which then fails at once."""
+
+
+class LaunchLockHeld(UserError, TimeoutError):
+    """Another process holds the launch lock (past the wait, or at once with `wait=False`): one line naming the
+    lock and its holder. A TimeoutError too, as the lock's timeout always was; never a disk's problem."""
+
+
 @contextmanager
-def launch_lock(root: Path, *, timeout_s: float = 600.0) -> Iterator[None]:
-    """Exclusive lock on the runs root; waits up to `timeout_s` (a launcher holds it for seconds at most)."""
+def launch_lock(root: Path, *, timeout_s: float = 600.0, wait: bool = True) -> Iterator[None]:
+    """Exclusive lock on the runs root; waits up to `timeout_s` (a launcher holds it for seconds at most), saying
+    once on stderr who holds it, or with `wait=False` fails at once (LaunchLockHeld either way). The holder
+    writes its pid and host into the lock file, so that a blocked launcher can name it."""
+    path = root / LAUNCH_LOCK
     try:
         root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(root / LAUNCH_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as err:
         raise UserError(f"cannot open the launch lock ({err.strerror or type(err).__name__})",
-                        where=str(root / LAUNCH_LOCK),
+                        where=str(path),
                         fix="move it away if it is not a file, or choose a writable --runs-dir") from None
     try:
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        said = False
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{root / LAUNCH_LOCK} held for over {timeout_s:.0f} s") from None
+                waited = time.monotonic() - started
+                holder = _lock_holder(fd)
+                known = holder != UNKNOWN_HOLDER or waited > 0.5  # the holder writes its record just after locking
+                if not wait and known:
+                    raise LaunchLockHeld(f"the launch lock of {root} is held by {holder}: another `run` is "
+                                         "launching into this runs root", where=str(path),
+                                         fix="run the same command again once that one has launched its jobs, or "
+                                             "leave out --no-wait to wait for it") from None
+                if waited > timeout_s:
+                    raise LaunchLockHeld(f"the launch lock of {root} has been held by {holder} for over "
+                                         f"{timeout_s:.0f} s", where=str(path),
+                                         fix="let that process finish launching (or stop it if it hangs), then run "
+                                             "the same command again") from None
+                if wait and known and not said:
+                    print(f"waiting for the launch lock of {root}, held by {holder}", file=sys.stderr, flush=True)
+                    said = True
                 time.sleep(0.05)
+        _record_holder(fd)
         yield
     finally:
         os.close(fd)  # closing releases the flock
+
+
+UNKNOWN_HOLDER = "a process that recorded no pid (an older harness version?)"
+
+
+def _record_holder(fd: int) -> None:
+    """Write this process's pid and host into the lock file it holds (best effort: a full disk still locks)."""
+    record = json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode() + b"\n"
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, record, 0)
+    except OSError:
+        pass
+
+
+def _lock_holder(fd: int) -> str:
+    """`pid P on HOST` as the holder of the lock recorded it; UNKNOWN_HOLDER where the file names none, or names
+    a process of this host that has ended (the record of an earlier holder, under a holder that writes none)."""
+    try:
+        data = json.loads(os.pread(fd, 4096, 0).decode())
+        pid, host = data["pid"], data["host"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return UNKNOWN_HOLDER
+    if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(host, str) or not host \
+            or not host.isprintable() or len(host) > 255:
+        return UNKNOWN_HOLDER
+    if host == socket.gethostname() and not pid_alive(pid):
+        return UNKNOWN_HOLDER
+    return f"pid {pid} on {host}"
 
 
 def read_manifest(root: Path) -> dict[str, Claim]:

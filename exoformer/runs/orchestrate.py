@@ -44,6 +44,8 @@ class LaunchOptions:
     overrides: tuple[str, ...] = ()
     wait: bool = False
     """slurm: return only when the jobs have ended."""
+    no_wait: bool = False
+    """When another launcher holds the runs root's launch lock, fail at once naming it (exit 2) instead of waiting."""
     tensorboard: bool = False
 
 
@@ -93,8 +95,8 @@ class RunResult:
 
 def run_target(target: str, *, preset: str | None = None, overrides: Sequence[str] = (), backend: str = "local",
                profile: str | None = None, jobs: int | None = None, threads: int | None = None,
-               timeout_min: float | None = None, wait: bool = False, tensorboard: bool = False,
-               all_seeds: bool = False, force: bool = False, retry_failed: bool = False,
+               timeout_min: float | None = None, wait: bool = False, no_wait: bool = False,
+               tensorboard: bool = False, all_seeds: bool = False, force: bool = False, retry_failed: bool = False,
                registry: Registry | None = None, runs_root: str | os.PathLike | None = None,
                command: Sequence[str] | None = None,
                on_decided: Callable[[list[PlannedRun], Any], None] | None = None,
@@ -110,7 +112,7 @@ def run_target(target: str, *, preset: str | None = None, overrides: Sequence[st
     planned = plan(registry, target, preset=preset, overrides=list(overrides), runs_root=root, all_seeds=all_seeds,
                    force=force, retry_failed=retry_failed, profile=profile)
     options = LaunchOptions(backend=backend, profile=profile, jobs=jobs, threads=threads, timeout_min=timeout_min,
-                            overrides=tuple(overrides), wait=wait, tensorboard=tensorboard)
+                            overrides=tuple(overrides), wait=wait, no_wait=no_wait, tensorboard=tensorboard)
     if command is None:
         command = _equivalent_command(target, preset=preset, overrides=overrides, backend=backend)
     return run_planned(registry, planned, options, target=target, command=command, on_decided=on_decided,
@@ -132,11 +134,13 @@ def run_planned(registry: Registry, planned: list[PlannedRun], options: LaunchOp
     line (default: this process's). `on_decided(plan, backend)` sees the plan as decided under the lock
     before any local job starts; `on_done(item)` each local or inline job as it ends."""
     from exoformer.environ import quiet_progress_env, temporary_env
+    from exoformer.runs import locking
     from exoformer.runs.launch import Interrupted, launch, unfinished, wait_for_slurm
     from exoformer.train.tensorboard import ENV as TENSORBOARD_ENV
 
     backend = _backend(registry, planned, options)
     started = time.time()
+    waits = locking.LOCK_WAITS.set(not options.no_wait)
     try:
         # job processes (local, Slurm) and an inline job importing lm-eval inherit the quiet switches
         with temporary_env({**quiet_progress_env(), **({TENSORBOARD_ENV: "1"} if options.tensorboard else {})}):
@@ -144,6 +148,8 @@ def run_planned(registry: Registry, planned: list[PlannedRun], options: LaunchOp
                            on_done=on_done, on_decided=on_decided)
     except Interrupted as stop:
         return RunResult(target=target, backend=backend.name, seconds=time.time() - started, interrupted=stop.names)
+    finally:
+        locking.LOCK_WAITS.reset(waits)
     submitted = list(getattr(backend, "notes", []))
     if not backend.waits and options.wait:
         wait_for_slurm(final, poll_s=backend.profile.slurm.poll_interval_s)

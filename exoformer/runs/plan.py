@@ -13,6 +13,10 @@ and its stage records:
 | SUCCEEDED with a stage record missing  | resume           | resume         | rerun            |
 | FAILED (an error raised in the job)    | skip (failed)    | resume         | rerun            |
 | INTERRUPTED (killed, lost, timed out), DAMAGED STATUS | resume | resume     | rerun            |
+| DAMAGED otherwise (no identity, lost STATUS, bad rows) | skip  | skip           | rerun            |
+
+A run is DAMAGED here exactly when the reading verbs show it DAMAGED (exoformer/runs/run_index.py read_run_info),
+and the reason says so in the same words.
 
 Torch-free, so `plan` answers at once.
 """
@@ -29,6 +33,7 @@ from exoformer.budget.cost import Cost, estimate
 from exoformer.registry.profiles import Profile, load_profile
 from exoformer.registry.registry import Registry
 from exoformer.registry.spec import Spec, parse_override, wanted_stages
+from exoformer.runs.run_index import RESUMES, entry_of, is_run
 from exoformer.runs.status import SlurmView, claim_alive, reconcile
 from exoformer.limits import check_runs_root_path
 from exoformer.run_identity import RunIdentity
@@ -65,8 +70,9 @@ class PlannedRun:
         return self.action in LAUNCHING
 
     def describe(self) -> str:
-        """The action as `plan` and `run` print it."""
-        return self.action if self.action in (RUN, RESUME) else f"{self.action}: {self.reason}"
+        """The action as `plan` and `run` print it (with its reason, except a plain run or resume)."""
+        plain = self.action in (RUN, RESUME) and not self.reason.startswith(runs.DAMAGED)
+        return self.action if plain else f"{self.action}: {self.reason}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.spec.name, "group": self.spec.group, "hash": self.spec.hash12,
@@ -79,12 +85,19 @@ class PlannedRun:
 
 
 def decide(*, state: str | None, active: bool, has_checkpoint: bool, missing_stages: list[str], exists: bool,
-           force: bool, retry_failed: bool) -> tuple[str, str]:
-    """(action, reason) for one run; pure, so the table in the module docstring is tested exhaustively."""
+           force: bool, retry_failed: bool, damage: str | None = None) -> tuple[str, str]:
+    """(action, reason) for one run; pure, so the table in the module docstring is tested exhaustively.
+    `damage`: why the run reads DAMAGED in every reading verb (exoformer/runs/run_index.py read_run_info), with
+    its fix: a damaged STATUS is resumed, any other damage is skipped until --force."""
     if active:
         return SKIP, ACTIVE
     if force:
         return (RERUN, "--force: the old directory is moved aside") if exists else (RUN, "new")
+    if damage is not None:  # the reason without the fix, which the action says
+        why = f"{runs.DAMAGED}: {damage.split(' (fix: ')[0].split('; its numbers are not shown')[0]}"
+        if damage.startswith(RunDir(".").status_file.name) and RESUMES in damage:
+            return RESUME, why
+        return SKIP, f"{why} (use --force)"
     if state is None:
         return (RESUME, "a checkpoint exists") if has_checkpoint else (RUN, "new")
     if state == runs.SUCCEEDED:
@@ -110,9 +123,14 @@ def assess(spec: Spec, root: Path, *, claim: locking.Claim | None, view: SlurmVi
         active = run_dir.is_dir() and claim_alive(run_dir, claim, view)
     else:
         active = rd.job_lock_held()
+    damage = None
+    if not active and run_dir.is_dir() and is_run(rd):  # the verdict every reading verb shows for the run
+        info = entry_of(rd)
+        damage = info.damage if info is not None else None
+        state = runs.DAMAGED if damage is not None else state
     action, reason = decide(state=state, active=active, has_checkpoint=rd.has_checkpoint(),
                             missing_stages=rd.missing_stage_records(wanted_stages(spec)), exists=run_dir.exists(),
-                            force=force, retry_failed=retry_failed)
+                            force=force, retry_failed=retry_failed, damage=damage)
     return action, reason, state
 
 

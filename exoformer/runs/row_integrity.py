@@ -8,7 +8,9 @@ A run is damaged when (checked in this order, the first problem found is its rea
 - two rows of the run name the same (task, metric): a duplicate, or a conflict when their values differ;
 - a row disagrees with the stage record that wrote it (`stages/evaluate.json` metrics,
   `stages/validate.json` val_ppl / val_loss / val_ppl_ce), or a recorded metric has no row;
-- its per-sample results or metrics log disagree with the rows (exoformer/runs/verify.py).
+- its per-sample results differ from the sha256 the evaluate stage recorded of them, or they or its metrics
+  log disagree with the rows (exoformer/runs/verify.py; a run evaluated before the digest was recorded is
+  checked without it).
 The rows are read by the one strict reader (RunDir.result_files), so a file the reading verbs could not read
 is a reason too. The run index (exoformer/runs/run_index.py) asks once per change of a run's files.
 Torch-free; reads only the run directory.
@@ -22,7 +24,7 @@ from typing import Any
 
 from exoformer.errors import UserError
 from exoformer.rundir import DAMAGED, SUCCEEDED, RunDir
-from exoformer.runs.verify import run_files_problem
+from exoformer.runs.verify import SAMPLES_DIGEST_KEY, run_files_problem
 
 RANGES = {"acc": (0.0, 1.0), "acc_norm": (0.0, 1.0), "ppl": (1.0, math.inf), "ppl_ce": (1.0, math.inf),
           "loss": (0.0, math.inf), "loss_ce": (0.0, math.inf)}
@@ -58,7 +60,19 @@ def integrity_problem(run: RunDir, spec_name: str) -> str | None:
     validation_values = {key: seen[("validation", metric)] for metric, key in VALIDATION_RECORD.items()
                          if ("validation", metric) in seen}
     return (_disagrees(run, "evaluate", eval_values) or _disagrees(run, "validate", validation_values)
-            or run_files_problem(run, files.get("eval_rows", [])))
+            or run_files_problem(run, files.get("eval_rows", []), samples_sha256=_recorded_samples_digest(run)))
+
+
+def _recorded_samples_digest(run: RunDir) -> Any:
+    """The sha256 of eval/samples.json the evaluate stage recorded; None without one (a run evaluated before the
+    stage recorded it, or no evaluate record: its per-sample file is then checked without a digest)."""
+    if not run.stage_done("evaluate"):
+        return None
+    try:
+        record = (run.read_json(run.stage_file("evaluate")) or {}).get("result") or {}
+    except (UserError, AttributeError):
+        return None  # _disagrees has named the unreadable record already
+    return record.get(SAMPLES_DIGEST_KEY) if isinstance(record, dict) else None
 
 
 def _out_of_range(key: tuple[str, str], value: Any) -> str | None:

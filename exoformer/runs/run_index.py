@@ -4,10 +4,16 @@ results come from.
 The index is a cache per spec directory (`rundir.index_file(root, name)`), never the source of truth: each entry
 is a `RunInfo`, a mapping by field name: the run's identity as its identity file records it
 (exoformer/run_identity.py, the one record of what a run is), the status state, which result files exist and
-why a run reads DAMAGED (exoformer/runs/row_integrity.py), keyed by `entry_key` (the modification times of the
+why a run reads DAMAGED (exoformer/runs/row_integrity.py), keyed by `entry_key` (the times and sizes of the
 files it is read from). An entry whose key does not match, and an index file that cannot be read, is simply
-rebuilt from the run directory; deleting the index loses nothing, and a root that cannot be written still reads.
-Asking for some specs reads only their directories, so a table costs what its runs cost, not what the root holds.
+rebuilt from the run directory; deleting the index loses nothing. Asking for some specs reads only their
+directories, so a table costs what its runs cost, not what the root holds.
+
+Where it lives (docs/architecture.md "Trust model"): in the reading user's cache directory, keyed by the runs
+root's real path (`rundir.index_dir`), never inside the runs root: whoever can write a runs root could otherwise
+rewrite a DAMAGED run's entry to SUCCEEDED. An index file is read only when this user owns it and its folder and
+no one else can write either (`_private`); anything else is read from the run's files. A read-only or shared
+runs root is cached the same way. A `.index/` folder inside the root (where the index lived before) is ignored.
 
 A spec can have several run directories: its current hash, and older ones (runs made with `--set`
 overrides, or before a registry edit changed its config). Tables, figures and claims all ask `pick_run`
@@ -18,8 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import fcntl
 import json
 import os
+import shlex
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,21 +37,21 @@ from typing import Any
 import yaml
 
 from exoformer.errors import UserError
-from exoformer.io import atomic_write_json, check_real_directories, read_regular, read_regular_text, remove_temp_files
+from exoformer.io import MAX_RECORD_BYTES, atomic_write_json, open_regular, read_regular_text, remove_temp_files
 from exoformer.records import check, field_types
 from exoformer.rerun import rerun_command
 from exoformer.run_identity import CHECKPOINT, OURS, SOURCES, RunIdentity
 from exoformer.runs import verify
-from exoformer.rundir import DAMAGED, RunDir, index_file, run_dirs_of_spec, spec_names_under
+from exoformer.rundir import DAMAGED, RunDir, Status, index_file, run_dirs_of_spec, spec_names_under
 from exoformer.runs.row_integrity import reading_state
 
 __all__ = ["CHECKPOINT", "OURS", "SOURCES", "RunInfo", "entry_of", "find_runs", "identity_of", "is_run", "one_view",
            "pick_run", "read_run_spec"]
 
-INDEX_VERSION = 6
-STALE_TEMP_S = 60.0
-"""A temporary file of an index write older than this was left by a reader killed while writing (a write takes
-milliseconds), so the next writer removes it."""
+INDEX_VERSION = 7
+INDEX_LOCK = ".lock"
+"""The flock file of an index folder: held shared by each process while it writes an index file there (the
+kernel drops it when that process dies), taken alone by whoever removes the temporary files of dead writers."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -156,8 +165,10 @@ def is_run(run: RunDir) -> bool:
 
 
 def read_run_info(run: RunDir) -> RunInfo:
-    """The RunInfo of one run directory read from its files. A run without a readable identity file reads
-    DAMAGED, and so does a finished run whose result rows fail the checks."""
+    """The RunInfo of one run directory read from its files: DAMAGED, with the reason and the fix, when its
+    identity file cannot be read, when its status file cannot or is missing after stages were recorded
+    (`run_state_problem`), and when a finished run's result rows fail the checks; each reason ends in the fix.
+    Every reading verb (status, plan, table, compare, ...) shows that one verdict."""
     status = run.read_status()
     state = None if status is None else status.state
     try:
@@ -168,13 +179,78 @@ def read_run_info(run: RunDir) -> RunInfo:
         state, damage = DAMAGED, (f"{run.identity_file.name} missing or unreadable: {why} (fix: "
                                   f"`{rerun_command(run.read_provenance(), run.path.parent.name, run.path)}` to "
                                   "rerun it)")
+    elif (problem := run_state_problem(run, status, identity)) is not None:
+        state, damage = DAMAGED, problem
     else:
         state, damage = reading_state(run, state, identity.spec)
+        if damage is not None:  # its fix: the command of exactly this variant
+            why = damage.rpartition(" (fix: ")[0] or damage
+            damage = f"{why} (fix: `{variant_command(identity, run, '--force')}`)"
     try:
         mtime = run.path.stat().st_mtime
     except OSError:
         mtime = 0.0
     return RunInfo(run=run, identity=identity, state=state, damage=damage, outputs=_outputs(run), mtime=mtime)
+
+
+RESUMES = "resumes it"
+"""The end of the fix of damage a plain `run` repairs (a status file that cannot be read); any other damage needs
+--force (exoformer/runs/plan.py `decide` reads which)."""
+
+
+def variant_command(identity: RunIdentity, run: RunDir, *flags: str) -> str:
+    """`reproduce.py run SPEC --preset P [--set k=v ...] --runs-dir ROOT [flags]`: the command of exactly this
+    run's variant, from its identity (its --set words written as `status` shows them)."""
+    words = ["reproduce.py", "run", identity.spec, "--preset", identity.preset]
+    for key, value in identity.overrides.items():
+        words += ["--set", f"{key}={_yaml_word(value)}"]
+    return shlex.join([*words, "--runs-dir", str(run.path.parent.parent), *flags])
+
+
+def _yaml_word(value: Any) -> str:
+    """A --set value as YAML reads it back (exoformer/runs/status.py yaml_word; a test holds the two equal)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(map(_yaml_word, value)) + "]"
+    return str(value)
+
+
+def run_state_problem(run: RunDir, status: Status | None, identity: RunIdentity) -> str | None:
+    """Why a run with an identity is DAMAGED whatever its state says, with the fix naming its variant; None when
+    it is not:
+    - its status file is not a regular file (a FIFO, a link, a folder), or not a status record: a plain `run`
+      resumes it (RESUMES);
+    - it has no status file although stages were recorded: it ran, so it is no new run, and only --force reruns
+      it (its results may be gone with the status file).
+    The spec file is no reason (the resolved config, for people; the identity says what the run is)."""
+    name = run.status_file.name
+    if status is not None and status.state == DAMAGED:
+        why = "is not a regular file" if not _regular(run.status_file) else "is not a status record"
+        return (f"{name} {why} (fix: `{variant_command(identity, run)}` {RESUMES}, or add --force to start "
+                "over)")
+    if status is None:
+        stages = sorted(p.stem for p in _listing(run.stages_dir) if p.suffix == ".json")
+        if stages:
+            return (f"{name} is missing but stage {', '.join(stages)} {'was' if len(stages) == 1 else 'were'} "
+                    f"recorded; its numbers are not shown (fix: `{variant_command(identity, run, '--force')}`)")
+    return None
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _listing(folder: Path) -> list[Path]:
+    try:
+        return [folder / entry.name for entry in os.scandir(folder) if entry.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
 # ------------------------------------------------------------------------------------------ the cache
@@ -192,7 +268,8 @@ def _relative(*names: str) -> tuple[str, ...]:
 
 
 _KEY_FOLDERS = _relative("eval_dir", "analysis_dir", "stages_dir")
-_KEY_FILES = _relative("spec_file", "status_file", "identity_file", "eval_rows", "validation", "analysis_rows")
+_KEY_FILES = (*_relative("spec_file", "status_file", "identity_file", "eval_rows", "validation", "analysis_rows"),
+              *(str(RunDir(".").stage_file(stage)) for stage in ("evaluate", "validate")))
 
 
 def entry_key(run: RunDir) -> list[int] | None:
@@ -210,10 +287,23 @@ def entry_key(run: RunDir) -> list[int] | None:
     return stamps
 
 
+def _private(info: os.stat_result) -> bool:
+    """Whether a file or folder could have been written by this user only: owned by them, writable by no one
+    else (root, who can write anything anyway, reads its own cache)."""
+    return info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
 def _load_index(path: Path) -> dict[str, Any]:
-    """The cached entries of one spec directory; {} when the file is missing, unreadable or not ours."""
+    """The cached entries of one spec directory; {} when the file is missing, unreadable or not ours, or when it
+    or its folder is not `_private` (then another user could have forged it)."""
     try:
-        data = json.loads(read_regular(path))
+        folder = os.lstat(path.parent)
+        if not stat.S_ISDIR(folder.st_mode) or not _private(folder):
+            return {}
+        with open_regular(path) as f:  # no symbolic link, no FIFO
+            if not _private(os.fstat(f.fileno())):
+                return {}
+            data = json.loads(f.read(MAX_RECORD_BYTES + 1))
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("version") != INDEX_VERSION or not isinstance(data.get("runs"), dict):
@@ -250,8 +340,7 @@ def spec_runs(root: Path, name: str) -> list[RunInfo]:
 def _spec_runs(root: Path, name: str) -> list[RunInfo]:
     dirs = run_dirs_of_spec(root, name)
     cache_path = index_file(root, name)
-    check_real_directories([cache_path.parent], fix="move it away; the index is a cache the reading verbs rebuild")
-    cached = _load_index(cache_path)
+    cached = {} if cache_path is None else _load_index(cache_path)
     entries: dict[str, Any] = {}
     out: list[RunInfo] = []
     changed = set(cached) != {rd.path.name for rd in dirs}
@@ -277,13 +366,51 @@ def _spec_runs(root: Path, name: str) -> list[RunInfo]:
         info = read_run_info(rd)
         entries[rd.path.name] = {"key": key, "info": info.to_json()}
         out.append(info)
-    if changed:
-        remove_temp_files(cache_path.parent, older_than_s=STALE_TEMP_S)  # a reader killed mid-write of the index
-        try:
-            atomic_write_json(cache_path, {"version": INDEX_VERSION, "runs": entries})
-        except OSError:  # a read-only runs root still reads, without the cache
-            pass
+    if cache_path is not None and (changed or cache_path.parent not in _SWEPT):
+        _store(cache_path, {"version": INDEX_VERSION, "runs": entries} if changed else None)
     return out
+
+
+_SWEPT: set[Path] = set()
+"""The index folders this process has swept (`_store`): a read that writes nothing sweeps once per process."""
+
+
+def _store(path: Path, index: dict[str, Any] | None) -> None:
+    """Write `index` (None: nothing) to index file `path` in its private folder, made 0700, the file 0600, after
+    removing the temporary files of writers that died mid-write: when no process holds the folder's INDEX_LOCK,
+    every temporary file there is a dead writer's, whatever its age. A cache that cannot be written (a full
+    disk, a folder that is not this user's) is left as it is: the verbs read the runs without it."""
+    folder = path.parent
+    try:
+        if index is None and not folder.is_dir():
+            return
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            return  # a link or someone else's folder: never written through
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            os.chmod(folder, 0o700)
+        fd = os.open(folder / INDEX_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except (OSError, UserError):
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # another process is writing: its temporary file is live, the next writer alone sweeps
+        else:
+            remove_temp_files(folder)
+            _SWEPT.add(folder)
+        if index is None:
+            return
+        with contextlib.suppress(OSError):  # held while writing; without it a sweeper may cost this one write
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        atomic_write_json(path, index)
+        os.chmod(path, 0o600)
+    except (OSError, UserError):
+        pass
+    finally:
+        os.close(fd)
 
 
 def entry_of(run: RunDir | str | os.PathLike) -> RunInfo | None:

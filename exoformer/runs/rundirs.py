@@ -10,6 +10,7 @@ import importlib.metadata
 import os
 import platform
 import socket
+import stat
 import subprocess
 import sys
 from dataclasses import replace
@@ -99,14 +100,36 @@ def spec_hash_of(run_dir: Path) -> str | None:
 
 
 def check_identity(spec: Spec, run_dir: Path) -> None:
-    """A run directory must hold this spec's hash; anything else is a user error (nothing is deleted)."""
-    path = RunDir(run_dir).spec_file
+    """A run directory must hold this spec's hash, in files the harness wrote: an identity file or spec file that
+    is a symbolic link, a FIFO or a folder (planted in a run directory not run yet, it would make the finished
+    run DAMAGED after all its training) is refused in one line, as is another spec's hash (nothing is deleted)."""
+    rd = RunDir(run_dir)
+    for path in (rd.identity_file, rd.spec_file):
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            what = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+            raise UserError(f"the run's {path.name} is {what}", where=str(path),
+                            fix="move it (or the run directory) away; nothing was written")
+    path = rd.spec_file
     if not path.is_file():
         return
     held = spec_hash_of(run_dir)
+    if held is None and _identity_hash12(rd) == spec.hash12:
+        return  # this spec's run (its identity says so), its spec file unreadable (an empty copy): it goes on
     if held != spec.hash:
         raise UserError(f"run directory holds another spec (hash {str(held)[:12]}, expected {spec.hash12})",
                         where=str(path), fix="move that directory away; nothing was changed")
+
+
+def _identity_hash12(rd: RunDir) -> str | None:
+    try:
+        identity = rd.identity()
+    except UserError:
+        return None
+    return None if identity is None else identity.hash12
 
 
 def identity_for(registry: Registry | None, spec: Spec, overrides: list[str] | tuple[str, ...] = ()) -> RunIdentity:

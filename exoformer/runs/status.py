@@ -27,7 +27,7 @@ from exoformer.runs.backends import Liveness, SlurmView, backend_class, launcher
 from exoformer.runs.backends.slurm_query import waiting_words
 from exoformer.registry.hashing import hash12
 from exoformer.runs.run_index import RunInfo, find_runs, is_run, read_run_info
-from exoformer.rundir import DAMAGED, SUCCEEDED, RunDir
+from exoformer.rundir import DAMAGED, RunDir
 
 __all__ = ["Liveness", "SlurmView", "claim_alive", "format_table", "liveness", "reconcile", "row_for",
            "set_words", "status_rows", "yaml_word"]
@@ -117,11 +117,13 @@ def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = N
     variants of one spec otherwise read alike), progress (step / total, last loss), elapsed, job id, log path.
 
     `indexed`: the run as the run index read it (exoformer/runs/run_index.py); a finished run then shows the
-    index's integrity verdict, checked against the same files. Without it (or when the run finished since the
-    index read it) the run's files are read afresh."""
+    index's integrity verdict, checked against the same files. Without it (or when the run's state changed since
+    the index read it) the run's files are read afresh. A run the index reads DAMAGED (exoformer/runs/run_index.py
+    read_run_info) is DAMAGED here too, with the same reason, unless a job is working on it."""
     info, problem = indexed, None
-    finished = status is not None and status.state == SUCCEEDED and run_dir.is_dir()
-    if info is None or (finished and info.state not in (SUCCEEDED, DAMAGED)):
+    settled = status is None or status.state not in runs.ACTIVE_STATES
+    if info is None or (settled and run_dir.is_dir() and info.state not in (status.state if status else None,
+                                                                             DAMAGED)):
         info, problem = _read_afresh(run_dir)
     if total_steps is None and info is not None:
         total_steps = info.steps
@@ -133,7 +135,7 @@ def row_for(run_dir: Path, status: runs.Status | None, spec_name: str | None = N
         end_ts = ended.timestamp() if ended else time.time()
         elapsed = max(0.0, end_ts - started.timestamp())
     damage = problem or (info.damage if info is not None else None)
-    if damage and (finished or (info is not None and info.identity is None)):  # no identity: DAMAGED in any state
+    if damage and (settled or (info is not None and info.identity is None)):  # no identity: DAMAGED in any state
         status = runs.Status(**{**(status.to_dict() if status else {}), "state": DAMAGED, "reason": damage})
     identity = info.identity if info is not None else None
     return {"spec": spec_name or run_dir.parent.name, "hash": run_dir.name,

@@ -2,9 +2,12 @@
 those): a finished run whose per-sample results or metrics log disagree with what its stages wrote
 reads DAMAGED, never a quieter number.
 
-- `eval/samples.json` (the paired bootstrap's input): every value finite and in its metric's range, one value
-  per document, and per task the document count and the mean of each metric equal to the result row's `n` and
-  `value` (lm-eval's accuracy is the mean of the per-document scores);
+- `eval/samples.json` (the paired bootstrap's input): its sha256 equal to the one the evaluate stage recorded
+  (`SAMPLES_DIGEST_KEY` in `stages/evaluate.json`: reordering a task's per-document scores keeps its count and
+  mean, yet moves a paired interval); every value finite and in its metric's range, one value per document,
+  and per task the document count and the mean of each metric equal to the result row's `n` and `value`
+  (lm-eval's accuracy is the mean of the per-document scores). A run evaluated before the stage recorded the
+  digest has none: its file is accepted on the other checks alone;
 - `metrics.jsonl` (the loss curves): every line a JSON object (a finished run has no torn line: a resumed
   job drops one, exoformer/train/state.py), else the first damaged line is named `file:line`.
 
@@ -13,15 +16,19 @@ Pure functions over one run directory, and the run index's key of these files; t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import re
 from typing import Any
 
 from exoformer.eval.samples import samples_file, samples_shape_problem
+from exoformer.eval.stage import SAMPLES_DIGEST_KEY
 from exoformer.io import read_regular
 from exoformer.rundir import RunDir
 
+_SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
 MEAN_TOLERANCE = 1e-6
 """How far a task's per-sample mean may be from its result row (both are means of the same 0/1 scores)."""
 
@@ -55,16 +62,25 @@ def samples_problem(samples: Any, rows: list[dict[str, Any]], *, where: str) -> 
     return None
 
 
-def run_samples_problem(run: RunDir, eval_rows: list[dict[str, Any]]) -> str | None:
-    """samples_problem of a run's `eval/samples.json` (None when it kept none)."""
+def run_samples_problem(run: RunDir, eval_rows: list[dict[str, Any]], *,
+                        recorded_sha256: Any = None) -> str | None:
+    """samples_problem of a run's `eval/samples.json`, after its digest: `recorded_sha256` is what the evaluate
+    stage recorded (`SAMPLES_DIGEST_KEY`); None for a run evaluated before it recorded one, whose file is then
+    checked without it (and may be absent: a run that kept none)."""
     path = samples_file(run.path)
+    if recorded_sha256 is not None and not (isinstance(recorded_sha256, str) and _SHA256.match(recorded_sha256)):
+        return f"its evaluate stage record's {SAMPLES_DIGEST_KEY} is {recorded_sha256!r}, not a sha256 digest"
     if not os.path.lexists(path):
-        return None
+        return None if recorded_sha256 is None else f"{path} is missing but the evaluate stage recorded its sha256"
     try:
-        data = json.loads(read_regular(path))
+        raw = read_regular(path)
+        data = json.loads(raw)
     except (OSError, ValueError) as err:
         why = err.strerror if isinstance(err, OSError) and err.strerror else "is not JSON"
         return f"{path} {why}"
+    if recorded_sha256 is not None and (got := hashlib.sha256(raw).hexdigest()) != recorded_sha256:
+        return (f"{path} changed after evaluation: its sha256 is {got[:12]}..., the evaluate stage recorded "
+                f"{recorded_sha256[:12]}...")
     return samples_problem(data, eval_rows, where=str(path))
 
 
@@ -76,9 +92,10 @@ def metrics_problem(run: RunDir) -> str | None:
     return problems[0] if problems else None
 
 
-def run_files_problem(run: RunDir, eval_rows: list[dict[str, Any]]) -> str | None:
-    """The first problem of the files of this module's docstring (a finished run's), or None."""
-    return run_samples_problem(run, eval_rows) or metrics_problem(run)
+def run_files_problem(run: RunDir, eval_rows: list[dict[str, Any]], *, samples_sha256: Any = None) -> str | None:
+    """The first problem of the files of this module's docstring (a finished run's), or None. `samples_sha256`:
+    the digest the evaluate stage recorded (None when it recorded none)."""
+    return run_samples_problem(run, eval_rows, recorded_sha256=samples_sha256) or metrics_problem(run)
 
 
 # ------------------------------------------------------------------------------------------ the run index

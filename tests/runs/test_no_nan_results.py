@@ -127,5 +127,5 @@ def test_tampered_rows_read_damaged_in_every_reading_verb(trained, tmp_path, cap
         table = capsys.readouterr().out
         assert "DAMAGED gated-s42" in table and why in table
         gated = next(line for line in table.splitlines() if line.startswith("| Gated Attention"))
-        assert "not run" in gated and not any(ch.isdigit() for ch in gated.replace("not run", "")
-                                                   .split("|", 2)[2].split("/")[0])
+        assert "DAMAGED" in gated and "not run" not in gated  # one word for a damaged run, as `status` says
+        assert not any(ch.isdigit() for ch in gated.replace("DAMAGED", "").split("|", 2)[2].split("/")[0])

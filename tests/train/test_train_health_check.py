@@ -91,7 +91,7 @@ def test_a_node_fault_under_slurm_requeues_the_job_without_that_node(tmp_path, m
     assert calls.read_text().splitlines() == ["requeue 4242"]
 
 
-def test_the_pipeline_job_ends_at_once_before_writing_anything(tmp_path, monkeypatch):
+def test_the_pipeline_job_ends_at_once_writing_only_its_reason(tmp_path, monkeypatch):
     spec = Registry().resolve("base-s42", preset="smoke", overrides=["train.steps=1"])
     run_dir = runs.prepare(spec, runs.run_dir_for(spec, tmp_path))
     before = sorted(p.name for p in Path(run_dir).iterdir())
@@ -100,4 +100,6 @@ def test_the_pipeline_job_ends_at_once_before_writing_anything(tmp_path, monkeyp
     with pytest.raises(SystemExit) as stop:
         PipelineJob()(str(run_dir), spec, "local")
     assert "health check" in str(stop.value.code) and "0.00 GB free" in str(stop.value.code)
-    assert sorted(p.name for p in Path(run_dir).iterdir()) == before  # no STATUS, log or checkpoint
+    assert sorted(p.name for p in Path(run_dir).iterdir()) == sorted([*before, "STATUS"])  # no log or checkpoint
+    status = runs.read_status(run_dir)  # the reason reaches `run` and `status`, not only the job's log
+    assert status.state == runs.FAILED and "health check" in status.reason and "0.00 GB free" in status.reason

@@ -19,7 +19,7 @@ from exoformer.report.reading.recipe import identity_of
 from exoformer.report.reading.selection import Picked, Selection, read, row_spec
 from exoformer.run_identity import RunIdentity
 from exoformer.rundir import ACTIVE_STATES, RunDir
-from exoformer.runs.run_index import entry_of, find_runs, read_run_spec
+from exoformer.runs.run_index import RunInfo, entry_of, find_runs, read_run_spec
 from exoformer.runs.status import set_words
 
 MAX_OPERANDS = 8
@@ -51,9 +51,12 @@ class Compared:
     picked: Picked
     identity: RunIdentity
     config: dict
-    """The run's spec file as a mapping (read_run_spec)."""
+    """The run's spec file as a mapping (read_run_spec); empty when it cannot be read (`config_problem`)."""
     preset_note: str | None = None
     """The reading verbs' preset line (selection.choose_preset), when the preset read is not the one asked for."""
+    config_problem: str | None = None
+    """Why the spec file cannot be read (a copy cut short leaves it empty): the run's numbers are compared, its
+    config is not (the identity says what the run is; `status` and `table` read it the same)."""
 
     @property
     def selection(self) -> Selection:
@@ -103,11 +106,17 @@ def read_operands(registry: Registry, runs_root: Path, texts: list[str], *, pres
             picked, note = _pick_path(registry, operand), None
         else:
             picked, note = _pick_spec(registry, runs_root, operand, preset, runs_dir_flag)
+        if picked.run.damage:  # the word `status` and `table` say of it, and the fix naming its variant
+            raise damaged_error(picked.run, where=f"operand {text}")
         identity = identity_of(picked.run)
         label = f"{identity.spec}@{identity.preset}" + (f"+{','.join(set_words(identity.overrides))}"
                                                         if identity.overrides else "")
-        out.append(Compared(letter=chr(ord("A") + k), label=label, picked=picked,
-                            identity=identity, config=read_run_spec(RunDir(picked.path)), preset_note=note))
+        try:
+            config, problem = read_run_spec(RunDir(picked.path)), None
+        except UserError as err:
+            config, problem = {}, f"{RunDir(picked.path).display(Path(err.where or ''))}: {err.problem}"
+        out.append(Compared(letter=chr(ord("A") + k), label=label, picked=picked, identity=identity,
+                            config=config, preset_note=note, config_problem=problem))
     hashes: dict[str, set[str]] = {}
     for c in out:
         hashes.setdefault(c.label, set()).add(c.picked.run.hash12)
@@ -134,13 +143,10 @@ def _pick_spec(registry: Registry, runs_root: Path, operand: Operand, preset: st
         if not str(err.where or "").startswith(("--set", "--preset")):
             raise
         raise UserError(err.problem, where=where, fix=err.fix) from None  # this operand's word: the line names it
-    if picked is not None and not picked.run.damage:
+    if picked is not None:  # a DAMAGED one too: read_operands says so in one line
         return picked, selection.note
     sets = "".join(f" --set {word}" for word in operand.overrides)
     command = f"reproduce.py run {name} --preset {spec.preset}{sets}{runs_dir_flag}"
-    if picked is not None:
-        raise UserError(f"its run {picked.run.hash12} is DAMAGED ({picked.run.damage})", where=where,
-                        fix=f"re-run it: {command} --force")
     started = selection.pick(name, results=False)
     state = started.run.state if started is not None else None
     variant = f" with --set {','.join(operand.overrides)}" if operand.overrides else ""
@@ -156,27 +162,35 @@ def _pick_spec(registry: Registry, runs_root: Path, operand: Operand, preset: st
     raise UserError(problem, where=where, fix=f"{command}{resumes}")
 
 
+def damaged_error(run: RunInfo, *, where: str) -> UserError:
+    """The one line of an operand whose run is DAMAGED: the word and reason `status` and `table` show, and the
+    fix they name (the command of exactly that variant)."""
+    why, _, fix = run.damage.rpartition(" (fix: ") if " (fix: " in run.damage else (run.damage, "", "")
+    why = why.removesuffix("; its numbers are not shown")
+    return UserError(f"its run {run.hash12} is DAMAGED ({why})", where=where,
+                     fix=fix.removesuffix(")") or "re-run it with --force")
+
+
 def _pick_path(registry: Registry, operand: Operand) -> Picked:
     """The run at a run directory path, through a Selection holding only that run (pick_run then has one
     candidate: this run, with the stale note a reading verb would print for it)."""
     where = f"operand {operand.text}"
-    path = operand.path
     fix = f"name a run directory <runs root>/<spec>/<hash12> that holds {SPEC_FILE_NAME}"
-    if path is None or not path.is_dir():
+    if operand.path is None or not operand.path.is_dir():
         raise UserError("no such run directory", where=where, fix=fix)
-    info = entry_of(path.absolute())
+    path = Path(os.path.realpath(operand.path))  # a link to a run: the run where it lives (its spec directory)
+    info = entry_of(path)
     if info is None:
         raise UserError(f"not a run directory (no {SPEC_FILE_NAME})", where=where, fix=fix)
     selection = Selection(registry=registry, preset=info.preset, runs_root=info.path.parent.parent)
     selection.add_runs([info])
     name = row_spec(info, registry)
     picked = selection.pick(name, source=info.source, preset=info.preset)
+    if picked is None and info.damage:
+        raise damaged_error(info, where=where)
     if picked is None:
         sets = "".join(f" --set {word}" for word in set_words(info.identity.overrides))
         raise UserError(f"the run has no results yet (state {info.state or 'not started'})", where=where,
                         fix=f"finish it: reproduce.py run {info.spec} --preset {info.preset}{sets} --runs-dir "
                             f"{info.path.parent.parent}")
-    if picked.run.damage:
-        raise UserError(f"the run is DAMAGED ({picked.run.damage})", where=where,
-                        fix="re-run it with reproduce.py run --force")
     return picked

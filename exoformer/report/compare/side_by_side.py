@@ -91,11 +91,15 @@ def difference(value: Value, first: Value) -> Value:
 
 def config_diff(runs: list[Compared]) -> list[tuple[str, list[str]]]:
     """(key, each run's value) of every resolved config key (preset and section.field of the spec files) whose
-    values differ between the runs; a key a run's spec file lacks reads "absent"."""
+    values differ between the runs; a key a run's spec file lacks reads "absent" (one that cannot be read: "not
+    read")."""
     flats = [flat_fields(c.config) for c in runs]
     keys = list(dict.fromkeys(key for flat in flats for key in flat))
-    shown = {key: [yaml_word(flat[key]) if key in flat else "absent" for flat in flats] for key in keys}
-    return [(key, values) for key, values in shown.items() if len(set(values)) > 1]
+    shown = {key: [yaml_word(flat[key]) if key in flat else "not read" if c.config_problem else "absent"
+                   for c, flat in zip(runs, flats)] for key in keys}
+    read = [not c.config_problem for c in runs]  # a spec file not read differs in nothing
+    return [(key, values) for key, values in shown.items()
+            if len({v for v, ok in zip(values, read) if ok}) > 1]
 
 
 def header_lines(runs: list[Compared]) -> list[str]:
@@ -114,6 +118,7 @@ def header_lines(runs: list[Compared]) -> list[str]:
         lines.append("differs: " + "; ".join(valued))
         if len(diff) > VALUED_KEYS:
             lines.append("also differ: " + ", ".join(key for key, _ in diff[VALUED_KEYS:]))
+    lines += [f"note: {c.letter}: {c.config_problem}; its config is not compared" for c in runs if c.config_problem]
     lines += comparability_lines(runs)
     return lines
 

@@ -32,6 +32,9 @@ MIN_POINTS = N_PARAMS + 1
 """A law with five parameters needs at least one residual degree of freedom."""
 MAX_BOOTSTRAP = 100_000
 """Replicates are held in memory at once (points x replicates floats)."""
+MAX_BOOTSTRAP_CELLS = 4_000_000
+"""Points x replicates of one command: the fit's time and memory grow with their product (4,000,000 take about
+10 s and 700 MB; 1,000 points x 100,000 replicates ran out of memory)."""
 _EXPONENT_GRID = np.geomspace(0.02, 2.5, 48)
 _LM_STEPS = 60
 
@@ -175,21 +178,37 @@ def check_ladder(params, tokens, loss, *, where: str) -> tuple[np.ndarray, np.nd
                         where=where, fix="add runs with another train.tokens to the ladder")
     if len(loss) < MIN_POINTS:
         raise UserError(f"{len(loss)} point(s): a law with {N_PARAMS} parameters needs at least {MIN_POINTS}",
-                        where=where, fix="add sizes, token budgets or seeds to the ladder")
+                        where=where, fix="add sizes or token budgets to the ladder")
+    # the plane through the runs in (ln N, ln D): its fall across the ladder must stand out of the runs' scatter
+    # about it, or the law fits noise (a flat ladder was fitted with a zero-width interval)
     design = np.column_stack([np.ones_like(loss), np.log(params), np.log(tokens)])
-    slopes = np.linalg.lstsq(design, loss, rcond=None)[0][1:]
-    for slope, what in zip(slopes, ("parameters", "tokens")):
-        if slope >= 0:
-            raise UserError(f"the loss does not fall with {what} on this ladder (slope {slope:+.3g} per e-fold)",
+    coef = np.linalg.lstsq(design, loss, rcond=None)[0]
+    scatter = float(np.sqrt(np.sum((loss - design @ coef) ** 2) / (len(loss) - 3)))
+    for slope, values, what in zip(coef[1:], (params, tokens), ("parameters", "tokens")):
+        fall = -float(slope) * float(np.ptp(np.log(values)))
+        if fall <= max(scatter, 1e-6 * float(np.mean(np.abs(loss)))):
+            raise UserError(f"the loss does not fall with {what} on this ladder (slope {slope:+.3g} per e-fold: a "
+                            f"fall of {fall:.3g} across it, against a scatter of {scatter:.3g} about a plane)",
                             where=where, fix="check the runs (a diverged or mislabelled run?) or add points")
     return params, tokens, loss
+
+
+def check_bootstrap(bootstrap: int, *, where: str, points: int = 0, what: str = "points") -> int:
+    """`bootstrap` replicates inside 50 to MAX_BOOTSTRAP, and `points` x replicates inside MAX_BOOTSTRAP_CELLS."""
+    if not 50 <= bootstrap <= MAX_BOOTSTRAP:
+        raise UserError(f"{bootstrap:,} bootstrap replicates out of range", where=where,
+                        fix=f"give 50 to {MAX_BOOTSTRAP:,}")
+    if points * bootstrap > MAX_BOOTSTRAP_CELLS:
+        raise UserError(f"{points:,} {what} x {bootstrap:,} bootstrap replicates is over {MAX_BOOTSTRAP_CELLS:,}",
+                        where=where, fix=f"give --bootstrap {max(50, MAX_BOOTSTRAP_CELLS // points):,} or fewer, "
+                                         "or fewer points")
+    return bootstrap
 
 
 def fit_law(params, tokens, loss, *, bootstrap: int = 1000, seed: int = 0, where: str = "ladder") -> LawFit:
     """Fit L(N, D) to a ladder, with `bootstrap` residual-bootstrap replicates; UserError when it cannot."""
     params, tokens, loss = check_ladder(params, tokens, loss, where=where)
-    if not 50 <= bootstrap <= MAX_BOOTSTRAP:
-        raise UserError(f"bootstrap {bootstrap} out of range", where=where, fix=f"give 50 to {MAX_BOOTSTRAP:,}")
+    check_bootstrap(bootstrap, where=where, points=len(loss))
     n0, d0 = float(np.exp(np.mean(np.log(params)))), float(np.exp(np.mean(np.log(tokens))))
     x, y = params / n0, tokens / d0
     start = _grid_start(x, y, loss)

@@ -28,19 +28,23 @@ from exoformer.registry.spec import Spec, parse_override
 from exoformer.report.reading.recipe import identity_of, is_deliberate_variant, run_differences
 from exoformer.rerun import rerun_command
 from exoformer.rundir import SUCCEEDED, RunDir
-from exoformer.runs.run_index import CHECKPOINT, OURS, RunInfo, find_runs, pick_run
+from exoformer.runs.run_index import CHECKPOINT, OURS, RunInfo, find_runs, pick_run, variant_command
 
 COLUMNS = ("spec", "seed", "preset", "task", "metric", "value", "stderr", "n")
 EXTRA_COLUMNS = ("suite", "hash12", "run_dir", "source")
 
 
 def check_outputs(run: RunInfo) -> None:
-    """A finished evaluation whose output is missing is an error; an unfinished one is "not run"."""
+    """A finished evaluation whose output is missing is an error (of the run a reader picked: the others are still
+    read); an unfinished one is "not run". The fix is the command of exactly that run's variant."""
     rd = run.run
 
-    def again() -> str:  # read only for a run in error: its provenance
-        return (f"re-run it: {rerun_command(rd.read_provenance(), run.spec, rd.path)}" if run.source != CHECKPOINT
-                else f"re-run its evaluation: reproduce.py evaluate CKPT --as {run.as_row} --force")
+    def again() -> str:  # read only for a run in error
+        if run.source == CHECKPOINT:
+            return f"re-run its evaluation: reproduce.py evaluate CKPT --as {run.as_row} --force"
+        if run.identity is not None:
+            return f"re-run it: {variant_command(run.identity, rd, '--force')}"
+        return f"re-run it: {rerun_command(rd.read_provenance(), run.spec, rd.path)}"
 
     for stage, output, name in (("evaluate", rd.eval_rows, "eval_rows"), ("validate", rd.validation, "validation")):
         if run.has(f"stage:{stage}") and not run.has(name):
@@ -184,10 +188,8 @@ class Selection:
 
     # ---------------------------------------------------------------------------------------- candidates
     def add_runs(self, runs: list[RunInfo]) -> None:
-        """These runs (of the runs root) become candidates; a finished run whose results are lost is an error."""
+        """These runs (of the runs root) become candidates (a damaged one among them never stops the others)."""
         for run in runs:
-            if self.check and not run.damage:
-                check_outputs(run)
             self._pool.setdefault((row_spec(run, self.registry), run.source), []).append(run)
 
     def _candidates(self, name: str, source: str) -> list[RunInfo]:
@@ -228,7 +230,9 @@ class Selection:
         return self._picks[key]
 
     def _pick(self, name: str, preset: str, source: str, results: bool) -> Picked | None:
-        pool = [c for c in self._candidates(name, source) if c.has_eval or not results]
+        # a DAMAGED run is a candidate with or without results: its cells say DAMAGED, as `status` says of it
+        pool = [c for c in self._candidates(name, source)
+                if c.has_eval or c.damage or not results or (self.check and c.state == SUCCEEDED)]
         if source == CHECKPOINT:
             chosen = pick_run(pool, current_hash12=None)
             current = None
@@ -238,6 +242,8 @@ class Selection:
             chosen = pick_run(pool, current_hash12=current, exact=bool(self._sets))
         if chosen is None:
             return None
+        if self.check and not chosen.damage:
+            check_outputs(chosen)
         if chosen.damage:
             return Picked(run=chosen, name=name, selection=self,
                           note=f"DAMAGED {name} ({chosen.hash12}): {chosen.damage}")

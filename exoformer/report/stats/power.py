@@ -28,6 +28,14 @@ ALPHA = 0.05
 TARGET_POWER = 0.80
 MAX_SEEDS = 10_000
 """The largest seed count a plan searches; beyond it a claim reads "more than 10000 seeds" (seeds_needed None)."""
+MAX_MAGNITUDE = 1e6
+"""The largest |effect|, seed sd or item sd `power` takes, in the metric's units (an accuracy in %, a perplexity):
+far above any metric's range, and far below where a square overflows (1e308 did)."""
+MAX_ITEMS = 1_000_000_000
+"""The most items a row's value may average."""
+MAX_HOURS_PER_RUN = 1_000_000.0
+"""GPU-hours of one run `power` prices: times MAX_SEEDS seeds and two rows the total stays finite (1e308 printed
+inf)."""
 
 
 def check_alpha(alpha: float, *, where: str = "alpha") -> float:

@@ -31,6 +31,7 @@ from exoformer.registry.reported import Reported, load_reported
 from exoformer.runs.run_index import CHECKPOINT, OURS
 from exoformer.registry.tables import TASKS, Table, TableRow
 from exoformer.report import NO_VALUE, NOT_REPORTED, NOT_RUN
+from exoformer.rundir import DAMAGED
 from exoformer.report.tables.derived import derived_metrics, notes_for, reference_specs, row_derived, with_derived
 from exoformer.report.reading.recipe import shorten
 from exoformer.report.reading.selection import Selection
@@ -73,6 +74,9 @@ class Cell:
     """False when the runs behind the value differ from the table's reference recipe."""
     why: str = ""
     """What differs, when not comparable ("eval.limit=20, train.steps=30 (paper 38147), 1 of 3 seeds")."""
+    damaged: bool = False
+    """A run the cell reads is DAMAGED (its numbers are not shown; the table's note says why): without a value
+    from another seed the cell says DAMAGED, as `status` says of the run, never "not run"."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -199,6 +203,7 @@ def build_table(registry: Registry, table_id: str, *, selection: Selection, pres
     presets_used: set[str] = set()
     for row in table.rows:
         runs = []
+        row_damaged = False
         for k, spec_name in enumerate(row.specs):
             spec = selection.spec(spec_name)
             presets_used.add(spec.preset)
@@ -207,6 +212,7 @@ def build_table(registry: Registry, table_id: str, *, selection: Selection, pres
                 continue
             if picked.note and picked.run.damage:
                 damaged.append(picked.note)
+                row_damaged = True
             elif picked.note:
                 stale.append((spec_name, picked.run.hash12, selection.current_hash(spec_name, spec.preset),
                               picked.note))
@@ -217,10 +223,14 @@ def build_table(registry: Registry, table_id: str, *, selection: Selection, pres
         checkpoint_runs = [] if checkpoint is None or checkpoint.rows.empty else [
             _SpecRun(seed=checkpoint.run.seed, name=row.specs[0], rows=run_values(checkpoint.rows),
                      differs=checkpoint.differs)]
+        checkpoint_damaged = checkpoint is not None and bool(checkpoint.run.damage)
+        if checkpoint_damaged and checkpoint.note:
+            damaged.append(checkpoint.note)
         for column in table.columns:
             rep = reported.get((table.id, row.id, column))
-            cells[(row.id, column)] = _fill(table, row, column, runs, rep, OURS)
-            checkpoint_cells[(row.id, column)] = _fill(table, row, column, checkpoint_runs, rep, CHECKPOINT)
+            cells[(row.id, column)] = _fill(table, row, column, runs, rep, OURS, damaged=row_damaged)
+            checkpoint_cells[(row.id, column)] = _fill(table, row, column, checkpoint_runs, rep, CHECKPOINT,
+                                                       damaged=checkpoint_damaged)
         for metric in derived:  # the row's estimate over its paired seeds, as every other place prints it
             cell = cells[(row.id, metric.id)]
             if cell.value is not None:
@@ -242,10 +252,11 @@ def stale_notes(stale: list[tuple[str, str, str | None, str]]) -> list[str]:
 
 
 def _fill(table: Table, row: TableRow, column: str, runs: list[_SpecRun], reported: Reported | None,
-          source: str) -> Cell:
-    """One cell of one source from its runs: value, spread, the other convention and comparability."""
+          source: str, *, damaged: bool = False) -> Cell:
+    """One cell of one source from its runs: value, spread, the other convention and comparability (`damaged`: a
+    run it reads is DAMAGED)."""
     cell = Cell(row=row.id, column=column, reported=reported, source=source,
-                declared_seeds=len(row.specs) if source == OURS else 1)
+                declared_seeds=len(row.specs) if source == OURS else 1, damaged=damaged)
     if column in PERCENT_COLUMNS:
         cell.metric = table.convention.get(column) if column in TASKS else "convention"
     used = [(run, got) for run in runs if (got := seed_cell(run.rows, column, table.convention, run.name, table))
@@ -304,7 +315,7 @@ def _other(rows: Values, column: str, swapped: dict[str, str], spec: str, table:
 def fmt_value(cell: Cell) -> str:
     """Two decimals, as the paper prints perplexities and accuracies."""
     if cell.value is None:
-        return NOT_RUN
+        return DAMAGED if cell.damaged else NOT_RUN
     if math.isnan(cell.value):
         return NO_VALUE
     text = f"{cell.value:.2f}" + (f" ± {cell.seed_sd:.2f}" if cell.seed_sd is not None else "")

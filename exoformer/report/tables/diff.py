@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 
 from exoformer.runs.run_index import CHECKPOINT, OURS
+from exoformer.rundir import DAMAGED
 from exoformer.report.stats.rank import kendall_tau_b
 from exoformer.report.tables.build import (
     AVERAGE,
@@ -181,7 +182,7 @@ def diff_cell(built: BuiltTable, row, column: str, left: str = OURS, right: str 
     reference = _reference_value(cell, against)
     out = CellDiff(row=row.id, label=row.label, column=column, reproduced=cell.value, reported=reference)
     if cell.value is None:
-        out.status = NOT_RUN
+        out.status = DAMAGED if cell.damaged else NOT_RUN  # one word for a damaged run, as `status` says
         return out
     if reference is None:
         out.status = NOT_REPORTED if right == PAPER else f"{right} {NOT_RUN}"
@@ -328,7 +329,9 @@ def render_diff(result: TableDiff) -> str:
     n_out = len(result.outside)
     judged = sum(s.judged for s in result.sections)
     not_run = sum(1 for c in result.cells if c.status == NOT_RUN)
-    lines.append(f"{n_out} of {judged} compared cells outside tolerance; {not_run} cells {NOT_RUN}.")
+    damaged = sum(1 for c in result.cells if c.status == DAMAGED)
+    lines.append(f"{n_out} of {judged} compared cells outside tolerance; {not_run} cells {NOT_RUN}"
+                 + (f", {damaged} cells {DAMAGED}." if damaged else "."))
     if not result.compared:
         lines.append(f"nothing was compared: {result.nothing_compared_why()}.")
     return "\n".join(lines) + "\n"
