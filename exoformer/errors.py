@@ -15,7 +15,8 @@ class UserError(Exception):
 
     `where` is a file (optionally `file:line`) or a field path such as `model.n_head`;
     `fix` is what to do about it. The message is always rendered on one line, as
-    `WHERE: MESSAGE (fix: FIX)`; the CLI prefixes `error: `.
+    `WHERE: MESSAGE (fix: FIX)`; the CLI prefixes `error: `. A message that already opens with WHERE (`runs root
+    /x does not exist` where the runs root is the default one) is not prefixed with it again.
     """
 
     def __init__(self, problem: str, *, where: str | None = None, fix: str | None = None) -> None:
@@ -26,8 +27,9 @@ class UserError(Exception):
 
     def render(self) -> str:
         line = " ".join(self.problem.split())
-        if self.where:
-            line = f"{' '.join(self.where.split())}: {line}"
+        where = " ".join((self.where or "").split())
+        if where and line != where and not line.startswith(where + " "):
+            line = f"{where}: {line}"
         if self.fix:
             line = f"{line} (fix: {' '.join(self.fix.split())})"
         return line

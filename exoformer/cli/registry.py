@@ -26,7 +26,9 @@ def list_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default=None,
                         help="resolve each spec under this preset and show the status of that run (default: each "
                              "spec's own preset; when none of the listed specs has a run there but runs of another "
-                             "preset exist, a note names the flag to add)")
+                             "preset exist, a note names the flag to add). SHAPE is the model shape the spec "
+                             "resolves to under it: a preset is a recipe (data, steps, numerics), and a spec may "
+                             "train another shape under it (the size ladder under 450m)")
     options.add_runs_dir(parser)
     options.add_registry(parser)
 
@@ -60,7 +62,8 @@ def list_verb(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "specs": [{"name": s.name, "group": s.group, "hash": s.hash12, "variant": s.variant, "preset": s.preset,
-                       "status": None if status[s.name] == "-" else status[s.name]} for s in specs],
+                       "shape": s.shape, "status": None if status[s.name] == "-" else status[s.name]}
+                      for s in specs],
             "tables": [{"id": t.id, "title": t.title, "rows": len(t.rows),
                         "specs": len(t.spec_names())} for t in tables],
             "figures": [{"id": f.id, "title": f.title, "kind": f.kind} for f in figures],
@@ -70,9 +73,12 @@ def list_verb(args: argparse.Namespace) -> int:
         w = max(4, *(len(s.name) for s in specs))
         g = max(5, *(len(s.group) for s in specs))
         v = max(7, *(len(s.variant) for s in specs))
-        print(f"{'SPEC':<{w}}  {'GROUP':<{g}}  {'VARIANT':<{v}}  PRESET  HASH          STATUS")
+        p = max(6, *(len(s.preset) for s in specs))
+        h = max(5, *(len(s.shape) for s in specs))
+        print(f"{'SPEC':<{w}}  {'GROUP':<{g}}  {'VARIANT':<{v}}  {'PRESET':<{p}}  {'SHAPE':<{h}}  HASH          STATUS")
         for s in specs:
-            print(f"{s.name:<{w}}  {s.group:<{g}}  {s.variant:<{v}}  {s.preset:<6}  {s.hash12}  {status[s.name]}")
+            print(f"{s.name:<{w}}  {s.group:<{g}}  {s.variant:<{v}}  {s.preset:<{p}}  {s.shape:<{h}}  {s.hash12}  "
+                  f"{status[s.name]}")
     if tables:
         print(f"\nTABLES ({len(tables)})")
         for t in tables:

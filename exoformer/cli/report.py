@@ -95,14 +95,17 @@ def diff_verb(args: argparse.Namespace) -> int:
 
 def figure_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("figure", metavar="FIGURE", help="figure id (see `reproduce.py list`)")
-    parser.add_argument("--out", default="figures", metavar="DIR", help="output directory (default figures/)")
+    parser.add_argument("--out", default="figures", metavar="DIR",
+                        help="output directory (default figures/); the files of a --preset or --set reading are "
+                             "named by it (FIGURE.smoke.png), as `table --out` names its files")
     options.add_reading(parser)
 
 
 def figure_verb(args: argparse.Namespace) -> int:
+    from exoformer.report.figures.canvas import variant
     from exoformer.report.figures.draw import draw
     from exoformer.report.reading.outputs import check_apart, output_errors
-    from exoformer.report.tables.build import check_out_dir
+    from exoformer.report.tables.build import check_out_dir, variant_suffix
 
     def check(registry) -> None:
         check_apart(args.out, runs_roots=[options.runs_root(args)], registries=[registry.directory])
@@ -115,7 +118,8 @@ def figure_verb(args: argparse.Namespace) -> int:
     check_out_dir(args.out)
     registry, report = _composed(args, check, figures=[args.figure])
     selection = report.figures[args.figure]
-    with output_errors(args.out):
+    # a variant's files are named by it (--preset, --set), by the rule `table --out` names its files by
+    with output_errors(args.out), variant(variant_suffix(args.preset, args.overrides)):
         written = draw(registry, args.figure, runs_root=selection.runs_root, out_dir=args.out,
                        preset=selection.preset, overrides=args.overrides, selection=selection)
     for path in written:
@@ -163,17 +167,15 @@ def report_verb(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def phase_lines(stream=None):
-    """On a terminal, one short stderr line per phase of the report (`report: drawing 12 figures`, with the seconds
-    since the start); nothing in a pipe or a log."""
+    """One short stderr line per phase of the report (`report: drawing 12 figures (3 s)`, with the seconds since
+    the start), on a terminal and off one alike: a report of many figures takes minutes, and a pipe or a log
+    should show it is working too. One line each, never a progress bar."""
     import logging
     import time
 
     from exoformer.report.pages.html import PHASES
 
     stream = stream or sys.stderr
-    if not stream.isatty():
-        yield
-        return
     started = time.perf_counter()
 
     class _Line(logging.Handler):

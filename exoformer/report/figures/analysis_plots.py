@@ -3,7 +3,8 @@
 Every plot function has the signature `fn(figure, runs, out_dir) -> list[Path]`: `figure` is the declaration
 from experiments/figures.yaml as a mapping (id, title, series, and each spec's model look under `looks`),
 `runs` a list of (spec name, label, run_dir or None) and `out_dir` where the files go. Runs sharing a label are
-seed replicates of one model: one line per label (the mean over seeds, a min-max band when there are several).
+seed replicates of one model: one line per label (the mean over seeds, with its 95% Student t interval over seeds
+as a band when there are several; the title's second line says how many).
 A run without analysis output is named "not run"; a probe the model cannot have (gates of an ungated model,
 ablations of a model that mixes nothing) is written into the panel as "not applicable".
 
@@ -11,9 +12,10 @@ Runs of different depth (the paper's ungated models are deeper than its gated on
 2.1) share one axis: relative depth, hidden state i of a model with L blocks at i / L and block l at
 (l + 1) / L (the hidden state it writes). Runs probed on different inputs (batch or sequence length) are not
 comparable and are a one-line error. Panels of one quantity share their y range; a linear one starts at zero
-unless the data would fill a sliver of it, and then says "axis not from 0". Each model keeps its look
-(style.py), and a panel without a line says why in its middle. Torch-free: reads the analyse stage's probes and
-spikes records only (RunDir.probes, RunDir.spikes).
+unless the data would fill less than half of it, and is then zoomed to the data and says so (AXIS_CUT). Values
+written into a heatmap's cells are legible at the page's width (at least VALUE_PT), or left out for the colour scale.
+Each model keeps its look (style.py), and a panel without a line says why in its middle. Torch-free: reads the
+analyse stage's probes and spikes records only (RunDir.probes, RunDir.spikes).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from exoformer.errors import UserError
 from exoformer.io import atomic_write_text
 from exoformer.report import NOT_REPORTED, NOT_RUN
 from exoformer.report.figures import style
-from exoformer.report.figures.canvas import add_below, below, pyplot, save
+from exoformer.report.figures.canvas import add_below, below, file_name, pyplot, save
 from exoformer.rundir import RunDir
 
 RunRef = tuple[str, str, "str | os.PathLike | None"]
@@ -135,7 +137,8 @@ def _check_same_input(loaded: Sequence[tuple[str, dict]], figure_id: str) -> Non
 
 @dataclass(kw_only=True, slots=True)
 class Line:
-    """One model's line in a panel: x positions, the mean over its seeds, and the seeds' min and max."""
+    """One model's line in a panel: x positions, the mean over its seeds, and its 95% Student t interval over
+    seeds (style.seed_interval; the mean itself with one seed)."""
 
     label: str
     model: str
@@ -183,10 +186,12 @@ def per_layer_panels(figure: Any, runs: Sequence[RunRef]) -> list[PanelData]:
                     notes.append(f"{label}: {reason}")
                     continue
                 columns = list(zip(*series))
+                bands = [style.seed_interval(c) for c in columns]  # None with one seed (or one finite value)
                 lines.append(Line(label=label, seeds=len(series), model=items[0][0],
                                   x=_x_positions(len(columns), items[0][1]["n_layer"], layout.by_block, relative),
                                   mean=[statistics.fmean(c) for c in columns],
-                                  low=[min(c) for c in columns], high=[max(c) for c in columns]))
+                                  low=[b[1] if b else statistics.fmean(c) for b, c in zip(bands, columns)],
+                                  high=[b[2] if b else statistics.fmean(c) for b, c in zip(bands, columns)]))
             title = f"{panel.ylabel}: {ABLATION_TITLES[panel.ablation]}" if ablated else panel.ylabel
             out.append(PanelData(title=title, ylabel=panel.ylabel, xlabel=_x_label(layout.by_block, relative),
                                  log=panel.log, lines=lines, notes=notes, count=panel.count))
@@ -194,7 +199,8 @@ def per_layer_panels(figure: Any, runs: Sequence[RunRef]) -> list[PanelData]:
 
 
 def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLike) -> list[Path]:
-    """One line per model (mean over seeds, min-max band) in each panel; notes for models without a line.
+    """One line per model (mean over seeds, its 95% t interval over seeds as a band) in each panel; notes for
+    models without a line.
 
     One legend for the whole figure, below the panels, and the notes of panels that have lines below it:
     neither is drawn over data. A panel with no line at all shows its notes in its middle.
@@ -214,7 +220,7 @@ def plot_per_layer(figure: Any, runs: Sequence[RunRef], out_dir: str | os.PathLi
     for ax, data in zip(axes.flat, panels):
         for line in data.lines:
             look = look_of(figure, line.model, models.index(line.model))
-            suffix = f" (mean of {line.seeds} seeds, band: min-max)" if line.seeds > 1 else ""
+            suffix = f" (mean of {line.seeds} seeds, {style.band_label()})" if line.seeds > 1 else ""
             (handle,) = ax.plot(line.x, line.mean, markersize=4, linewidth=1.3, **look.line())
             legend.setdefault(line.label + suffix, handle)
             if line.seeds > 1:
@@ -286,10 +292,10 @@ def _share_y(axes: Any, panels: Sequence[PanelData]) -> None:
                 ax.set_ylabel(f"{ylabel}\n({AXIS_CUT})")
 
 
-AXIS_CUT = "axis not from 0"
-ZERO_SHARE = 0.25
-"""A linear axis starts at zero when the data then fill at least this share of it; otherwise it keeps the data's
-range and says so (AXIS_CUT), since lines that fill a sliver of their axis show no difference at all."""
+AXIS_CUT = "zoomed: axis not from 0"
+ZERO_SHARE = 0.5
+"""A linear axis starts at zero when the data then fill at least this share of it; otherwise it is zoomed to the
+data's range and says so (AXIS_CUT), since lines squeezed into a quarter of their axis show no difference."""
 
 
 def linear_range(low: float, high: float) -> tuple[float, float, bool]:
@@ -371,7 +377,7 @@ def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os
         panels.append((label, *chosen))
     columns = min(3, max(1, len(panels)))
     rows = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 4.2 * rows + 0.6), squeeze=False,
+    fig, axes = plt.subplots(rows, columns, figsize=(SIMILARITY_PANEL_IN * columns, 4.2 * rows + 0.6), squeeze=False,
                              layout="constrained")
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
@@ -392,11 +398,12 @@ def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os
         image = ax.imshow(values, cmap=cmap, norm=norm, origin="upper")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        if len(values) <= 12:  # small matrices (smoke): the numbers themselves
+        size = value_font_size(len(values))
+        if size is not None:  # small matrices (smoke): the numbers themselves, legible; else the colour scale alone
             for i, row in enumerate(values):
                 for j, v in enumerate(row):
                     if math.isfinite(v):
-                        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6,
+                        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=size,
                                 color="white" if v < (low + 1.0) / 2 else "black")
         ax.set_xlabel("hidden state j (0 = embeddings)")
         ax.set_ylabel("hidden state i")
@@ -405,6 +412,21 @@ def plot_layer_similarity(figure: Any, runs: Sequence[RunRef], out_dir: str | os
                      label=f"mean token cosine (scale: {low:g}, the lowest value rounded down, to 1)")
     fig.suptitle(str(figure.get("title") or _figure_id(figure)), fontsize=11)
     return save(fig, out_dir, _figure_id(figure))
+
+
+SIMILARITY_PANEL_IN = 4.6
+"""Width of one similarity panel (inches), its colourbar's share included."""
+VALUE_PT = 9.0
+"""The smallest font a value written into a heatmap cell gets: 9 pt at the figures' 150 dpi is about 19 px, still 11
+px or more where the report page shows a three-panel figure at its 1,350 px width. Cells too small for it get none."""
+
+
+def value_font_size(cells: int, panel_in: float = SIMILARITY_PANEL_IN) -> float | None:
+    """The font size of the values written into a `cells` x `cells` heatmap panel: what a cell holds ("0.95" is about
+    2.6 em wide), at most 11 pt; None when that is under VALUE_PT (the colour scale alone then)."""
+    cell_pt = (panel_in - 1.3) * 72.0 / max(cells, 1)  # 1.3 in: the layer axis, its labels and the colourbar's share
+    size = min(11.0, cell_pt / 2.6)
+    return size if size >= VALUE_PT else None
 
 
 def similarity_colour_floor(matrices: Sequence[Sequence[Sequence[float | None]]]) -> float:
@@ -515,7 +537,7 @@ def plot_spike_scores(figure: Any, runs: Sequence[RunRef], out_dir: str | os.Pat
                 "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     markdown += ["| " + " | ".join(row[h] for h in header) + " |" for row in rows]
     markdown += ["", note, ""]
-    md_path = out_dir / f"{_figure_id(figure)}.md"
+    md_path = out_dir / file_name(_figure_id(figure), "md")
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(md_path, "\n".join(markdown))
 

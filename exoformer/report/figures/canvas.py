@@ -5,6 +5,8 @@ a figure (a legend below its panels, notes on models without a line, the data-ef
 a subset figure shows, the red "not comparable with the paper" footnote) is placed by `below`, which measures
 what the renderer has drawn so far, so no two of them overlap however many lines each has. `notes` holds the
 subset note and the comparability footnote of the figure being drawn; `save` writes them last, lowest.
+`variant` names the files of a variant reading (`figure --preset P --set K=V`): every file a figure writes is
+named by `file_name`, so a variant's figure never overwrites the default reading's.
 matplotlib only (Agg); never imports torch.
 """
 
@@ -38,6 +40,7 @@ class FigureNotes:
 
 
 _NOTES: contextvars.ContextVar[FigureNotes] = contextvars.ContextVar("figure_notes", default=FigureNotes())
+_VARIANT: contextvars.ContextVar[str] = contextvars.ContextVar("figure_variant", default="")
 
 
 def pyplot():
@@ -57,6 +60,22 @@ def notes(*, shown: str = "", footnote: str = "") -> Iterator[None]:
         yield
     finally:
         _NOTES.reset(token)
+
+
+@contextlib.contextmanager
+def variant(suffix: str) -> Iterator[None]:
+    """Every file written inside is named `stem` + `suffix` + its extension (`suffix`: tables.build.variant_suffix
+    of the reading's --preset and --set, the rule `table --out` names its files by; "" for the default reading)."""
+    token = _VARIANT.set(suffix)
+    try:
+        yield
+    finally:
+        _VARIANT.reset(token)
+
+
+def file_name(stem: str, extension: str) -> str:
+    """The name of a figure's file: `stem`, the variant's suffix (see `variant`), `.extension`."""
+    return f"{stem}{_VARIANT.get()}.{extension}"
 
 
 def below(fig: Any) -> float:
@@ -86,6 +105,6 @@ def save(fig: Any, out_dir: str | os.PathLike, stem: str) -> list[Path]:
     current = _NOTES.get()
     add_below(fig, current.shown)
     add_below(fig, current.footnote, fontsize=6, color=FOOTNOTE_COLOUR)
-    written = [write(fig, Path(out_dir) / f"{stem}.{fmt}", fmt) for fmt in FORMATS]
+    written = [write(fig, Path(out_dir) / file_name(stem, fmt), fmt) for fmt in FORMATS]
     pyplot().close(fig)
     return written

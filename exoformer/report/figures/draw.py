@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import textwrap
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from exoformer.runs.run_index import CHECKPOINT
 from exoformer.report import NOT_REPORTED, NOT_RUN
 from exoformer.report.figures import analysis_plots
 from exoformer.report.figures import style
-from exoformer.report.figures.canvas import add_below, notes, pyplot, save
+from exoformer.report.figures.canvas import add_below, file_name, notes, pyplot, save
 from exoformer.report.tables.claims import paper_values
 from exoformer.report.tables.derived import reference_specs, row_derived
 from exoformer.report.reading.recipe import shorten
@@ -68,6 +69,85 @@ def comparability_footnote(selection: Selection, refs: list[RunRef]) -> str:
         return ""
     lines = textwrap.wrap(text, width=FOOTNOTE_WIDTH)
     return "\n".join(lines[:FOOTNOTE_LINES] + (["..."] if len(lines) > FOOTNOTE_LINES else []))
+
+
+# ------------------------------------------------------------------------------------------ what the runs used
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class RunSetting:
+    """What the runs a figure draws used (never the paper's setting): their presets, few-shot counts and seeds."""
+
+    presets: tuple[str, ...]
+    shots: tuple[int, ...]
+    """eval.num_fewshot of the runs (their identity's scoring, written from their spec at launch)."""
+    seeds: tuple[int, ...]
+    """How many seeds (runs) each model has, in the order the models are drawn."""
+    paper_presets: tuple[str, ...] = ()
+    """The presets of the paper's recipe of the same specs (their own preset)."""
+    paper_shots: tuple[int, ...] = ()
+
+    @property
+    def like_the_paper(self) -> bool:
+        """The runs' preset and few-shot count are the paper's: its values share our axes only then."""
+        return bool(self.presets) and self.presets == self.paper_presets and self.shots == self.paper_shots
+
+
+def _listed(values: tuple) -> str:
+    """"2", or "2/5" for runs that differ."""
+    return "/".join(f"{v}" for v in values)
+
+
+def run_setting(selection: Selection, refs: list[RunRef]) -> RunSetting:
+    """The setting of the runs `refs` (their picks in `selection`) beside the paper's recipe of their specs."""
+    presets, shots, paper_presets, paper_shots = set(), set(), set(), set()
+    for name, _, _ in refs:
+        picked = selection.pick(name, results=False)
+        if picked is None:
+            continue
+        presets.add(picked.run.preset)
+        scoring = picked.run.identity.scoring if picked.run.identity is not None else {}
+        if isinstance(scoring.get("num_fewshot"), int):
+            shots.add(scoring["num_fewshot"])
+        reference = selection.reference(picked.run.spec)
+        if reference is not None:
+            paper_presets.add(reference.preset)
+            paper_shots.add(reference.eval.num_fewshot)
+    seeds: dict[str, int] = {}
+    for _, label, _ in refs:
+        seeds[label] = seeds.get(label, 0) + 1
+    return RunSetting(presets=tuple(sorted(p for p in presets if p)), shots=tuple(sorted(shots)),
+                      seeds=tuple(seeds.values()), paper_presets=tuple(sorted(paper_presets)),
+                      paper_shots=tuple(sorted(paper_shots)))
+
+
+SHOTS = re.compile(r"\b\d+-shot\b")
+SEEDS_SHOWN = {"curves": "seeds", "bars": "seeds", "per-layer": "seeds", "matrix": "the first seed of each model",
+               "heatmap": "one file per run"}
+"""How a figure kind shows a model's seeds (`seeds`: the mean with its 95% t interval over seeds as a band)."""
+
+
+def runs_title(figure: Figure, setting: RunSetting) -> str:
+    """The figure's title as the runs it draws make it true: a few-shot count in the declared title (the paper's
+    setting) becomes the runs' own, and a second line says what the runs used: preset, few-shot count (figures of
+    evaluation results), seeds and how they are shown. Never the paper's setting."""
+    if figure.kind == "table":  # the spike-score table: its rows say each run's steps and scores
+        return figure.title
+    evaluated = any(series.startswith("eval.") for series in figure.series)
+    shots = f"{_listed(setting.shots)}-shot" if setting.shots else ""
+    title = SHOTS.sub(shots, figure.title) if shots else " ".join(SHOTS.sub("", figure.title).split())
+    parts = [f"preset {_listed(setting.presets)}" if setting.presets else ""]
+    if evaluated and shots:
+        parts.append(f"{shots} evaluation")
+    shown = SEEDS_SHOWN.get(figure.kind, "")
+    if shown == "seeds" and setting.seeds:
+        count = style.seed_count(setting.seeds)
+        several = max(setting.seeds) > 1
+        parts.append(count + (f" (mean with its {style.SEED_LEVEL:.0%} t interval over seeds)" if several
+                              else ": no interval"))
+    elif shown:
+        parts.append(shown)
+    line = ", ".join(p for p in parts if p)
+    return f"{title}\nruns: {line}" if line else title
 
 
 # ------------------------------------------------------------------------------------------ run selection
@@ -128,6 +208,49 @@ def shown_note(registry: Registry, figure: Figure, refs: list[RunRef]) -> str:
     extra = ([f"not in this figure: {', '.join(left_out)}"] if left_out else []) + \
         ([f"{NOT_RUN}: {', '.join(not_run)}"] if not_run else [])
     return "\n".join(textwrap.wrap(f"{text} ({'; '.join(extra)})", width=FOOTNOTE_WIDTH))
+
+
+def seeds_per_row(registry: Registry, figure: Figure, refs: list[RunRef]) -> list[tuple[str, list[RunRef]]]:
+    """For table figures: every run of each row (its specs with a run: its seeds), keyed by row id, rows without a
+    run left out."""
+    by_name = {r[0]: r for r in refs}
+    picked = []
+    for item in figure.specs:
+        if item.startswith("table:"):
+            for row in registry.tables[item[6:]].rows:
+                runs = [by_name[n] for n in row.specs if n in by_name]
+                if runs:
+                    picked.append((row.id, runs))
+        elif item in by_name:
+            picked.append((item, [by_name[item]]))
+    return picked
+
+
+def mean_curve(curves: list[tuple[list[float], list[float]]]
+               ) -> tuple[list[float], list[float], list[float] | None, list[float] | None, int]:
+    """(tokens, mean, low, high, seeds) of one model's validation curves, one per seed: the mean over the seeds
+    with a curve and its style.seed_interval band (None, None with one seed), at the tokens of the first such
+    seed that every other one covers (a seed's loss between its logged points: linear interpolation)."""
+    import numpy as np
+
+    drawn = [(t, v) for t, v in curves if t]
+    if len(drawn) < 2:
+        tokens, losses = drawn[0] if drawn else ([], [])
+        return list(tokens), list(losses), None, None, len(drawn)
+    end = min(t[-1] for t, _ in drawn)
+    start = max(t[0] for t, _ in drawn)
+    tokens = [x for x in drawn[0][0] if start <= x <= end]
+    at = [np.interp(tokens, t, v) for t, v in drawn]
+    mean, low, high = [], [], []
+    for k in range(len(tokens)):
+        values = [float(a[k]) for a in at]
+        finite = [v for v in values if math.isfinite(v)]
+        band = style.seed_interval(finite)  # None where fewer than two seeds have a finite loss: no band there
+        m = band[0] if band else (finite[0] if finite else math.nan)
+        mean.append(m)
+        low.append(band[1] if band else m)
+        high.append(band[2] if band else m)
+    return tokens, mean, low, high, len(drawn)
 
 
 def first_per_row(registry: Registry, figure: Figure, refs: list[RunRef]) -> list[tuple[str, RunRef]]:
@@ -225,13 +348,15 @@ def _mark_every(points: int, index: int) -> tuple[int, int]:
 
 def plot_curves(selection: Selection, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike) -> list[Path]:
     """Validation loss vs tokens: a zoomed panel (from ZOOM_FROM of training on, labelled as such) where models
-    differ, and the whole run beside it with the zoomed window shaded, so nothing is cut without being shown."""
+    differ, and the whole run beside it with the zoomed window shaded, so nothing is cut without being shown.
+    A model with several seeds is the mean of their curves with its 95% t interval over seeds as a band."""
     registry = selection.registry
     plt = pyplot()
-    rows = first_per_row(registry, figure, refs)
+    rows = seeds_per_row(registry, figure, refs)
     damaged: list[str] = []  # metrics lines that could not be read: the figure says so, with file:line
-    curves = {rid: RunDir(ref[2]).val_curve(problems=damaged) for rid, ref in rows}
-    labels = {rid: ref[1] for rid, ref in rows}
+    means = {rid: mean_curve([RunDir(ref[2]).val_curve(problems=damaged) for ref in runs]) for rid, runs in rows}
+    curves = {rid: (m[0], m[1]) for rid, m in means.items()}
+    labels = {rid: runs[0][1] for rid, runs in rows}
     looks = style.model_styles(registry, list(curves), labels)
     ratios = {ref: {rid: r for rid, r in by_row.items() if rid in labels}
               for ref, by_row in efficiency_ratios(selection, figure).items() if ref in labels and curves[ref][0]}
@@ -239,12 +364,19 @@ def plot_curves(selection: Selection, figure: Figure, refs: list[RunRef], out_di
     grid = fig.add_gridspec(1, 2, width_ratios=[2.6, 1.0])
     whole = fig.add_subplot(grid[0, 1])  # first: the legend sits right of it, outside all data
     ax = fig.add_subplot(grid[0, 0])
-    window = zoom_window(list(curves.values()))
+    bands = [(m[0], edge) for m in means.values() if m[2] is not None for edge in (m[2], m[3])]
+    window = zoom_window([*curves.values(), *bands])  # the bands fit the zoom too
     for index, (rid, (tokens, losses)) in enumerate(curves.items()):
         if tokens:
             line = dict(looks[rid].line(), markersize=4, linewidth=1.4, markevery=_mark_every(len(tokens), index))
+            seeds = means[rid][4]
             ax.plot(tokens, losses, **line)
-            whole.plot(tokens, losses, label=labels[rid], **(line | {"markersize": 2.5, "linewidth": 1.0}))
+            whole.plot(tokens, losses, label=labels[rid] + (f" (mean of {seeds} seeds)" if seeds > 1 else ""),
+                       **(line | {"markersize": 2.5, "linewidth": 1.0}))
+            if means[rid][2] is not None:
+                for panel in (ax, whole):
+                    panel.fill_between(tokens, means[rid][2], means[rid][3], color=looks[rid].colour, alpha=0.18,
+                                       linewidth=0)
     claims = efficiency_title_lines(selection, figure, lambda rid: labels.get(rid) or style.label_of(registry, rid))
     fig.suptitle("\n".join([figure.title, *claims]), fontsize=9, x=0.01, ha="left")
     if window is None:
@@ -284,7 +416,7 @@ def plot_curves(selection: Selection, figure: Figure, refs: list[RunRef], out_di
     written = save(fig, out_dir, figure.id)
     from exoformer.io import atomic_write_json
 
-    written.append(atomic_write_json(Path(out_dir) / f"{figure.id}.ratios.json",
+    written.append(atomic_write_json(Path(out_dir) / file_name(figure.id, "ratios.json"),
                                      {ref: {labels[m]: r for m, r in d.items()} for ref, d in ratios.items()}))
     return written
 
@@ -293,7 +425,9 @@ def plot_curves(selection: Selection, figure: Figure, refs: list[RunRef], out_di
 
 def plot_accuracy_bars(selection: Selection, figure: Figure, refs: list[RunRef], out_dir: str | os.PathLike
                        ) -> list[Path]:
-    """Grouped bars: one group per task (and avg6), one bar per table row; error bars = seed std, else stderr."""
+    """Grouped bars: one group per task (and avg6), one bar per table row, the mean over its seeds with the 95% t
+    interval over seeds as whiskers (one seed: none). The paper's values share the axes only when the runs used
+    the paper's preset and few-shot count; otherwise they get a panel of their own below, titled as such."""
     registry = selection.registry
     table_ids = [s[6:] for s in figure.specs if s.startswith("table:")]
     if not table_ids:
@@ -302,32 +436,45 @@ def plot_accuracy_bars(selection: Selection, figure: Figure, refs: list[RunRef],
     built = build_table(registry, table_ids[0], preset=selection.preset, runs_root=selection.runs_root or "",
                         selection=selection)
     columns = [s.split(".", 1)[1] for s in figure.series if s.startswith("eval.")]
+    setting = run_setting(selection, refs)
     plt = pyplot()
     from matplotlib import patheffects
 
     rows = built.table.rows
-    fig, ax = plt.subplots(figsize=(min(16.0, max(7.0, 0.22 * len(columns) * max(1, len(rows)))), 4.5))
+    width_in = min(16.0, max(7.0, 0.22 * len(columns) * max(1, len(rows))))
+    paper_apart = not setting.like_the_paper and any(
+        built.cell(row, column).reported is not None for row in rows for column in columns)
+    if paper_apart:  # the paper's values in a panel of their own: a different setting, never on our axes
+        fig, (ax, paper_ax) = plt.subplots(2, 1, figsize=(width_in, 7.2), height_ratios=[1.0, 0.5], sharey=True)
+    else:
+        fig, ax = plt.subplots(figsize=(width_in, 4.5))
+        paper_ax = None
     width = 0.8 / max(1, len(rows))
-    paper_marked = False
+    paper_marked = interval_drawn = False
     for i, row in enumerate(rows):
         xs, ys, errs, reported = [], [], [], []
         for j, column in enumerate(columns):
             cell = built.cell(row, column)
+            x = j + (i - (len(rows) - 1) / 2) * width
+            if cell.reported is not None and (cell.value is not None or paper_apart):
+                reported.append((x, cell.reported.value))  # on our axes: beside our bar only
             if cell.value is None:
                 continue
-            xs.append(j + (i - (len(rows) - 1) / 2) * width)
+            xs.append(x)
             ys.append(cell.value)
-            errs.append(cell.seed_sd if cell.seed_sd is not None else (cell.stderr or 0.0))
-            reported.append(None if cell.reported is None else cell.reported.value)
+            errs.append(style.seed_half_width(cell.seed_sd, len(cell.seeds)) or 0.0)
+        look = style.style_of(registry, row.id, row.label)
         if xs:
-            look = style.style_of(registry, row.id, row.label)
-            ax.bar(xs, ys, width=width, yerr=errs, capsize=2, label=look.label, color=look.colour)
-            marks = [(x, r) for x, r in zip(xs, reported) if r is not None]
-            if marks:
-                ax.scatter([m[0] for m in marks], [m[1] for m in marks], marker="_", s=120,
-                           color="black", linewidths=1.5, zorder=3,
-                           label=None if paper_marked else "paper's value")
-                paper_marked = True
+            interval_drawn |= any(errs)
+            ax.bar(xs, ys, width=width, yerr=errs if any(errs) else None, capsize=2, label=look.label,
+                   color=look.colour)
+        if reported and paper_ax is not None:
+            paper_ax.bar([m[0] for m in reported], [m[1] for m in reported], width=width, color=look.colour,
+                         alpha=0.55, hatch="//", edgecolor="0.3", linewidth=0.5)
+        elif reported and xs:
+            ax.scatter([m[0] for m in reported], [m[1] for m in reported], marker="_", s=120, color="black",
+                       linewidths=1.5, zorder=3, label=None if paper_marked else "paper's value")
+            paper_marked = True
     ckpt_marks = [(j + (i - (len(rows) - 1) / 2) * width, cell.value) for i, row in enumerate(rows)
                   for j, column in enumerate(columns)
                   if (cell := built.cell(row, column, CHECKPOINT)).value is not None]
@@ -335,18 +482,33 @@ def plot_accuracy_bars(selection: Selection, figure: Figure, refs: list[RunRef],
         ax.scatter([c[0] for c in ckpt_marks], [c[1] for c in ckpt_marks], marker="x", s=30, color="black",
                    linewidths=1.0, zorder=4, label="checkpoint evaluated as the row")
     chance = [(j, 100 * level) for j, column in enumerate(columns) if (level := chance_level(column)) is not None]
-    if chance:
-        ax.hlines([c[1] for c in chance], [c[0] - 0.45 for c in chance], [c[0] + 0.45 for c in chance],
-                  colors="black", linestyles=":", linewidth=1.6, zorder=2.5, label="chance (uniform guess)",
-                  path_effects=[patheffects.withStroke(linewidth=3.0, foreground="white")])
-    ax.set_xticks(range(len(columns)), columns, rotation=20, fontsize=8)
-    ax.set_ylabel("accuracy (%)")
-    ax.set_ylim(bottom=0.0)  # bars from zero: a bar's height is its accuracy, the dotted lines mark chance
-    sources = "dashes: paper; dotted: chance" + ("; crosses: checkpoint evaluated as the row" if ckpt_marks else "")
-    ax.set_title(f"{figure.title}\n(error bars: seed std, else lm-eval stderr; {sources})", fontsize=8)
+    for panel in (ax, paper_ax):
+        if panel is None:
+            continue
+        if chance:
+            panel.hlines([c[1] for c in chance], [c[0] - 0.45 for c in chance], [c[0] + 0.45 for c in chance],
+                         colors="black", linestyles=":", linewidth=1.6, zorder=2.5,
+                         label="chance (uniform guess)" if panel is ax else None,
+                         path_effects=[patheffects.withStroke(linewidth=3.0, foreground="white")])
+        panel.set_xticks(range(len(columns)), columns, rotation=20, fontsize=8)
+        panel.set_ylabel("accuracy (%)")
+        panel.set_ylim(bottom=0.0)  # bars from zero: a bar's height is its accuracy, the dotted lines mark chance
+        panel.grid(axis="y", alpha=0.3)
+    sources = "; ".join(part for part in (
+        f"whiskers: {style.SEED_LEVEL:.0%} t interval over seeds" if interval_drawn else "",
+        "dashes: paper" if paper_marked else "", "dotted: chance",
+        "crosses: checkpoint evaluated as the row" if ckpt_marks else "") if part)
+    ax.set_title(f"{figure.title}\n({sources})", fontsize=8)
+    if paper_ax is not None:
+        paper_setting = ", ".join(part for part in (
+            f"preset {_listed(setting.paper_presets)}" if setting.paper_presets else "",
+            f"{_listed(setting.paper_shots)}-shot" if setting.paper_shots else "") if part)
+        paper_ax.set_title(f"the paper's values ({paper_setting}; {table_ids[0]}), a different setting from the runs "
+                           "above: not comparable with them (same y scale)", fontsize=8)
     if ax.get_legend_handles_labels()[0]:
         _legend_outside(ax, fontsize=7)
-    ax.grid(axis="y", alpha=0.3)
+    if paper_ax is not None:
+        fig.tight_layout()
     return save(fig, out_dir, figure.id)
 
 
@@ -602,5 +764,7 @@ def draw(registry: Registry, figure_id: str, *, runs_root: str | os.PathLike, ou
                         where="FIGURE", fix=f"run them first: reproduce.py run {figure_id}"
                         + (f" --preset {preset}" if preset else ""))
     shown = "" if figure.kind == "heatmap" else shown_note(registry, figure, refs)  # heatmaps: one run per file
+    drawn = replace(figure, title=runs_title(figure, run_setting(selection, refs)))  # the runs' setting, never the
+    # paper's
     with notes(shown=shown, footnote=comparability_footnote(selection, refs)):
-        return plot(selection, figure, refs, out_dir)
+        return plot(selection, drawn, refs, out_dir)

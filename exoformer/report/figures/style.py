@@ -8,7 +8,8 @@ and colour with `figure: {label, colour}` (experiments/tables.yaml); its line st
 place among the declared models, so nine curves differ in colour AND in (line style, marker), which also tells
 them apart in greyscale print. Models without a declaration get a stable look from their name (never one that
 depends on which other models are drawn); `model_styles` makes the looks of one figure's models distinct.
-`series_styles(n)` gives n distinct looks for series that are not models.
+`series_styles(n)` gives n distinct looks for series that are not models. Seeds of one model are drawn as their
+mean with its 95% Student t interval (`seed_interval`, `seed_half_width`), as the verdicts compute theirs.
 """
 
 from __future__ import annotations
@@ -167,3 +168,54 @@ def count_axis(axis: Any) -> None:
     from matplotlib.ticker import FuncFormatter
 
     axis.set_major_formatter(FuncFormatter(count_label))
+
+
+# ------------------------------------------------------------------------------------------ seeds
+
+SEED_LEVEL = 0.95
+"""The confidence of the band drawn around a mean over seeds: a Student t interval, as the verdicts use."""
+
+
+def seed_interval(values: Iterable[float], level: float = SEED_LEVEL) -> tuple[float, float, float] | None:
+    """(mean, low, high) of the values of several seeds: the mean and its two-sided `level` Student t interval
+    (mean ± t(1 - (1 - level) / 2, n - 1) · sd / √n); None for fewer than two finite values (one seed: no band)."""
+    import math
+
+    from scipy import stats
+
+    finite = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if len(finite) < 2:
+        return None
+    n = len(finite)
+    mean = sum(finite) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in finite) / (n - 1))
+    half = float(stats.t.ppf(1.0 - (1.0 - level) / 2.0, n - 1)) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def seed_half_width(sd: float | None, n: int, level: float = SEED_LEVEL) -> float | None:
+    """The half-width of the `level` Student t interval of a mean of `n` seeds whose sample std is `sd`; None for one
+    seed or no std."""
+    import math
+
+    from scipy import stats
+
+    if sd is None or n < 2 or not math.isfinite(sd):
+        return None
+    return float(stats.t.ppf(1.0 - (1.0 - level) / 2.0, n - 1)) * sd / math.sqrt(n)
+
+
+def seed_count(counts: Iterable[int]) -> str:
+    """How many seeds a figure's models have, for its legend or caption: "1 seed", "3 seeds", "1-3 seeds per
+    model"."""
+    found = sorted({int(c) for c in counts if c})
+    if not found:
+        return "no seed"
+    if len(found) == 1:
+        return "1 seed" if found[0] == 1 else f"{found[0]} seeds"
+    return f"{found[0]}-{found[-1]} seeds per model"
+
+
+def band_label(level: float = SEED_LEVEL) -> str:
+    """What a band around a mean over seeds is, in a legend or caption."""
+    return f"band: {level:.0%} t interval over seeds"

@@ -8,7 +8,11 @@ small text files (RunDir's spec file, provenance, status record and logs, of whi
 from the end) under DIR/runs/SPEC/HASH/, linked relatively; model weights and evaluation outputs are never
 copied.
 No server, no network, no external JS or CSS: the page's only script (PAGE_SCRIPT, inline) marks each
-image with data-loaded once the browser has decoded it, which the browser test reads back. Torch-free.
+image with data-loaded once the browser has decoded it, which the browser test reads back. The page is meant to be
+shared: it names no path of this machine (`shareable`: paths relative to the runs root, which it names by its last
+component). Its order is its point: the verdicts, the tables with results, the figures, then one collapsed line
+(<details>) per table that reads only runs a table above shows (mostly "not run", the same numbers again) and per
+table without results, then the runs. Torch-free.
 """
 
 from __future__ import annotations
@@ -93,6 +97,8 @@ tr.verdict-not-powered td, .chip.verdict-not-powered, tr.verdict-inconclusive td
 tr.verdict-not-run td, .chip.verdict-not-run { color: #999; }
 p.headline { font-size: 1.05em; font-weight: 600; margin-bottom: 0.3em; }
 .chip { display: inline-block; padding: 1px 8px; margin: 0 6px 4px 0; border: 1px solid #ccc; border-radius: 3px; }
+details.empty { margin: 0.15em 0; font-size: 0.9em; color: #555; } details.empty summary { cursor: pointer; }
+details.empty p { margin: 0.2em 0 0.4em 1.4em; } details.empty code { color: #222; }
 """
 
 
@@ -289,7 +295,7 @@ def draw_figures(registry: Registry, figures: dict[str, Selection], *, out_dir: 
     """Each figure drawn into out_dir/figures from the runs its selection (report.compose) reads; one that cannot
     be drawn yet keeps its one-line reason (a "run ..." fix says what runs on this machine). Also returns the run
     directories the figures read."""
-    from exoformer.report.figures.draw import draw, figure_runs
+    from exoformer.report.figures.draw import draw, figure_runs, run_setting, runs_title
 
     drawn, used = [], set()
     for fid, selection in figures.items():
@@ -297,7 +303,9 @@ def draw_figures(registry: Registry, figures: dict[str, Selection], *, out_dir: 
         item = DrawnFigure(figure_id=fid, title=figure.title)
         root = selection.runs_root
         try:
-            used |= {Path(ref[2]) for ref in figure_runs(registry, figure, root, selection=selection)}
+            refs = figure_runs(registry, figure, root, selection=selection)
+            used |= {Path(ref[2]) for ref in refs}
+            item.title = runs_title(figure, run_setting(selection, refs))  # the runs' setting, never the paper's
             item.files = draw(registry, fid, runs_root=root, out_dir=out_dir / "figures", preset=selection.preset,
                               overrides=selection.overrides, selection=selection)
         except UserError as err:
@@ -316,8 +324,10 @@ def figure_counts(drawn: list[DrawnFigure]) -> str:
 
 def figure_html(item: DrawnFigure, out_dir: Path) -> str:
     fid = html.escape(item.figure_id)
+    title, _, setting = item.title.partition("\n")
     out = [f'<section class="figure" id="figure-{fid}" data-figure="{fid}">',
-           f"<h3>{fid}: {html.escape(item.title)}</h3>"]
+           f"<h3>{fid}: {html.escape(title)}</h3>",
+           *([f'<p class="note">{html.escape(setting)}</p>'] if setting else [])]
     if item.error:
         out.append(f'<p class="note">not drawn: {html.escape(item.error)}</p>')
     for path in item.files:
@@ -335,9 +345,10 @@ def figure_html(item: DrawnFigure, out_dir: Path) -> str:
 
 # ------------------------------------------------------------------------------------------ runs
 
-def copy_small(src: Path, dest: Path, run_dir: Path | None = None) -> Path | None:
-    """Copy one text file of a run into the report; a log longer than LOG_TAIL_BYTES keeps only its end. Only a
-    regular file inside its run directory (`run_dir`, default the file's own directory) is copied."""
+def copy_small(src: Path, dest: Path, run_dir: Path | None = None, runs_root: Path | None = None) -> Path | None:
+    """Copy one text file of a run into the report; a log longer than LOG_TAIL_BYTES keeps only its end (and names
+    the whole file relative to `runs_root`, when given: the report names no path of this machine). Only a regular
+    file inside its run directory (`run_dir`, default the file's own directory) is copied."""
     from exoformer.io import atomic_write_bytes
 
     try:
@@ -346,11 +357,12 @@ def copy_small(src: Path, dest: Path, run_dir: Path | None = None) -> Path | Non
         return None
     if size <= LOG_TAIL_BYTES:
         return atomic_write_bytes(dest, tail)
-    head = f"[report: the first {size - LOG_TAIL_BYTES} bytes are left out; the whole file: {src}]\n".encode()
+    whole = shareable(str(src), runs_root) if runs_root is not None else str(src)
+    head = f"[report: the first {size - LOG_TAIL_BYTES} bytes are left out; the whole file: {whole}]\n".encode()
     return atomic_write_bytes(dest, head + tail)
 
 
-def run_rows_html(runs: list[RunInfo], out_dir: Path) -> str:
+def run_rows_html(runs: list[RunInfo], out_dir: Path, runs_root: Path | None = None) -> str:
     """One row per run directory: identity, recorded state, progress, links to copies of its text files."""
     from exoformer.runs.status import row_for
 
@@ -365,7 +377,7 @@ def run_rows_html(runs: list[RunInfo], out_dir: Path) -> str:
             files += sorted(p for p in rd.logs.rglob("*") if p.is_file())
         links = []
         for src in files:
-            copied = copy_small(src, dest / src.relative_to(rd.path), rd.path)
+            copied = copy_small(src, dest / src.relative_to(rd.path), rd.path, runs_root)
             if copied is not None:
                 href = copied.relative_to(out_dir).as_posix()
                 links.append(f'<a href="{html.escape(href)}">{html.escape(src.relative_to(rd.path).as_posix())}</a>')
@@ -383,8 +395,43 @@ def run_rows_html(runs: list[RunInfo], out_dir: Path) -> str:
 
 # ------------------------------------------------------------------------------------------ page
 
+def shareable(text: str, runs_root: Path) -> str:
+    """`text` without the machine path of the runs root: a path under it becomes relative to it, the root itself
+    its last component ("/home/me/results/runs/base-s42/HASH/logs/x.log" -> "base-s42/HASH/logs/x.log"; "/tmp/x/runs"
+    -> "runs"), whether it is written as given or through its links resolved."""
+    root = Path(runs_root).absolute()
+    forms = {str(root)}
+    try:
+        forms.add(str(root.resolve()))
+    except (OSError, RuntimeError):
+        pass
+    for form in sorted((f.rstrip("/") for f in forms), key=len, reverse=True):
+        if form:  # never the file system's root itself
+            text = text.replace(form + "/", "").replace(form, root.name)
+    return text
+
+
+def empty_table_html(table_id: str, title: str, hint: str) -> str:
+    """A table without results: one line (its id, title and "not run"), expanding to what to type to fill it."""
+    return (f'<details class="empty" id="table-{html.escape(table_id)}" data-empty-table="{html.escape(table_id)}">'
+            f"<summary><b>{html.escape(table_id)}</b>: {html.escape(title)}: {NOT_RUN}</summary>"
+            f"<p>to fill it on this machine: <code>{html.escape(hint)}</code></p></details>")
+
+
+def repeated_table_html(built: BuiltTable, sources: list[str], section: str) -> str:
+    """A table with results that reads only runs the tables `sources` above already show: one line saying how
+    many of its rows have results and from where, expanding to the whole table (`section`)."""
+    t = built.table
+    with_results = sum(1 for row in t.rows if any(
+        cell.value is not None for c in t.columns for cell in (built.cell(row, c), built.cell(row, c, CHECKPOINT))))
+    return (f'<details class="empty repeated" data-repeated-table="{html.escape(t.id)}"><summary><b>'
+            f"{html.escape(t.id)}</b>: {html.escape(t.title)}: {with_results} of {plural(len(t.rows), 'row')} with "
+            f"results, all read from runs of {html.escape(', '.join(sources))} above</summary>\n{section}</details>")
+
+
 PHASES = logging.getLogger("exoformer.report.phases")
-"""One INFO line as each phase of the report starts (the `report` verb shows them on a terminal)."""
+"""One INFO line as each phase of the report starts (the `report` verb shows them on stderr, on a terminal or off
+one); the first once its input is known good, so a bad target or runs root is still a one-line error."""
 
 
 @one_view()  # every table and figure sees one view of the runs root
@@ -394,8 +441,10 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
     """Write DIR/index.html (and its figures, CSVs and run files) for TARGETs; returns the index path.
 
     Each table and figure reads the preset selection.choose_preset chooses for it (README "Which runs the
-    reading verbs read"). Tables with results come first; a table without any is one line saying what to run
-    on this machine (`gpu`: None = look). The runs listed are those the tables and figures read.
+    reading verbs read"). The verdicts lead, then the tables with results and the figures. After the figures, one
+    collapsed line each: a table whose results all come from runs a table above shows (expanding to the table) and
+    a table without any (expanding to what to run on this machine; `gpu`: None = look). The runs listed are those
+    the tables and figures read. No path of this machine appears (`shareable`).
     """
     from exoformer.io import atomic_write_text
     from exoformer.report.tables.compose import compose
@@ -405,7 +454,6 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
     check_apart(out_dir, runs_roots=[root], registries=[registry.directory])
     out = check_out_dir(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    PHASES.info("reading the runs")
     runs = find_runs(root) if root.is_dir() else []
     if preset is not None and not any(r.preset == preset for r in runs) and runs:
         raise UserError(f"no runs of preset {preset} under {root}", where="--preset",
@@ -415,8 +463,11 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
                         fix="run something first (reproduce.py run table1 --preset smoke), or point --runs-dir at "
                         "a runs root")
     chosen = select(registry, targets, runs)
+    # the first phase line once the input is known good: a wrong target or root stays a one-line error
+    PHASES.info(f"found {plural(len(runs), 'run directory', 'run directories')}")
     gpu = has_gpu() if gpu is None else gpu
-    sections, empty, read_dirs, presets_read, table_specs = [], [], set(), set(), set()
+    sections, repeated, empty, read_dirs, presets_read, table_specs = [], [], [], set(), set(), set()
+    shown_by: dict[Path, str] = {}  # run directory -> the first table shown in full that reads it
     claimed = [tid for tid in chosen.tables if any(d.table == tid for d in paper_differences(registry))]
     PHASES.info(f"building {plural(len(chosen.tables), 'table')}, {plural(len(chosen.figures), 'figure')}"
                 + (" and the verdicts" if claimed else ""))
@@ -426,12 +477,11 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
         built = table.built
         picked = [p for p in table.selection.picked() if not p.rows.empty]
         if not any(c.value is not None for c in [*built.cells.values(), *built.checkpoint_cells.values()]):
-            title = registry.tables[tid].title
-            empty.append(f"<li><b>{html.escape(tid)}</b>: {html.escape(title)}: {NOT_RUN}; "
-                         f"<code>{html.escape(run_hint(tid, gpu=gpu, registry=registry, runs_root=root))}</code>"
-                         "</li>")
+            empty.append(empty_table_html(tid, registry.tables[tid].title,
+                                          run_hint(tid, gpu=gpu, registry=registry, runs_root=root)))
             continue
-        read_dirs |= {p.path for p in picked}
+        paths = {p.path for p in picked}
+        read_dirs |= paths
         # a checkpoint run counts under its own spec, not under the row's first spec its numbers are filed under
         table_specs |= {p.run.spec for p in picked}
         presets_read.add(built.preset)
@@ -439,22 +489,36 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
         section = table_html(diff_table(built), csv_path.relative_to(out).as_posix())
         if table.selection.note:
             section = section.replace("</h3>", f'</h3>\n<p class="note">{html.escape(table.selection.note)}</p>', 1)
+        if sections and paths and paths <= shown_by.keys():  # nothing it reads is new: one line, after the figures
+            repeated.append(repeated_table_html(built, sorted({shown_by[path] for path in paths},
+                                                              key=chosen.tables.index), section))
+            continue
         sections.append(section)
+        for path in paths:
+            shown_by.setdefault(path, tid)
     table_dirs = len(read_dirs)
     PHASES.info(f"drawing {plural(len(chosen.figures), 'figure')}")
     drawn, used = draw_figures(registry, report.figures, out_dir=out, gpu=gpu)
     read_dirs |= used
     shown_runs = [r for r in runs if r.path in read_dirs]
+    PHASES.info(f"writing the page and the files of {plural(len(shown_runs), 'run directory', 'run directories')}")
     others = sum(1 for r in runs if r.path not in read_dirs)
     verdicts = verdicts_html(report.verdicts) if claimed else ""  # the same verdicts as the `claims` verb
     nav = "".join(f'<a href="#{anchor}">{name}</a>' for anchor, name in
-                  ((("verdicts", "Verdicts"),) if verdicts else ()) + (("tables", "Tables"), ("figures", "Figures"),
-                                                                        ("runs", "Runs")))
+                  ((("verdicts", "Verdicts"),) if verdicts else ()) + (("tables", "Tables"), ("figures", "Figures"))
+                  + ((("same-runs", "Tables of the same runs"),) if repeated else ())
+                  + ((("not-run", "Tables without runs"),) if empty else ()) + (("runs", "Runs"),))
     shown_preset = html.escape(preset) if preset else "each spec&#39;s own, else the one that has runs"
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    empty_block = ([f'<p class="note">{plural(len(empty), "table")} without runs yet (on this machine: '
-                    f'{"a GPU" if gpu else "no GPU, so the smoke preset"}):</p>', '<ul class="empty">', *empty,
-                    "</ul>"] if empty else [])
+    later = " and ".join(f"{plural(n, 'table')} {what}" for n, what in ((len(repeated), "of the same runs"),
+                                                                       (len(empty), "without runs")) if n)
+    later = f" {later[0].upper()}{later[1:]}: one line each, after the figures." if later else ""
+    repeated_block = ([f'<h2 id="same-runs">Tables of the same runs ({plural(len(repeated), "table")})</h2>',
+                       '<p class="note">each reads only runs a table above already shows (its other rows are not '
+                       "run): one line each; open one for the table.</p>", *repeated] if repeated else [])
+    empty_block = ([f'<h2 id="not-run">Tables without runs ({plural(len(empty), "table")})</h2>',
+                    f'<p class="note">one line each; open one for what to run (on this machine: '
+                    f'{"a GPU" if gpu else "no GPU, so the smoke preset"}).</p>', *empty] if empty else [])
     not_listed = (f'<p class="note">{plural(others, "other run directory", "other run directories")} under this root '
                   "(other hashes, presets or variants) not read by the tables and figures above; <code>reproduce.py "
                   "status</code> lists them all.</p>" if others else "")
@@ -463,17 +527,18 @@ def build_report(registry: Registry, targets: list[str], *, runs_root: str | os.
         "<title>ExoFormer reproduction report</title>", f"<style>{PAGE_STYLE}</style>",
         f"<script>{PAGE_SCRIPT}</script></head><body>",
         "<h1>ExoFormer reproduction report</h1>", verdicts,
-        f'<p class="note">runs root {html.escape(str(root))}; preset {shown_preset}'
+        f'<p class="note">runs root <code>{html.escape(root.absolute().name)}</code>; preset {shown_preset}'
         f'{" (read: " + html.escape(", ".join(sorted(presets_read))) + ")" if presets_read else ""}; '
         f"{plural(len(shown_runs), 'run directory', 'run directories')} read; built {when}. Static page: no server, "
         "no network.</p>",
         f"<nav>{nav}</nav>",
-        f'<h2 id="tables">Tables</h2><p class="note counts">{table_counts(len(sections), table_dirs, len(table_specs))}'
-        f"{'; ' + plural(len(empty), 'table') + ' without runs' if empty else ''}.</p>",
-        *([LEGEND] if sections else []), *sections, *empty_block,
+        f'<h2 id="tables">Tables</h2><p class="note counts">'
+        f"{table_counts(len(sections) + len(repeated), table_dirs, len(table_specs))}.{later}</p>",
+        *([LEGEND] if sections else []), *sections,
         f'<h2 id="figures">Figures ({figure_counts(drawn)})</h2>', *(figure_html(item, out) for item in drawn),
+        *repeated_block, *empty_block,
         f'<h2 id="runs">Runs ({plural(len(shown_runs), "run directory", "run directories")})</h2>',
         '<p class="note">state as each run&#39;s status record says (reproduce.py status reconciles it with '
         "the scheduler); files: copies of the run&#39;s spec, provenance, status and logs.</p>",
-        run_rows_html(shown_runs, out), not_listed, "</body></html>", ""]
-    return atomic_write_text(out / INDEX, "\n".join(page))
+        run_rows_html(shown_runs, out, root), not_listed, "</body></html>", ""]
+    return atomic_write_text(out / INDEX, shareable("\n".join(page), root))

@@ -60,8 +60,10 @@ def test_per_layer_lines_average_seeds_and_annotate_missing(tmp_path):
     assert [p.title for p in panels] == ["gate mean", "fraction of gates < 0.2"]
     (line,) = panels[1].lines
     assert line.label == "A" and line.seeds == 2 and line.x == [0, 1, 2]
-    assert line.mean == pytest.approx([0.6, 0.7, 0.8]) and line.low == pytest.approx([0.1, 0.2, 0.3])
-    assert line.high == pytest.approx([1.1, 1.2, 1.3])
+    half = 12.7062047 * 0.5 ** 0.5 / 2 ** 0.5  # two seeds 1 apart: the 95% Student t interval of their mean
+    assert line.mean == pytest.approx([0.6, 0.7, 0.8])
+    assert line.low == pytest.approx([0.6 - half, 0.7 - half, 0.8 - half])
+    assert line.high == pytest.approx([0.6 + half, 0.7 + half, 0.8 + half])
     assert f"B: {NO_GATE}" in panels[1].notes
     assert "C: not run" in panels[1].notes and "D: not run" in panels[1].notes
 

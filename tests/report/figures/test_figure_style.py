@@ -241,10 +241,13 @@ def test_linear_per_layer_axes_include_zero(drawn):
 
 
 @pytest.mark.parametrize("low,high,expected", [
-    (0.015, 0.027, (0.0, 0.027, False)),   # the data fill 43% of [0, 0.027]: from zero
+    (0.010, 0.027, (0.0, 0.027, False)),   # the data fill 63% of [0, 0.027]: from zero
+    (0.015, 0.027, (0.015, 0.027, True)),  # 44%: the lines would share half the axis, so zoomed and said so
+    (0.018, 0.025, (0.018, 0.025, True)),  # the main job's attention sink: 28%, every line in the top quarter
     (95.0, 105.0, (95.0, 105.0, True)),    # a sliver of [0, 105]: the data's range, said to be cut
     (-0.2, 0.6, (-0.2, 0.6, False)),       # zero already inside
-    (-3.0, -2.0, (-3.0, 0.0, False)),      # negative data: up to zero
+    (-3.0, -1.0, (-3.0, 0.0, False)),      # negative data: up to zero
+    (-3.0, -2.0, (-3.0, -2.0, True)),      # a third of [-3, 0]: zoomed
 ])
 def test_linear_range_starts_at_zero_or_says_it_is_cut(low, high, expected):
     assert analysis_plots.linear_range(low, high) == expected

@@ -47,12 +47,31 @@ def test_curves_and_bars_written_as_png_and_pdf(tmp_path, capsys):
     for name in ("val-loss-table1", "accuracy-bars-table1"):
         assert main(["figure", name, "--preset", "smoke", "--runs-dir", str(runs), "--out", str(out)]) == 0
         for suffix in ("png", "pdf"):
-            path = out / f"{name}.{suffix}"
+            path = out / f"{name}.smoke.{suffix}"  # --preset smoke: the variant's files, as `table --out` names
             assert path.is_file() and path.stat().st_size > 1000
-    assert (out / "val-loss-table1.png").read_bytes()[:4] == b"\x89PNG"
-    assert (out / "val-loss-table1.pdf").read_bytes()[:4] == b"%PDF"
-    ratios = json.loads((out / "val-loss-table1.ratios.json").read_text())
+    assert (out / "val-loss-table1.smoke.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "val-loss-table1.smoke.pdf").read_bytes()[:4] == b"%PDF"
+    ratios = json.loads((out / "val-loss-table1.smoke.ratios.json").read_text())
     assert ratios["base"]["Dynamic E-ExoFormer"] == pytest.approx(1.6, rel=0.03)
+
+
+@pytest.mark.parametrize("args", [[], ["--preset", "smoke"], ["--preset", "smoke", "--set", "eval.limit=2"]])
+def test_figure_files_carry_the_variant_as_table_out_names_them(tmp_path, capsys, args):
+    from exoformer.report.tables.build import variant_suffix
+
+    runs = tmp_path / "runs"
+    for i, row in enumerate(ROWS):
+        make_run(runs, f"{row}-s42", preset="smoke", accuracies=uniform(0.3 + 0.02 * i), curve=_curve(1 + 0.1 * i),
+                 overrides=("eval.limit=2",) if "--set" in args else ())
+    out = tmp_path / "figs"
+    for verb, name in (("figure", "val-loss-table1"), ("table", "table1")):
+        assert main([verb, name, *args, "--runs-dir", str(runs), "--out", str(out)]) == 0
+    written = sorted(p.name for p in out.iterdir())
+    sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+    suffix = variant_suffix("smoke" if "--preset" in args else None, sets)
+    assert written == sorted(f"{stem}{suffix}.{ext}" for stem, ext in (
+        ("val-loss-table1", "png"), ("val-loss-table1", "pdf"), ("val-loss-table1", "ratios.json"), ("table1", "md")))
+    assert suffix == {0: "", 2: ".smoke", 4: ".smoke+eval.limit-2"}[len(args)]
 
 
 def _lambda_run(root: Path, spec: str, *, mix_paths, granularity="elementwise", anchor="h0") -> Path:

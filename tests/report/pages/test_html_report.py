@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -117,7 +118,8 @@ def test_report_has_every_table_figure_and_run_with_working_links(built_report):
     out = index.parent
     page = Page(index.read_text())
     assert list(page.tables) == ["table1"]  # spike-scores, a table and a figure: its table has no results
-    assert "<li><b>spike-scores</b>" in index.read_text()  # collapsed to one line
+    assert '<details class="empty" id="table-spike-scores" data-empty-table="spike-scores"><summary><b>spike-scores' \
+        '</b>' in index.read_text()  # collapsed to one line
     assert set(TARGETS[1:]) <= set(page.figures)  # and the figures drawn from table1's runs come with table1
     assert set(report_html.table_figure_ids(registry(), "table1")) <= set(page.figures)
     assert check_numbers_equal_csv(page, out) == CELLS
@@ -135,6 +137,70 @@ def test_report_has_every_table_figure_and_run_with_working_links(built_report):
     log = next(h for h in base_files if h.endswith("local-1.log"))
     assert (out / log).read_text() == "training base\n"
     assert "<script src" not in index.read_text() and "<link" not in index.read_text()
+
+
+def test_figures_follow_the_tables_with_results_and_tables_without_runs_are_one_collapsed_line_each(built_report):
+    _, index = built_report
+    page = index.read_text()
+    order = [page.index('<h2 id="tables">'), page.index('data-table="table1"'), page.index('<h2 id="figures">'),
+             page.index('<h2 id="not-run">'), page.index('<h2 id="runs">')]
+    assert order == sorted(order), order  # the figures right after the tables with results, before the empty ones
+    empty = page[order[3]:order[4]]
+    lines = re.findall(r'<details class="empty"[^>]*><summary>(.*?)</summary>(.*?)</details>', empty)
+    assert [re.sub("<[^>]+>", "", summary) for summary, _ in lines] == [
+        f"spike-scores: {registry().tables['spike-scores'].title}: not run"]
+    assert "reproduce.py run spike-scores" in lines[0][1]  # what to run, once opened
+    assert "<details" not in page[:order[2]] and '<ul class="empty">' not in page
+
+
+def test_a_table_of_runs_a_table_above_shows_is_one_collapsed_line_after_the_figures(tmp_path):
+    runs = tmp_path / "runs"
+    for i, row in enumerate(("e-exoformer", "h-exoformer")):  # rows of table1 and of granularity alike
+        make_run(runs, f"{row}-s42", preset="smoke", accuracies=uniform(0.3 + 0.02 * i), ppl=40.0 - i,
+                 task_prefix="smoke_")
+    index = report_html.build_report(registry(), ["table1", "granularity"], runs_root=runs, out_dir=tmp_path / "out",
+                                     preset="smoke")
+    page = index.read_text()
+    full = page[:page.index('<h2 id="figures">')]
+    assert 'data-table="table1"' in full and 'data-table="granularity"' not in full
+    later = page[page.index('<h2 id="same-runs">'):page.index('<h2 id="runs">')]
+    assert page.index('<h2 id="figures">') < page.index('<h2 id="same-runs">')
+    (summary,) = re.findall(r'<details class="empty repeated" data-repeated-table="granularity"><summary>(.*?)</summary>',
+                            later)
+    rows = len(registry().tables["granularity"].rows)
+    assert re.sub("<[^>]+>", "", summary) == (f"granularity: {registry().tables['granularity'].title}: 2 of {rows} rows "
+                                               "with results, all read from runs of table1 above")
+    assert 'data-table="granularity"' in later  # the whole table, once opened (and its CSV)
+    assert "2 tables with results, reading 2 run directories of 2 specs between them. 1 table of the same runs: " \
+        "one line each, after the figures." in page
+    assert check_numbers_equal_csv(Page(page), index.parent) == sum(
+        len(registry().tables[t].rows) * len(registry().tables[t].columns) for t in ("table1", "granularity"))
+
+
+def test_figure_headings_say_what_the_runs_used(built_report):
+    _, index = built_report
+    section = index.read_text().split('data-figure="accuracy-bars-table1"')[1].split("</section>")[0]
+    assert "<h3>accuracy-bars-table1: Six-task 2-shot accuracy per Table 1 model</h3>" in section
+    assert "runs: preset smoke, 2-shot evaluation, 1 seed: no interval" in section and "5-shot" not in section
+
+
+def test_the_page_names_no_path_of_this_machine(built_report):
+    runs, index = built_report
+    page = index.read_text()
+    for path in {runs, runs.resolve(), runs.parent, index.parent.resolve()}:
+        assert str(path) not in page, path
+    assert f"runs root <code>{runs.name}</code>;" in page
+    assert report_html.shareable(f"read {runs}/base-s42/abc/logs/x.log under {runs}", runs) == \
+        f"read base-s42/abc/logs/x.log under {runs.name}"
+
+
+def test_a_cut_log_names_the_whole_file_relative_to_the_runs_root(tmp_path, monkeypatch):
+    monkeypatch.setattr(report_html, "LOG_TAIL_BYTES", 10)
+    src = tmp_path / "runs" / "base-s42" / "abc" / "logs" / "long.log"
+    src.parent.mkdir(parents=True)
+    src.write_text("0123456789" * 3 + "END")
+    text = report_html.copy_small(src, tmp_path / "out" / "long.log", src.parent, tmp_path / "runs").read_text()
+    assert "the whole file: base-s42/abc/logs/long.log]" in text and str(tmp_path) not in text
 
 
 def test_smoke_cells_are_rank_only_and_marked_not_comparable_by_the_table_note(built_report):
