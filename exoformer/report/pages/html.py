@@ -29,6 +29,7 @@ from exoformer.errors import UserError, did_you_mean
 from exoformer.registry.registry import Registry
 from exoformer.runs.run_index import CHECKPOINT, RunInfo, find_runs, one_view
 from exoformer.report import NOT_REPORTED, NOT_RUN
+from exoformer.report.stats.rank import MIN_RANK_ROWS
 from exoformer.report.tables.diff import OUTSIDE, WITHIN, CellDiff, TableDiff, diff_table
 from exoformer.report.reading.outputs import check_apart, read_run_file
 from exoformer.report.reading.selection import Selection
@@ -264,7 +265,7 @@ def table_html(result: TableDiff, csv_href: str) -> str:
     taus = []
     for column in t.columns:
         tau, n = result.taus.get(column, (None, 0))
-        shown = "n/a" if tau is None else f"{tau:+.2f}"
+        shown = "no information" if tau is None and 0 < n < MIN_RANK_ROWS else "n/a" if tau is None else f"{tau:+.2f}"
         taus.append(f'<td{_key(column, "cell")}>{shown} ({n} {"row" if n == 1 else "rows"})</td>')
     out.append('<tr class="tau"><td class="label">rank agreement with the paper, Kendall τ-b</td>' + "".join(taus)
                + "</tr>")

@@ -10,6 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+MIN_RANK_ROWS = 4
+"""Fewest rows whose rank agreement carries information: rows in random order fall in perfect order with chance
+1/n!, which is 1/6 for 3 rows and 1/24 for 4 (the first count below 5%)."""
+
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
     """tau-b of the pairs where both values are finite numbers (a missing value ranks nowhere); None when it is

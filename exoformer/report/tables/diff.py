@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from exoformer.runs.run_index import CHECKPOINT, OURS
 from exoformer.rundir import DAMAGED
-from exoformer.report.stats.rank import kendall_tau_b
+from exoformer.report.stats.rank import MIN_RANK_ROWS, kendall_tau_b
 from exoformer.report.tables.build import (
     AVERAGE,
     MARK,
@@ -146,7 +146,7 @@ class TableDiff:
         if with_both == 0:
             return "no cell with our value has a reported value to compare with"
         return (f"{with_both} cells have both values but none could be judged (no tolerance, or not comparable "
-                "with fewer than two rows to rank)")
+                f"with fewer than {MIN_RANK_ROWS} rows to rank)")
 
 
 def tolerance(cell: Cell, against: Cell | None = None) -> float | None:
@@ -208,7 +208,8 @@ def diff_cell(built: BuiltTable, row, column: str, left: str = OURS, right: str 
 
 
 def rank_agreement(built: BuiltTable, left: str = OURS, right: str = PAPER) -> dict[str, tuple[float | None, int]]:
-    """Per column: Kendall tau-b between the two sources' values over the rows that have both."""
+    """Per column: Kendall tau-b between the two sources' values over the rows that have both; None over fewer
+    than MIN_RANK_ROWS rows, whose order says nothing (exoformer/report/stats/rank.py)."""
     taus = {}
     for column in built.table.columns:
         pairs = []
@@ -217,8 +218,8 @@ def rank_agreement(built: BuiltTable, left: str = OURS, right: str = PAPER) -> d
             reference = _reference_value(cell, None if right == PAPER else built.cell(row, column, right))
             if cell.value is not None and reference is not None:
                 pairs.append((cell.value, reference))
-        taus[column] = (kendall_tau_b([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) >= 2 else None,
-                        len(pairs))
+        taus[column] = (kendall_tau_b([p[0] for p in pairs], [p[1] for p in pairs])
+                        if len(pairs) >= MIN_RANK_ROWS else None, len(pairs))
     return taus
 
 
@@ -290,6 +291,10 @@ def _section_lines(section: Section) -> list[str]:
     lines.extend(f"{MARK} {rows_named(rows)}: not comparable: {why}" for rows, why in whys)
     lines += ["", f"rank agreement with the {section.right}'s row order (Kendall tau-b, rows with both values):"]
     for column, (tau, n) in section.taus.items():
+        if tau is None and 0 < n < MIN_RANK_ROWS:
+            lines.append(f"  {column:<14} no information over {n} row(s): fewer than {MIN_RANK_ROWS} fall in the same "
+                         "order by chance too often")
+            continue
         text = "n/a" if tau is None else f"{tau:+.2f}"
         lines.append(f"  {column:<14} tau = {text:>5}  over {n} rows")
     return lines

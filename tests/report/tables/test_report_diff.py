@@ -113,3 +113,14 @@ def test_smoke_preset_says_not_comparable_and_shows_ranks_only(tmp_path, capsys)
     assert "NOT comparable" in out
     assert "OUTSIDE" not in out and "within" not in out
     assert "val_ppl        tau = +1.00  over 7 rows" in out
+
+
+@pytest.mark.parametrize("n_rows", [2, 3])
+def test_rank_agreement_over_fewer_than_four_rows_carries_no_information(tmp_path, capsys, n_rows):
+    """A perfect order of 2 or 3 rows arises by chance 1 time in 2 or 6: no tau is printed as if it meant much."""
+    for row, ppl in list(PAPER_PPL.items())[:n_rows]:
+        make_run(tmp_path, f"{row}-s42", preset="smoke", accuracies=uniform(0.3), ppl=ppl * 3)
+    assert _diff(tmp_path, preset="smoke").taus["val_ppl"] == (None, n_rows)
+    assert main(["diff", "table1", "--preset", "smoke", "--runs-dir", str(tmp_path)]) == 1  # nothing judged
+    out = capsys.readouterr().out
+    assert f"val_ppl        no information over {n_rows} row(s): fewer than 4" in out and "tau = +1.00" not in out
