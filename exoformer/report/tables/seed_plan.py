@@ -83,25 +83,36 @@ class PlannedClaim:
     """None: no sd, no effect, or more than power.MAX_SEEDS seeds."""
     gpu_hours: float | None
     """Both rows at seeds_per_row seeds each; None without a count or a price."""
+    given: bool = False
+    """The sd was given (`seed_sd`), not measured in runs."""
+
+
+def given_sd(spread: ClaimSpread, seed_sd: float | Mapping[str, float] | None) -> float | None:
+    """The sd given for `spread`: one number for every claim, or per metric (the claim's column); None: none given."""
+    if seed_sd is None or isinstance(seed_sd, int | float):
+        return seed_sd
+    return None if spread.claim is None else seed_sd.get(spread.claim.column)
 
 
 def plan_claims(spreads: Sequence[ClaimSpread], *, hours_per_run: Mapping[str, float | None],
-                seed_sd: float | None = None, alpha: float = pw.ALPHA,
+                seed_sd: float | Mapping[str, float] | None = None, alpha: float = pw.ALPHA,
                 holm: bool = True) -> tuple[list[PlannedClaim], float | None]:
     """Seeds per row and GPU-hours per claim, and the total with each row run to the largest count its claims need
     (None when a claim has no count or a row no price).
 
-    `hours_per_run`: row -> GPU-hours of one of its runs (None: not priced); `seed_sd` replaces every measured spread
-    (its df then the claim's own seeds); `holm=False` tests each claim at alpha instead of alpha / claims."""
+    `hours_per_run`: row -> GPU-hours of one of its runs (None: not priced); `seed_sd` replaces the measured spread
+    (its df then the claim's own seeds): one number for every claim, or metric (a claim's column) -> sd, the metrics
+    left out keeping their measured spread; `holm=False` tests each claim at alpha instead of alpha / claims."""
     level = pw.check_alpha(alpha) / (max(1, len(spreads)) if holm else 1)
     plans, need = [], {}
     for spread in spreads:
-        sd = seed_sd if seed_sd is not None else spread.sd
-        df_of = pw.own_seeds_df if seed_sd is not None else spread.df_of
+        given = given_sd(spread, seed_sd)
+        sd = given if given is not None else spread.sd
+        df_of = pw.own_seeds_df if given is not None else spread.df_of
         k = None if sd is None else pw.seeds_needed(spread.effect, sd=sd, alpha=level, df_of=df_of)
         prices = [hours_per_run.get(row) for row in (spread.minuend, spread.subtrahend)]
         hours = None if k is None or None in prices else k * sum(prices)
-        plans.append(PlannedClaim(spread=spread, sd=sd, seeds_per_row=k, gpu_hours=hours))
+        plans.append(PlannedClaim(spread=spread, sd=sd, seeds_per_row=k, gpu_hours=hours, given=given is not None))
         for row in (spread.minuend, spread.subtrahend):
             need[row] = max(need.get(row, 0), k or 0)
     if any(p.seeds_per_row is None for p in plans) or any(hours_per_run.get(row) is None for row in need):

@@ -384,7 +384,7 @@ def test_bad_input_is_one_user_error(bad: dict) -> None:
 
 def test_power_verb_prints_seeds_and_hours(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["power", "--effect", "table1 avg6 dynamic - gated=1.47", "--effect", "b=2.13", "--seed-sd", "0.9",
-               "--hours-per-run", "10"])
+               "--item-sd", "0", "--hours-per-run", "10"])
     out = capsys.readouterr().out
     k = pw.seeds_needed(1.47, sd=0.9, alpha=0.025)
     assert rc == 0 and f"the +1.47 table1 avg6 dynamic - gated claim needs {k} seeds per row" in out

@@ -86,9 +86,10 @@ def test_one_seed_is_not_a_measured_spread_and_a_given_one_plans_it(tmp_path, ca
         seeded_rows(tmp_path, row, ACCS[row][:1], PPLS[row][:1])
     assert main(["power", "table1", "--runs-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert out.count("one seed: the seed spread is not measured; give --seed-sd") == 3
-    assert "table total: not known" in out
-    assert main(["power", "table1", "--runs-dir", str(tmp_path), "--seed-sd", "0.8", "--json"]) == 0
+    assert out.count("one seed: the seed spread is not measured") == 3
+    assert "table total: not known" in out and "or give it: --seed-sd avg6=SD --seed-sd val_ppl=SD" in out
+    assert main(["power", "table1", "--runs-dir", str(tmp_path), "--seed-sd", "avg6=0.8", "--seed-sd", "val_ppl=0.8",
+                 "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     gain = next(c for c in got["claims"] if c["claim"] == "dynamic-e-exoformer - gated" and c["column"] == "avg6")
     assert gain["seeds_per_row"] == pw.seeds_needed(1.47, sd=0.8, alpha=0.05 / 3) and gain["gpu_hours"] > 0
