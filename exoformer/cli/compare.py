@@ -1,5 +1,6 @@
-"""`compare A B [C...]`: runs or variants side by side (exoformer/report/compare/side_by_side.py), their validation curves
-overlaid with --curves (exoformer/report/compare/curves.py). Torch-free."""
+"""`compare A B [C...]`: runs or variants side by side (exoformer/report/compare/side_by_side.py), each difference with
+its 95% interval by diff's rules (exoformer/report/compare/intervals.py), their validation curves overlaid with
+--curves (exoformer/report/compare/curves.py). Torch-free."""
 
 from __future__ import annotations
 
@@ -19,10 +20,20 @@ def compare_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a run: SPEC (read as `table` reads it, under --preset), SPEC@PRESET, "
                              "SPEC[@PRESET]+key=value,... (that --set variant) or a run directory path; 2 to 8")
     parser.add_argument("--format", default="md", choices=FORMATS,
-                        help="md (header lines, then a markdown table; default) or csv (the table only)")
+                        help="md (header lines, then a markdown table with each difference's 95%% interval and its "
+                             "rule; default) or csv (the table only, no intervals: --json has them)")
     parser.add_argument("--curves", nargs="?", const="", default=None, metavar="PATH",
                         help="also overlay the runs' validation-loss curves into PATH (.png, with a .pdf beside it; "
                              "default figures/compare-<runs>.png); put it after the runs or write --curves=PATH")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object: each value, each difference to the first with its 95%% "
+                             "interval's bounds, rule and method")
+    from exoformer.limits import DEFAULT_ITEM_RESAMPLES, OPTION_BOUNDS
+
+    low, high = OPTION_BOUNDS["--bootstrap"]  # diff's option, its bounds and default
+    parser.add_argument("--bootstrap", default=str(DEFAULT_ITEM_RESAMPLES), metavar="N",
+                        help=f"item resamples behind each difference's item-sampling interval, as diff's "
+                             f"({low} to {high:,}; default {DEFAULT_ITEM_RESAMPLES})")
     options.add_registry(parser)
     options.add_preset(parser, reading=True)
     options.add_runs_dir(parser)
@@ -50,12 +61,18 @@ def _check_curves_option(value: str | None) -> None:
 
 
 def compare_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.compare.side_by_side import render
+    from exoformer.report.compare.side_by_side import render, render_json
     from exoformer.report.compare.operands import check_count, parse_operand, read_operands
     from exoformer.report.reading.outputs import output_errors
     from exoformer.runs.run_index import one_view
 
+    from exoformer.report.tables.verdicts import check_bootstrap
+
     _check_curves_option(args.curves)
+    if args.json and args.format == "csv":
+        raise UserError("prints one JSON object, not the CSV table of --format csv", where="--json",
+                        fix="choose --json or --format csv")
+    n_boot = check_bootstrap(args.bootstrap)
     check_count(args.operands)
     registry = options.registry(args)
     needs_root = any(parse_operand(text).path is None for text in args.operands)  # not every run is a path
@@ -66,19 +83,19 @@ def compare_verb(args: argparse.Namespace) -> int:
         path = _curves_path(args, registry, runs)
         for note in dict.fromkeys(c.preset_note for c in runs if c.preset_note):
             print(note, file=sys.stderr, flush=True)
-        print(render(runs, args.format), end="")
+        print(render_json(runs, n_boot=n_boot) if args.json else render(runs, args.format, n_boot=n_boot), end="")
         if path is not None:
             from exoformer.report.compare.curves import draw_compare
 
             with output_errors(path.parent, option="--curves"):
                 written = draw_compare(registry, runs, path)
             for out in written:
-                print(f"wrote {out}", file=sys.stderr if args.format == "csv" else sys.stdout)
+                print(f"wrote {out}", file=sys.stderr if args.format == "csv" or args.json else sys.stdout)
     return 0
 
 
 VERBS = [
     options.Verb("compare", "runs or variants side by side: every table metric of each, its difference to the "
-                 "first, what differs between them; --curves overlays their validation loss", compare_arguments,
-                 compare_verb),
+                 "first with a 95% interval, what differs between them; --curves overlays their validation loss",
+                 compare_arguments, compare_verb),
 ]

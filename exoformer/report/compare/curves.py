@@ -6,6 +6,8 @@ linestyle of its own, so runs stay apart in grey print too. Each run has its mar
 and a line narrower than the one before, so a run that follows another's curve stays visible on it. The legend
 names each run by its letter and spec@preset[+overrides]; a run without a curve is named under the plot, never
 drawn as a made-up line. The curve is the one Selection.curve reads (RunDir.val_curve, the paper's convention).
+The axes zoom where the runs differ as the validation-loss figure does (draw.py zoom_window: from ZOOM_FROM of the
+tokens on, y not from 0, said on the y axis), with the whole run, y from 0, in an inset marking the zoomed window.
 matplotlib (Agg); torch-free.
 """
 
@@ -55,22 +57,53 @@ def run_styles(registry: Any, runs: list[Compared]) -> list[tuple[str, Any]]:
     return out
 
 
+def _zoom(ax: Any, drawn: list[tuple[list, list, dict]]) -> None:
+    """The validation-loss figure's zoom (exoformer/report/figures/draw.py zoom_window): from ZOOM_FROM of the
+    longest run's tokens on, y over the loss range the curves cover there, the cut stated on the y axis; the whole
+    run in an inset with the zoomed window as a grey box, so nothing is cut without being shown."""
+    from matplotlib.patches import Rectangle
+
+    from exoformer.report.figures.draw import ZOOM_FROM, zoom_window
+
+    window = zoom_window([(tokens, losses) for tokens, losses, _ in drawn])
+    if window is None:
+        return
+    x0, x1, y0, y1 = window
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    ax.set_ylabel(f"validation loss\n(zoom: from {ZOOM_FROM:.0%} of the tokens on; y not from 0)")
+    whole = ax.inset_axes((1.13, 0.0, 0.42, 0.42))  # right of the data, under the legend: never over a curve
+    for tokens, losses, look in drawn:
+        whole.plot(tokens, losses, **(look | {"markersize": 1.5, "linewidth": 0.8}))
+    whole.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, facecolor="0.88", edgecolor="0.45", linewidth=0.8,
+                              zorder=0))
+    whole.set_ylim(bottom=0.0)  # the overview is the uncut axis
+    whole.set_title("whole run, y from 0 (grey box: the zoom)", fontsize=6)
+    whole.tick_params(labelsize=5)
+    style.count_axis(whole.xaxis)
+    style.count_axis(ax.xaxis)
+    whole.grid(alpha=0.3)
+
+
 def draw_compare(registry: Any, runs: list[Compared], path: str | Path) -> list[Path]:
     """The overlay as `path` (.png) and the PDF beside it; returns both paths."""
     path = Path(path)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     missing = []
+    drawn = []
     for k, (c, (colour, linestyle)) in enumerate(zip(runs, run_styles(registry, runs))):
         tokens, losses = c.selection.curve(c.picked)
         if not tokens:
             missing.append(f"{c.letter} {c.label}")
             continue
-        ax.plot(tokens, losses, label=f"{c.letter} {c.label}", color=colour, linestyle=linestyle,
-                linewidth=max(0.8, 2.4 - 0.4 * k), marker=MARKERS[k % len(MARKERS)], markersize=3.5,
-                markerfacecolor="none" if k else colour)
+        look = dict(color=colour, linestyle=linestyle, linewidth=max(0.8, 2.4 - 0.4 * k),
+                    marker=MARKERS[k % len(MARKERS)], markersize=3.5, markerfacecolor="none" if k else colour)
+        ax.plot(tokens, losses, label=f"{c.letter} {c.label}", **look)
+        drawn.append((list(tokens), list(losses), look))
     ax.set_xlabel("training tokens")
     ax.set_ylabel("validation loss")
+    _zoom(ax, drawn)
     ax.set_title(f"validation loss (the paper's convention) of {', '.join(c.letter for c in runs)}", fontsize=9,
                  loc="left")
     ax.grid(alpha=0.3)

@@ -5,9 +5,11 @@ Per run (exoformer/report/compare/operands.py says which run): each task's accur
 convention (exoformer/registry/tables.py DEFAULT_CONVENTION) and avg6, their mean, in % as `table` prints them; the
 validate stage's val_ppl, val_ppl_ce, val_loss and val_loss_ce (the validate stage); the last point of the
 validation curve (RunDir.val_curve). A number a run lacks reads "not evaluated" / "not run",
-never a value. The header names each run (its directory, preset, overrides), the resolved config keys whose values
-differ between the runs' spec files, each not-comparable note once with the runs it concerns, and the stale notes
-of the picks. Torch-free.
+never a value. Each difference has its 95% interval by diff's rules in the column after it, the rule's word beside
+its bounds (exoformer/report/compare/intervals.py; "none" and the reason under the table where there is none); --json
+carries the bounds, rule and method; the CSV is the bare table. The header names each run (its directory, preset,
+overrides), the resolved config keys whose values differ between the runs' spec files, each not-comparable note
+once with the runs it concerns, and the stale notes of the picks. Torch-free.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from dataclasses import dataclass
 
 from exoformer.registry.tables import DEFAULT_CONVENTION, TASKS
 from exoformer.report import NO_VALUE, NOT_RUN
+from exoformer.limits import DEFAULT_ITEM_RESAMPLES
+from exoformer.report.compare.intervals import NONE, RULES, Interval, difference_interval, rule_text
 from exoformer.report.compare.operands import Compared
 from exoformer.report.tables.build import AVERAGE, run_values
 from exoformer.run_identity import flat_fields
@@ -29,6 +33,8 @@ NOT_EVALUATED = "not evaluated"
 NOT_RECORDED = "not recorded"
 """A validation metric the run's validation record lacks (a record written before that metric existed)."""
 FORMATS = ("md", "csv")
+INTERVAL_NONE = "none"
+"""An interval cell of a difference with no interval (the line under the table says why)."""
 VALUED_KEYS = 8
 """The header shows each run's value for this many differing keys, then names the others."""
 
@@ -139,31 +145,112 @@ def comparability_lines(runs: list[Compared]) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ table
 
-def table_rows(runs: list[Compared]) -> tuple[list[str], list[list[str]], list[list[Value]]]:
-    """(column names, text rows, raw rows): per metric each run's value, then each later run minus the first."""
+def table_rows(runs: list[Compared], intervals: dict[tuple[str, str], Interval] | None = None
+               ) -> tuple[list[str], list[list[str]], list[list[Value]]]:
+    """(column names, text rows, raw rows): per metric each run's value, then each later run minus the first;
+    with `intervals` ((metric key, letter) -> Interval), the text rows have a column after each difference with its
+    95% interval and the rule's word (INTERVAL_NONE where there is none, "-" where there is no difference)."""
     values = [run_metrics(c) for c in runs]
     first = runs[0].letter
-    columns = ["metric", *(f"{c.letter} {c.label}" for c in runs), *(f"{c.letter} - {first}" for c in runs[1:])]
+    later = [f"{c.letter} - {first}" for c in runs[1:]]
+    columns = ["metric", *(f"{c.letter} {c.label}" for c in runs), *later]
+    if intervals is not None:
+        columns = [*columns[:len(runs) + 1], *(name for d in later for name in (d, f"{d} 95% interval"))]
     texts, raw = [], []
     for metric in METRICS:
         own = [v[metric.key] for v in values]
         diffs = [difference(v, own[0]) for v in own[1:]]
-        texts.append([metric.label, *(fmt(v, metric.decimals) for v in own),
-                      *(fmt(d, metric.decimals, sign=True) for d in diffs)])
+        shown = []
+        for c, d in zip(runs[1:], diffs):
+            shown.append(fmt(d, metric.decimals, sign=True))
+            if intervals is not None:
+                interval = intervals.get((metric.key, c.letter))
+                shown.append("-" if interval is None else interval.text(metric.decimals) or INTERVAL_NONE)
+        texts.append([metric.label, *(fmt(v, metric.decimals) for v in own), *shown])
         raw.append([metric.label, *own, *diffs])
     return columns, texts, raw
 
 
-def render(runs: list[Compared], fmt_name: str) -> str:
-    """The side-by-side table: markdown under its header lines, or CSV (the same table, numbers unrounded)."""
-    columns, texts, raw = table_rows(runs)
+def difference_intervals(runs: list[Compared], *, n_boot: int) -> dict[tuple[str, str], Interval]:
+    """(metric key, letter) -> the interval of that run's difference to the first (compare/intervals.py)."""
+    values = [run_metrics(c) for c in runs]
+    out = {}
+    for metric in METRICS:
+        for c, v in zip(runs[1:], values[1:]):
+            if not isinstance(difference(v[metric.key], values[0][metric.key]), str):
+                out[(metric.key, c.letter)] = difference_interval(runs[0], c, metric.key, n_boot=n_boot)
+    return out
+
+
+def interval_lines(intervals: dict[tuple[str, str], Interval], n_boot: int, first: str = "A") -> list[str]:
+    """Under the table: what each rule tag of a difference means, for the rules used (an untagged difference has
+    no interval, and says why)."""
+    used = dict.fromkeys(i.rule for i in intervals.values())
+    lines = [f"  {rule_text(rule, n_boot)}" for rule in used if rule != NONE]
+    if lines:
+        lines.insert(0, f"intervals (95%, of each difference to {first}; the word after each names its rule, as diff "
+                        "applies it to the same rows):")
+    by_method: dict[str, dict[str, None]] = {}
+    for metric in METRICS:
+        for (key, letter), i in intervals.items():
+            if key == metric.key and i.rule == NONE:
+                by_method.setdefault(i.method, {})[metric.label] = None
+    lines += [f"no interval: {', '.join(labels)} ({method})" for method, labels in by_method.items()]
+    return lines
+
+
+def render(runs: list[Compared], fmt_name: str, *, n_boot: int = DEFAULT_ITEM_RESAMPLES) -> str:
+    """The side-by-side table: markdown under its header lines with each difference's interval and rule, or CSV
+    (the same table, numbers unrounded, no intervals: --json carries their bounds)."""
     if fmt_name == "csv":
+        columns, texts, raw = table_rows(runs)
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(columns)
         writer.writerows([[round(v, 10) if isinstance(v, float) else v for v in row] for row in raw])
         return buffer.getvalue()
+    intervals = difference_intervals(runs, n_boot=n_boot)
+    columns, texts, raw = table_rows(runs, intervals)
     lines = [*header_lines(runs), "", "| " + " | ".join(columns) + " |",
              "|" + "|".join(["---"] + ["---:"] * (len(columns) - 1)) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in texts]
+    lines += ["", *interval_lines(intervals, n_boot, runs[0].letter)]
     return "\n".join(lines) + "\n"
+
+
+def _number(value: Value) -> float | str | None:
+    """A JSON value: the number, None for NaN, else the words."""
+    if isinstance(value, str):
+        return value
+    return None if math.isnan(value) else value
+
+
+def render_json(runs: list[Compared], *, n_boot: int = DEFAULT_ITEM_RESAMPLES) -> str:
+    """One JSON object: the runs, the differing config keys, the notes, and per metric each run's value and each
+    difference to the first with its interval's bounds, rule and method."""
+    import json
+
+    intervals = difference_intervals(runs, n_boot=n_boot)
+    values = [run_metrics(c) for c in runs]
+    first = runs[0].letter
+    metrics = []
+    for metric in METRICS:
+        own = [v[metric.key] for v in values]
+        diffs = {}
+        for c, v in zip(runs[1:], own[1:]):
+            d = difference(v, own[0])
+            interval = intervals.get((metric.key, c.letter))
+            diffs[f"{c.letter} - {first}"] = {"value": None if isinstance(d, str) else _number(d),
+                                              **(interval.as_json() if interval is not None else
+                                                 {"low": None, "high": None, "rule": None,
+                                                  "method": "no difference: a run has no number"})}
+        metrics.append({"metric": metric.label, "key": metric.key,
+                        "values": {c.letter: _number(v) for c, v in zip(runs, own)}, "differences": diffs})
+    out = {"runs": [{"letter": c.letter, "label": c.label, "path": str(c.picked.path), "preset": c.identity.preset,
+                     "overrides": list(set_words(c.identity.overrides))} for c in runs],
+           "differs": [{"key": key, "values": dict(zip((c.letter for c in runs), vals))}
+                       for key, vals in config_diff(runs)],
+           "notes": comparability_lines(runs),
+           "metrics": metrics,
+           "interval_rules": {rule: rule_text(rule, n_boot) for rule in RULES}}
+    return json.dumps(out, indent=2) + "\n"
