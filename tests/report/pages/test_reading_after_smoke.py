@@ -43,7 +43,8 @@ def test_table_and_diff_without_preset_read_the_smoke_runs_marked_not_comparable
     assert MARK in row and "not run" not in row.split("|")[2]
     assert "not comparable: preset smoke (paper 450m)" in table.stdout
     diff = cli("diff", "anchor-norm", runs_dir=smoke_root)
-    assert diff.returncode == 0, diff.stdout + diff.stderr  # two rows with values: their rank agreement
+    assert diff.returncode == 1, diff.stdout + diff.stderr  # two rows with values: a rank with no information
+    assert "val_ppl        no information over 2 row(s)" in diff.stdout
     asked = cli("table", "anchor-norm", "--preset", "450m", runs_dir=smoke_root, check=True)
     assert asked.stderr.strip() == ("note: table anchor-norm has no runs of preset 450m; runs exist under preset "
                                     "smoke: add --preset smoke")
