@@ -3,12 +3,19 @@
 Layout: `tables: {table: {row: {column: {value, source, version[, note]} | {value: null, reason}}}}`. A cell
 the paper does not give needs no line: readers show it as "not reported". Numbers known only as a gap between
 two cells or as a column's best over an unknown row are claims (experiments/claims.yaml).
+
+Each source tag (`sources:`) has a strength (SOURCE_STRENGTH, docs/paper.md section 0): PRIMARY, the paper's own
+text; AUTHOR, the author's own words outside the paper; SECONDARY, a machine-generated or third-party account. A tag
+not rated there is SECONDARY: no number reads as the paper's own unless its source is known to be the paper.
+`source_legend` explains the tags an output shows, one line each.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +30,29 @@ VERSIONS = ("v1", "v2", "v3", "v4", "unknown")
 SECTIONS = ("paper", "sources", "tables")
 
 
+PRIMARY, AUTHOR, SECONDARY = "primary", "author", "secondary"
+STRENGTH_MEANS = {PRIMARY: "the paper's own text",
+                  AUTHOR: "the author's own words, not the paper",
+                  SECONDARY: "a machine-generated or third-party account, not the paper's own number"}
+SOURCE_STRENGTH = {"A-v1": PRIMARY, "A-v2": PRIMARY, "A-v4": PRIMARY, "RED": AUTHOR}
+"""Tag -> strength, as docs/paper.md section 0 rates each source; every other tag ([WEB]: an LLM-generated
+explanation of arXiv v4 on the author's site, [WIZ], [N-...]) is SECONDARY."""
+TAG = re.compile(r"\[([A-Za-z][A-Za-z0-9-]*)\]")
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Source:
+    """One source tag of reported.yaml: what it is and how far it is the paper's own word."""
+
+    tag: str
+    text: str
+    strength: str = SECONDARY
+
+    @property
+    def secondary(self) -> bool:
+        return self.strength == SECONDARY
+
+
 @dataclass(kw_only=True, slots=True, frozen=True)
 class Reported:
     """One known number: value, source tag, paper version."""
@@ -31,6 +61,42 @@ class Reported:
     source: str
     version: str
     note: str = ""
+
+
+def strength(tag: str) -> str:
+    return SOURCE_STRENGTH.get(tag, SECONDARY)
+
+
+def load_sources(registry: Registry, path: str | os.PathLike | None = None) -> dict[str, Source]:
+    """The `sources:` of reported.yaml as tag -> Source (with its strength), in the file's order."""
+    path = reported_path(path)
+    _load_reported(registry, str(path), _stamp(path))  # checks the file
+    data = _document(registry, str(path), _stamp(path))
+    return {str(tag): Source(tag=str(tag), text=" ".join(str(text).split()), strength=strength(str(tag)))
+            for tag, text in (data.get("sources") or {}).items()}
+
+
+def tags_in(text: str, sources: dict[str, Source]) -> list[str]:
+    """The known source tags a text names ("[WEB]", "[N-v3]"), in order, once each."""
+    return list(dict.fromkeys(t for t in TAG.findall(text) if t in sources))
+
+
+def describe(tag: str, sources: dict[str, Source]) -> str:
+    """"[WEB] (secondary)": a tag with its strength, for a count of cells."""
+    return f"[{tag}] ({sources[tag].strength if tag in sources else SECONDARY})"
+
+
+def source_legend(tags: Iterable[str], sources: dict[str, Source], *,
+                  versions: dict[str, Iterable[str]] | None = None) -> list[str]:
+    """One line per tag in `tags` (once each, in order): "[WEB] = <what reported.yaml says it is> (v4); secondary:
+    a machine-generated or third-party account, not the paper's own number". Only the tags an output shows."""
+    out = []
+    for tag in dict.fromkeys(tags):
+        source = sources.get(tag, Source(tag=tag, text="not described in reported.yaml"))
+        seen = sorted(set((versions or {}).get(tag, ())) - {"unknown"})
+        version = f"; numbers of paper {', '.join(seen)}" if seen else ""
+        out.append(f"[{tag}] = {source.text}{version}; {source.strength}: {STRENGTH_MEANS[source.strength]}")
+    return out
 
 
 def reported_path(explicit: str | os.PathLike | None = None) -> Path:

@@ -43,7 +43,10 @@ from exoformer.report.tables.build import (
     convention_line,
     fmt_reported,
     fmt_value,
+    paper_tags,
     plural,
+    source_lines,
+    sources_summary,
     to_frame,
 )
 
@@ -269,8 +272,23 @@ def table_html(result: TableDiff, csv_href: str) -> str:
         taus.append(f'<td{_key(column, "cell")}>{shown} ({n} {"row" if n == 1 else "rows"})</td>')
     out.append('<tr class="tau"><td class="label">rank agreement with the paper, Kendall τ-b</td>' + "".join(taus)
                + "</tr>")
-    out += ["</table></div>", *(f'<p class="note">note: {html.escape(n)}</p>' for n in built.notes), "</section>"]
+    out += ["</table></div>", *(f'<p class="note">note: {html.escape(n)}</p>' for n in built.notes),
+            *sources_footnote(built), "</section>"]
     return "\n".join(out)
+
+
+def sources_footnote(built: BuiltTable) -> list[str]:
+    """The footnote under a table: which sources its paper values come from (hover a cell for its own), then what
+    each tag the section shows is and how strong it is (a secondary source's value is not the paper's own)."""
+    tags = paper_tags(built)
+    lines = source_lines(built, prefix="")
+    if not lines:
+        return []
+    head = (f"paper values: {sources_summary(tags, built.sources)}; hover a cell for its own source"
+            if tags else "no paper value in this table")
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return [f'<div class="note sources" data-sources="{html.escape(" ".join(tags), quote=True)}">'
+            f"<p>{html.escape(head)}</p><ul>{items}</ul></div>"]
 
 
 LEGEND = ('<p class="legend note">colours (diff verdict per cell): <span class="within"'

@@ -7,6 +7,9 @@ does not say acc or acc_norm: docs/paper.md 2.2, 7.4) and are shown in % as the 
 of the six task accuracies per seed, its stderr sqrt(sum se_t^2) / 6 (tasks are independent samples).
 `val_ppl` is the validate stage's perplexity in the paper's convention, `val_ppl_ce` the pure cross-entropy
 one. A missing run reads "not run", a null in reported.yaml "not known" (NOT_REPORTED).
+Each paper value's source tag is explained once per output (`source_lines`: what the source is and its strength,
+for the tags the output shows); a table whose paper values come from one source names it once in its heading line
+("ours / paper [WEB]"), a table of several tags each value ("2.00 [A-v1]").
 
 Each cell has a source: "ours" (runs we trained), "checkpoint" (a trained checkpoint we evaluated as the
 row; its column appears only when such a run exists) or "paper" (reported.yaml). A cell whose runs differ
@@ -27,7 +30,7 @@ import pandas as pd
 from exoformer.errors import UserError, did_you_mean
 from exoformer.eval.task_facts import TASK_FACTS
 from exoformer.registry.registry import Registry
-from exoformer.registry.reported import Reported, load_reported
+from exoformer.registry.reported import Reported, Source, describe, load_reported, load_sources, source_legend, tags_in
 from exoformer.runs.run_index import CHECKPOINT, OURS
 from exoformer.registry.tables import TASKS, Table, TableRow
 from exoformer.report import NO_VALUE, NOT_REPORTED, NOT_RUN
@@ -91,6 +94,8 @@ class BuiltTable:
     """(row id, column) -> the Cell of a checkpoint evaluated as that row (every row has one, maybe empty)."""
     selection: Selection | None = None
     """The runs the cells were read from (verdicts read the same ones)."""
+    sources: dict[str, Source] = field(default_factory=dict)
+    """reported.yaml's source tags (what each is and its strength), for the legend of the tags shown."""
 
     @property
     def has_checkpoint(self) -> bool:
@@ -238,7 +243,8 @@ def build_table(registry: Registry, table_id: str, *, selection: Selection, pres
     shown = preset or selection.preset or (", ".join(sorted(presets_used)) if presets_used else "none")
     return BuiltTable(table=table, preset=shown, runs_root=str(runs_root), cells=cells,
                       notes=list(dict.fromkeys([*notes_for(derived), *stale_notes(stale), *damaged])),
-                      checkpoint_cells=checkpoint_cells, selection=selection)
+                      checkpoint_cells=checkpoint_cells, selection=selection,
+                      sources=load_sources(registry, reported_file))
 
 
 def stale_notes(stale: list[tuple[str, str, str | None, str]]) -> list[str]:
@@ -322,17 +328,71 @@ def fmt_value(cell: Cell) -> str:
     return text if cell.comparable else text + MARK
 
 
-def fmt_reported(cell: Cell) -> str:
-    return NOT_REPORTED if cell.reported is None else f"{cell.reported.value:.2f}"
+def fmt_reported(cell: Cell, *, tagged: bool = False) -> str:
+    """The paper's value, two decimals; `tagged`: with its source tag ("2.00 [A-v1]")."""
+    if cell.reported is None:
+        return NOT_REPORTED
+    return f"{cell.reported.value:.2f}" + (f" [{cell.reported.source}]" if tagged else "")
+
+
+def paper_tags(built: BuiltTable) -> dict[str, int]:
+    """Source tag -> how many of the table's cells have a paper value from it (table order)."""
+    tags: dict[str, int] = {}
+    for row in built.table.rows:
+        for column in built.table.columns:
+            rep = built.cell(row, column).reported
+            if rep is not None:
+                tags[rep.source] = tags.get(rep.source, 0) + 1
+    return tags
+
+
+def single_source(built: BuiltTable) -> str | None:
+    """The one tag behind every paper value of the table (named once, in its heading), else None: each value then
+    carries its own tag."""
+    tags = paper_tags(built)
+    return next(iter(tags)) if len(tags) == 1 else None
 
 
 def cell_text(built: BuiltTable, row: TableRow, column: str, sep: str = " / ") -> str:
-    """"ours / paper", or "ours / ckpt / paper" when a checkpoint was evaluated for this table."""
+    """"ours / paper", or "ours / ckpt / paper" when a checkpoint was evaluated for this table; the paper's value
+    carries its tag when the table's paper values come from more than one source."""
     parts = [fmt_value(built.cell(row, column))]
     if built.has_checkpoint:
         parts.append(fmt_value(built.cell(row, column, CHECKPOINT)))
-    parts.append(fmt_reported(built.cell(row, column)))
+    parts.append(fmt_reported(built.cell(row, column), tagged=len(paper_tags(built)) > 1))
     return sep.join(parts)
+
+
+def shown_tags(built: BuiltTable, *texts: str, values: bool = True) -> list[str]:
+    """The source tags an output of the table shows: those of its paper values (`values`: the output shows them),
+    then those its title, notes and `texts` name (only tags reported.yaml defines)."""
+    named = " ".join([built.table.paper_ref, *built.table.notes, *built.notes, *texts])
+    return list(dict.fromkeys([*(paper_tags(built) if values else ()), *tags_in(named, built.sources)]))
+
+
+def source_lines(built: BuiltTable, *texts: str, prefix: str = "paper source ", values: bool = True) -> list[str]:
+    """The legend of the source tags the table's output shows (`shown_tags`): one line per tag, what it is, the
+    paper version(s) of its values and its strength ("secondary: ... not the paper's own number")."""
+    versions: dict[str, set[str]] = {}
+    for row in built.table.rows:
+        for column in built.table.columns:
+            rep = built.cell(row, column).reported
+            if rep is not None:
+                versions.setdefault(rep.source, set()).add(rep.version)
+    counts = paper_tags(built) if values else {}
+    lines = source_legend(shown_tags(built, *texts, values=values), built.sources, versions=versions)
+    out = []
+    for line in lines:
+        tag = line[1:line.index("]")]
+        n = counts.get(tag, 0)
+        held = f" ({plural(n, 'paper value')} of this table)" if n else ""
+        out.append(f"{prefix}{line.replace(']', ']' + held, 1)}")
+    return out
+
+
+def sources_summary(tags: dict[str, int], sources: dict[str, Source]) -> str:
+    """"7 from [WEB] (secondary), 2 from [A-v1] (primary)": which sources back a count of cells."""
+    return ", ".join(f"{n} from {describe(tag, sources)}" for tag, n in tags.items())
 
 
 def tasks_by_metric(convention: dict[str, str]) -> dict[str, list[str]]:
@@ -350,8 +410,11 @@ def convention_line(table: Table) -> str:
 
 def header_lines(built: BuiltTable) -> list[str]:
     t = built.table
-    each = ("each cell: ours / ckpt / paper (ckpt = a trained checkpoint we evaluated as the row; "
-            if built.has_checkpoint else "each cell: ours / paper (")
+    tags = paper_tags(built)
+    one = single_source(built)
+    tag = f" [{one}]" if one else " [source tag]" if tags else ""
+    each = (f"each cell: ours / ckpt / paper{tag} (ckpt = a trained checkpoint we evaluated as the row; "
+            if built.has_checkpoint else f"each cell: ours / paper{tag} (")
     lines = [f"{t.id}: {t.title} [{t.paper_ref}]",
              f"preset {built.preset}; runs root {built.runs_root}; {each}"
              "ours = mean over seeds with results, ± seed std when there are several)",
@@ -413,6 +476,7 @@ def render_markdown(built: BuiltTable) -> str:
         out.append(f"| {_md_escape(row.label)} | " + " | ".join(cells) + " |")
     out.extend(comparability_notes(built))
     out.extend(f"note: {n}" for n in built.notes)
+    out.extend(source_lines(built))
     return "\n".join(out) + "\n"
 
 
@@ -444,6 +508,7 @@ def render_latex(built: BuiltTable) -> str:
     out += [r"\bottomrule", r"\end{tabular}"]
     out.extend("% " + n for n in comparability_notes(built))
     out.extend("% note: " + n for n in built.notes)
+    out.extend("% " + n for n in source_lines(built))
     return "\n".join(out) + "\n"
 
 

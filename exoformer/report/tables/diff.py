@@ -20,6 +20,10 @@ paper (does our evaluation reproduce the paper's numbers from the paper's own we
 checkpoint. A cell whose runs differ from the paper's recipe (report/reading/recipe.py: another preset, `--set`,
 a limited evaluation, ...) is not comparable: only its rank agreement is judged, and it says why. Nothing
 compared at all (no cell judged, no rank computed) is exit 1 with the reason.
+
+Each paper value's line carries its source tag; under each section against the paper one line says which sources
+back the cells compared ("compared with the paper: 9 cells, 7 from [WEB] (secondary), 2 from [A-v1] (primary)"), and
+the output ends with the legend of every tag it shows (build.source_lines: what the source is and its strength).
 """
 
 from __future__ import annotations
@@ -41,7 +45,10 @@ from exoformer.report.tables.build import (
     BuiltTable,
     Cell,
     fold,
+    plural,
     rows_named,
+    source_lines,
+    sources_summary,
     swapped_convention,
     tasks_by_metric,
 )
@@ -72,6 +79,8 @@ class CellDiff:
     hint: str = ""
     why: str = ""
     """For a cell that is not comparable: what differs from the paper's recipe."""
+    paper_source: str = ""
+    """The source tag of the paper's value (reported.yaml) when the reference is the paper, else empty."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -180,7 +189,8 @@ def diff_cell(built: BuiltTable, row, column: str, left: str = OURS, right: str 
     cell = built.cell(row, column, left)
     against = None if right == PAPER else built.cell(row, column, right)
     reference = _reference_value(cell, against)
-    out = CellDiff(row=row.id, label=row.label, column=column, reproduced=cell.value, reported=reference)
+    out = CellDiff(row=row.id, label=row.label, column=column, reproduced=cell.value, reported=reference,
+                   paper_source=cell.reported.source if right == PAPER and cell.reported is not None else "")
     if cell.value is None:
         out.status = DAMAGED if cell.damaged else NOT_RUN  # one word for a damaged run, as `status` says
         return out
@@ -276,17 +286,50 @@ def _num(value: float | None, signed: bool = False) -> str:
     return f"{value:+.2f}" if signed else f"{value:.2f}"
 
 
-def _section_lines(section: Section) -> list[str]:
-    lines = [f"{'row':<24} {'column':<14} {section.left:>8} {section.right:>8} {'delta':>8} {'tol':>7}  status"]
+def _tag(c: CellDiff) -> str:
+    return f" [{c.paper_source}]" if c.paper_source else ""
+
+
+def compared_sources(section: Section) -> dict[str, int]:
+    """Source tag -> how many cells of a section against the paper have both values (compared, judged or ranked)."""
+    tags: dict[str, int] = {}
+    for c in section.cells:
+        if c.paper_source and c.reproduced is not None and c.reported is not None:
+            tags[c.paper_source] = tags.get(c.paper_source, 0) + 1
+    return tags
+
+
+def compared_line(section: Section, built: BuiltTable) -> str:
+    """Which sources back the paper's values a section compares: "compared with the paper: 9 cells, 7 from [WEB]
+    (secondary), 2 from [A-v1] (primary)", and of the cells with a paper value not compared (not run), how many."""
+    compared = compared_sources(section)
+    n = sum(compared.values())
+    waiting: dict[str, int] = {}
+    for c in section.cells:
+        if c.paper_source and c.reproduced is None:
+            waiting[c.paper_source] = waiting.get(c.paper_source, 0) + 1
+    text = f"compared with the paper: {plural(n, 'cell')}"
+    text += f", {sources_summary(compared, built.sources)}" if compared else ""
+    if waiting:
+        text += (f"; {plural(sum(waiting.values()), 'paper value')} without our value, "
+                 f"{sources_summary(waiting, built.sources)}")
+    return text
+
+
+def _section_lines(section: Section, built: BuiltTable | None = None) -> list[str]:
+    width = 8 + max((len(_tag(c)) for c in section.cells if c.reported is not None), default=0)
+    lines = [f"{'row':<24} {'column':<14} {section.left:>8} {section.right:>{width}} {'delta':>8} {'tol':>7}  status"]
     for c in section.cells:
         if c.reported is None:
             continue
-        lines.append(f"{c.row:<24} {c.column:<14} {_num(c.reproduced):>8} {_num(c.reported):>8} "
+        lines.append(f"{c.row:<24} {c.column:<14} {_num(c.reproduced):>8} {_num(c.reported) + _tag(c):>{width}} "
                      f"{_num(c.delta, True):>8} {_num(c.tolerance):>7}  {c.status}"
                      + (f" {MARK}" if c.why else "") + (f"  ({c.hint})" if c.hint else ""))
     skipped = sum(1 for c in section.cells if c.status == NOT_REPORTED)
     if skipped:
         lines.append(f"({skipped} cells with no reported value are not compared: {NOT_REPORTED})")
+    if built is not None and section.right == PAPER and any(c.paper_source for c in section.cells):
+        lines.append(compared_line(section, built))
     whys = fold([(c.row, c.why) for c in section.cells if c.why])
     lines.extend(f"{MARK} {rows_named(rows)}: not comparable: {why}" for rows, why in whys)
     lines += ["", f"rank agreement with the {section.right}'s row order (Kendall tau-b, rows with both values):"]
@@ -315,7 +358,7 @@ def render_diff(result: TableDiff) -> str:
         lines.append("")
         if len(shown) > 1 or section is not result.ours:
             lines.append(f"## {section.left} vs {section.right}")
-        lines.extend(_section_lines(section))
+        lines.extend(_section_lines(section, built))
     if result.conventions:
         lines += ["", f"metric convention from {AVERAGE} (mean |ours - paper| over the rows with the paper's "
                       f"{AVERAGE}):"]
@@ -339,7 +382,17 @@ def render_diff(result: TableDiff) -> str:
                  + (f", {damaged} cells {DAMAGED}." if damaged else "."))
     if not result.compared:
         lines.append(f"nothing was compared: {result.nothing_compared_why()}.")
+    against_paper = [s for s in shown if s.right == PAPER]
+    tags = [c.paper_source for s in against_paper for c in s.cells if c.paper_source]
+    lines += source_lines(built, *(f"[{tag}]" for tag in tags), *maxima_tags(built), values=bool(against_paper))
     return "\n".join(lines) + "\n"
+
+
+def maxima_tags(built: BuiltTable) -> list[str]:
+    """The tags of the paper's column maxima of this table ("[WIZ]"), which `diff` prints after this text."""
+    from exoformer.report.tables.verdicts import maxima_sources
+
+    return [f"[{tag}]" for tag in maxima_sources(built).values() if tag]
 
 
 def exit_code(result: TableDiff) -> int:

@@ -16,12 +16,13 @@ Torch-free (numpy/scipy only).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from exoformer.eval.suites import SMOKE_PREFIX
 from exoformer.registry.registry import Registry
+from exoformer.registry.reported import source_legend
 from exoformer.registry.tables import TASKS, Table
 from exoformer.report.stats import replication as rep
 from exoformer.report.reading.selection import Picked, Selection
@@ -67,6 +68,8 @@ class Verdict:
     """None: the two rows have no paired seed with a value."""
     why: str = ""
     """What differs from the paper's recipe when the cells are not comparable."""
+    sources: dict = field(default_factory=dict)
+    """reported.yaml's source tags (registry.reported.Source), for the legend of the paper values' tags."""
 
     @property
     def label(self) -> str:
@@ -196,7 +199,7 @@ def table_verdicts(registry: Registry, built: BuiltTable, *, n_boot: int = DEFAU
     claims = [c for c in paper_differences(registry) if c.table == built.table.id]
     claimed = [claimed_pairs(built, selection, claim) for claim in claims]
     have = [c for c in claimed if c is not None]
-    out = [Verdict(claim=claim) for claim in claims]
+    out = [Verdict(claim=claim, sources=built.sources) for claim in claims]
     if have:
         kinds = ["accuracy" if registry.metrics[c.claim.column].better == "higher" else "loss" for c in have]
         pooled = [pooled_variance(built, selection, c) for c in have]
@@ -206,7 +209,7 @@ def table_verdicts(registry: Registry, built: BuiltTable, *, n_boot: int = DEFAU
                                       resample_seed=RESAMPLE_SEED)
         position = {id(c): i for i, c in enumerate(claimed)}
         for c, comparison in zip(have, comparisons, strict=True):
-            out[position[id(c)]] = Verdict(claim=c.claim, comparison=comparison, why=c.why)
+            out[position[id(c)]] = Verdict(claim=c.claim, comparison=comparison, why=c.why, sources=built.sources)
     return out
 
 
@@ -279,21 +282,36 @@ def render_verdicts(verdicts: list[Verdict]) -> list[str]:
     return lines
 
 
+def maxima_sources(built: BuiltTable) -> dict[str, str]:
+    """column -> the source tag of the paper's column maximum of `built`'s table (the `column_max` claims)."""
+    registry = built.selection.registry if built.selection is not None else None
+    if registry is None:
+        return {}
+    return {claim.reads[0].metric: claim.paper[0].source for claim in registry.claims.values()
+            if claim.compare == "column_max" and claim.reads[0].table == built.table.id}
+
+
 def render_maxima(built: BuiltTable, maxima: dict[str, float], better: dict[str, str]) -> list[str]:
-    """Our best value of each column with a paper column maximum (min where lower is better) beside it."""
+    """Our best value of each column with a paper column maximum (min where lower is better) beside it. The paper's
+    values' source tag (explained by diff's legend) is named once in the heading when one source gives them all
+    ("[WIZ]"), else beside each value."""
     lines = []
+    tags = {column: tag for column, tag in maxima_sources(built).items() if column in maxima and tag}
+    one = set(tags.values()) if len(set(tags.values())) == 1 and len(tags) == len(maxima) else None
     for column, paper in maxima.items():
         cells = [(row.id, built.cell(row, column)) for row in built.table.rows]
         have = [(rid, c) for rid, c in cells if c.value is not None]
+        tag = f" [{tags[column]}]" if tags.get(column) and not one else ""
         if not have:
-            lines.append(f"  {column:<14} paper {paper:.2f}  ours not run")
+            lines.append(f"  {column:<14} paper {paper:.2f}{tag}  ours not run")
             continue
         rid, best = (min if better.get(column) == "lower" else max)(have, key=lambda rc: rc[1].value)
         mark = f" {MARK}" if not best.comparable else ""
-        lines.append(f"  {column:<14} paper {paper:.2f}  ours {best.value:.2f} ({rid}){mark}  "
+        lines.append(f"  {column:<14} paper {paper:.2f}{tag}  ours {best.value:.2f} ({rid}){mark}  "
                      f"delta {best.value - paper:+.2f}")
     if lines:
-        lines.insert(0, "column maxima (the paper's best per column, row unknown; min for lower-is-better):")
+        source = f", all from [{next(iter(one))}]" if one else ""
+        lines.insert(0, f"column maxima (the paper's best per column, row unknown; min for lower-is-better{source}):")
     return lines
 
 
@@ -311,6 +329,12 @@ def verdicts_html(verdicts: list[Verdict]) -> str:
                    f'</td><td>{html.escape(r["method"])}</td></tr>' for r in rows)
     notes = "".join(f'<p class="note">{MARK} {html.escape(claims)}: not comparable: {html.escape(why)}</p>'
                     for claims, why in why_lines(rows))
+    tags = list(dict.fromkeys(v.claim.source for v in verdicts if v.claim.source))
+    legend = source_legend(tags, next((v.sources for v in verdicts if v.sources), {}))
+    if legend:
+        items = "".join(f"<li>paper source {html.escape(line)}</li>" for line in legend)
+        notes += (f'<div class="note sources" data-sources="{html.escape(" ".join(tags), quote=True)}"><ul>{items}'
+                  "</ul></div>")
     chips = "".join(f'<span class="chip verdict-{html.escape(v.replace(" ", "-"))}">{html.escape(v)}: '
                     f'{plural(n, "claim")}</span>' for v, n in tally(verdicts))
     return (f'<section id="verdicts"><h2>Replication verdicts</h2><p class="headline">'
