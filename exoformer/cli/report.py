@@ -47,16 +47,24 @@ def table_verb(args: argparse.Namespace) -> int:
         check_out_dir(args.out)
         check_apart(args.out, runs_roots=[options.runs_root(args)], registries=[options.registry(args).directory])
     _, report = _composed(args, _table_check(args.table), tables=[args.table])
-    text = render(report.tables[args.table].built, args.format)
+    built = report.tables[args.table].built
+    text = render(built, args.format)
     if args.out:
         from exoformer.report.reading.outputs import output_errors
 
-        with output_errors(args.out):
-            path = write_table(text, args.table, args.format, args.out, preset=args.preset, overrides=args.overrides)
+        with output_errors(args.out):  # named by the preset read, also when it fell back to one (smoke)
+            path = write_table(text, args.table, args.format, args.out, preset=_read_preset(args, built.selection),
+                               overrides=args.overrides)
             print(f"wrote {path}")
     else:
         print(text, end="")
     return 0
+
+
+def _read_preset(args: argparse.Namespace, selection) -> str | None:
+    """The preset a written file is named by: --preset, else the one the reading fell back to (None: the specs'
+    own presets, the default reading, whose files keep plain names)."""
+    return args.preset or (selection.preset if selection is not None else None)
 
 
 def _bootstrap_option(parser: argparse.ArgumentParser) -> None:
@@ -119,7 +127,7 @@ def figure_verb(args: argparse.Namespace) -> int:
     registry, report = _composed(args, check, figures=[args.figure])
     selection = report.figures[args.figure]
     # a variant's files are named by it (--preset, --set), by the rule `table --out` names its files by
-    with output_errors(args.out), variant(variant_suffix(args.preset, args.overrides)):
+    with output_errors(args.out), variant(variant_suffix(_read_preset(args, selection), args.overrides)):
         written = draw(registry, args.figure, runs_root=selection.runs_root, out_dir=args.out,
                        preset=selection.preset, overrides=args.overrides, selection=selection)
     for path in written:
