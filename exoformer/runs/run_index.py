@@ -203,18 +203,18 @@ def variant_command(identity: RunIdentity, run: RunDir, *flags: str) -> str:
     run's variant, from its identity (its --set words written as `status` shows them)."""
     words = ["reproduce.py", "run", identity.spec, "--preset", identity.preset]
     for key, value in identity.overrides.items():
-        words += ["--set", f"{key}={_yaml_word(value)}"]
+        words += ["--set", f"{key}={yaml_word(value)}"]
     return shlex.join([*words, "--runs-dir", str(run.path.parent.parent), *flags])
 
 
-def _yaml_word(value: Any) -> str:
-    """A --set value as YAML reads it back (exoformer/runs/status.py yaml_word; a test holds the two equal)."""
+def yaml_word(value: Any) -> str:
+    """One value as a --set word writes it (`true`, `null`, `[q,k]`), as YAML reads it back."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(map(_yaml_word, value)) + "]"
+        return "[" + ",".join(map(yaml_word, value)) + "]"
     return str(value)
 
 

@@ -26,7 +26,7 @@ from exoformer.runs import locking, rundirs as runs
 from exoformer.runs.backends import Liveness, SlurmView, backend_class, launcher_liveness
 from exoformer.runs.backends.slurm_query import waiting_words
 from exoformer.registry.hashing import hash12
-from exoformer.runs.run_index import RunInfo, find_runs, is_run, read_run_info
+from exoformer.runs.run_index import RunInfo, find_runs, is_run, read_run_info, yaml_word
 from exoformer.rundir import DAMAGED, RunDir
 
 __all__ = ["Liveness", "SlurmView", "claim_alive", "format_table", "liveness", "reconcile", "row_for",
@@ -220,17 +220,6 @@ def _add_jobs(row: dict[str, Any], claim: locking.Claim, view: SlurmView) -> Non
 def set_words(overrides: dict[str, Any]) -> list[str]:
     """The `--set` words of a run's recorded overrides (`train.steps=60`), values written as YAML reads them back."""
     return [f"{key}={yaml_word(value)}" for key, value in overrides.items()]
-
-
-def yaml_word(value: Any) -> str:
-    """One value as a --set word writes it (`true`, `null`, `[q,k]`)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(map(yaml_word, value)) + "]"
-    return str(value)
 
 
 def _variant(row: dict) -> tuple[str, str]:
