@@ -147,7 +147,7 @@ def claims_verb(args: argparse.Namespace) -> int:
 
     n_boot = check_bootstrap(args.bootstrap)
     _, report = _composed(args, check_claims, claims=True, n_boot=n_boot)
-    verdicts = render_verdicts(report.verdicts)
+    verdicts = render_verdicts(report.verdicts, family=True)  # one Holm family over every claim printed, named
     if verdicts:  # the verdicts lead, as in `diff` and the HTML report
         print("\n".join(verdicts) + "\n")
     print(render_markdown(report.claims, preset=report.claims_selection.preset,

@@ -4,8 +4,9 @@ The rules, in plain words, with the method and degrees of freedom of each interv
 In short, for two rows a, b scored per item (an lm-eval document, a validation batch) by each seed, paired by
 seed (row k of each) and by item (column j of each):
 - one seed's difference D_k = mean_j (a_kj - b_kj); our estimate the mean of D_k over seeds;
-- direction: a Student t interval over the paired D_k (seeds - 1 df, or the df of a seed variance pooled over a
-  table's rows), its two-sided p, Holm-adjusted over the claims shown together (`compare_all`); seeds are never
+- direction: a Student t interval over the claim's own paired D_k (seeds - 1 df; a seed variance pooled over a
+  table's rows is only a note, `pooled_note`: one row scattering more than the others would make it undercover),
+  its two-sided p, Holm-adjusted over all the claims a command prints (`compare_all`); seeds are never
   bootstrapped (a bootstrap over fewer than 8 seeds undercovers, and the t interval is exact for normal D_k);
 - item sampling: a separate figure, one shared resample of the items per replicate for every seed and both
   rows (the rows answered the same items);
@@ -56,20 +57,49 @@ class PooledVariance:
                             where="pooled", fix="use pooled_seed_variance(values) on the table's rows")
 
 
+def _residuals(values: np.ndarray) -> np.ndarray:
+    x = np.asarray(values, dtype=float)
+    if x.ndim < 2 or x.shape[-2] < 2 or x.shape[-1] < 2 or not np.all(np.isfinite(x)):
+        raise UserError(f"pooling needs a finite (rows >= 2, seeds >= 2) array, got shape {x.shape}",
+                        where="values", fix="pass only the rows that have every seed")
+    return x - x.mean(axis=-1, keepdims=True) - x.mean(axis=-2, keepdims=True) + x.mean(axis=(-2, -1), keepdims=True)
+
+
 def pooled_seed_variance(values: np.ndarray) -> PooledVariance:
-    """The pooled variance of a paired difference from a table's (rows, seeds) values, each row's mean over items.
+    """The pooled variance of a paired difference from a table's (rows, seeds) values, each row's mean over items
+    (or a batch of tables, (..., rows, seeds), for simulations: var then one per table).
 
     Two-way analysis of variance (rows x seeds, seed k of every row paired): the residual mean square estimates
     the variance of one row's seed deviation around row + seed means, so one seed's difference of two rows has
-    twice it, with (rows - 1)(seeds - 1) degrees of freedom. Assumes the seed scatter is alike across rows."""
-    x = np.asarray(values, dtype=float)
-    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2 or not np.all(np.isfinite(x)):
-        raise UserError(f"pooling needs a finite (rows >= 2, seeds >= 2) array, got shape {x.shape}",
-                        where="values", fix="pass only the rows that have every seed")
-    r, k = x.shape
-    resid = x - x.mean(axis=1, keepdims=True) - x.mean(axis=0, keepdims=True) + x.mean()
+    twice it, with (rows - 1)(seeds - 1) degrees of freedom. Assumes the seed scatter is alike across rows: when
+    one row scatters more (the row every claim of a table shares, say), the pooled figure understates that row's
+    claims' spread, so verdicts use each claim's own paired seeds and this figure is only a note (`pooled_note`)."""
+    resid = _residuals(values)
+    r, k = resid.shape[-2:]
     df = (r - 1) * (k - 1)
-    return PooledVariance(var=2.0 * float(np.sum(resid**2)) / df, df=float(df))
+    var = 2.0 * np.sum(resid**2, axis=(-2, -1)) / df
+    return PooledVariance(var=float(var) if np.ndim(var) == 0 else var, df=float(df))
+
+
+def row_residuals(values: np.ndarray) -> np.ndarray:
+    """Each row's sum of squared residuals in the rows x seeds analysis of variance of `pooled_seed_variance`:
+    the rows that scatter most across seeds beyond the rows' and seeds' means."""
+    return np.sum(_residuals(values) ** 2, axis=-1)
+
+
+def pooled_note(diffs: np.ndarray, values: np.ndarray, rows: Sequence[str], *, alpha: float = ALPHA,
+                largest: int = 2) -> str:
+    """What a claim's interval would be if every row of its table shared one seed spread: the pooled figure as a
+    note beside the verdict (never the verdict's), naming the rows with the largest residuals (those whose
+    spread the pooling assumption is most doubtful for). `diffs`: the claim's per-seed differences; `values`:
+    the table's (rows, seeds) values in the claim's column, `rows` naming them."""
+    pooled = pooled_seed_variance(values)
+    s = seed_statistics(np.asarray(diffs, dtype=float)[None, :], pooled=pooled, alpha=alpha)
+    order = np.argsort(-row_residuals(values), kind="stable")[:largest]
+    names = ", ".join(str(rows[i]) for i in order)
+    return (f"if all rows share one spread: sd {float(s.sd[0]):.3g} pooled over {len(rows)} rows "
+            f"({pooled.df:g} df), 95% interval {_interval((float(s.ci[0][0]), float(s.ci[1][0])))}; largest "
+            f"residuals: {names}")
 
 
 # ------------------------------------------------------------------------------------------------ statistics
@@ -412,13 +442,15 @@ def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind:
                 alpha: float = ALPHA, item_resamples: int | None = DEFAULT_ITEM_RESAMPLES,
                 item_strata: Sequence[np.ndarray | None] | None = None,
                 resample_seed: int | np.random.Generator = 0) -> list[Comparison]:
-    """The claims shown together (a table's), Holm-adjusted so the family's false-verdict rate stays at alpha.
+    """The claims shown together (all a command prints), Holm-adjusted so the family's false-verdict rate stays at
+    alpha.
 
     `claims`: (a, b, paper) per claim; `kind`: one for all or one per claim; `margins`: the equivalence margin of
-    each claim of "no loss" or "matches" (None for a directional claim); `pooled`: the table's pooled seed
-    variance (pooled_seed_variance), one for all claims or one per claim (claims of different columns); `item_resamples`: None skips the item-sampling figure; `item_strata`: per
-    claim, each item's task (or None), for resampling within tasks; `resample_seed` fixes the draws (the same
-    runs give the same figure).
+    each claim of "no loss" or "matches" (None for a directional claim); `pooled`: None (the default, each claim's
+    own paired seeds, seeds - 1 df) or a pooled seed variance (pooled_seed_variance), one for all claims or one per
+    claim, which assumes every row shares one spread; `item_resamples`: None skips the item-sampling figure;
+    `item_strata`: per claim, each item's task (or None), for resampling within tasks; `resample_seed` fixes the
+    draws (the same runs give the same figure).
     Claims with one seed are no test and stay out of the family."""
     alpha = pw.check_alpha(alpha)
     n = len(claims)

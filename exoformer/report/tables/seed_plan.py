@@ -3,15 +3,15 @@ GPU-hours they cost. The one planner of the `power` verb, for a table's paper di
 the command line alike.
 
 The spread planned with is that of one seed's paired difference of the two rows (what the verdict's t test sees,
-report/tables/verdicts.py): for a table, the seed variance pooled over its rows that have every seed when two or more
-do, else the claim's own seeds; with one seed it is not measured (the caller must give it). The test is the
+report/tables/verdicts.py): the claim's own paired seeds (seeds - 1 df), as the verdict uses them (a spread
+pooled over the table's rows is only the verdict's note); with one seed it is not measured (the caller must give
+it). The test is the
 verdict's: two-sided t at alpha / m for the m claims planned together (Holm's strictest level), report/stats/power.py.
 Torch-free: the GPU-hours of one run come from the caller (budget/cost.py through `plan`, or given).
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +22,7 @@ import numpy as np
 from exoformer.registry.registry import Registry
 from exoformer.report.stats import power as pw
 from exoformer.report.tables.compose import compose
-from exoformer.report.tables.verdicts import PaperDifference, claimed_pairs, paper_differences, pooled_variance
+from exoformer.report.tables.verdicts import PaperDifference, claimed_pairs, paper_differences
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -60,11 +60,7 @@ def measured_spreads(registry: Registry, runs_root: str | os.PathLike, table_id:
     for claim in (c for c in paper_differences(registry) if c.table == table_id):
         pairs = claimed_pairs(built, selection, claim)
         k = 0 if pairs is None else pairs.a.shape[0]
-        pooled = None if k < 2 else pooled_variance(built, selection, pairs)
-        if pooled is not None:
-            sd, df = math.sqrt(float(pooled.var)), pooled.df
-            how = f"pooled over the table's rows, {k} seeds ({df:g} df)"
-        elif k >= 2:
+        if k >= 2:
             sd, df = float(np.std((pairs.a - pairs.b).mean(axis=1), ddof=1)), float(k - 1)
             how = f"its own {k} paired seeds ({k - 1} df)"
         else:

@@ -5,10 +5,12 @@ The paper's claims that are differences between two rows are the `difference` cl
 our runs (source "ours"; seed k of one row paired with seed k of the other, s42 with s42, ...):
 - per seed and item, both rows' scores: lm-eval's per-document results (exoformer.eval.samples) for an accuracy
   column (avg6 weighs its six tasks equally, as the table does), the cell itself (one item) for a perplexity;
-- replication.compare_all over the claims of one table: our mean difference with a t interval over the paired
-  seeds (the seed variance pooled over the table's rows that have every seed, when two or more do), the paper's
-  single-seed value against the prediction interval for one seed, Holm across the table's claims, power and the
-  seeds that would give it, and the item-sampling figure beside it. The rules: docs/replication.md.
+- replication.compare_all over the claims a command prints (one table's for `diff TABLE`, every table's for
+  `claims` and the HTML report): our mean difference with a t interval over the claim's own paired seeds
+  (seeds - 1 df), the paper's single-seed value against the prediction interval for one seed, Holm across those
+  claims (one family), power and the seeds that would give it, and the item-sampling figure beside it; the seed
+  variance pooled over the table's rows only as a note ("if all rows share one spread: ..."), since one row
+  scattering more than the others makes the pooled interval undercover. The rules: docs/replication.md.
 A verdict from cells that are not comparable with the paper's recipe (another preset, --set, a limited
 evaluation: report/reading/recipe.py) is marked † with what differs: at smoke scale it judges the harness, not the paper.
 Torch-free (numpy/scipy only).
@@ -70,6 +72,10 @@ class Verdict:
     """What differs from the paper's recipe when the cells are not comparable."""
     sources: dict = field(default_factory=dict)
     """reported.yaml's source tags (registry.reported.Source), for the legend of the paper values' tags."""
+    note: str = ""
+    """The pooled figure ("if all rows share one spread: ..."), a note beside the verdict, never its basis."""
+    family: str = ""
+    """The Holm family the verdict was adjusted in, e.g. "all 6 claims of 2 tables"."""
 
     @property
     def label(self) -> str:
@@ -181,56 +187,85 @@ def claimed_pairs(built: BuiltTable, selection: Selection, claim: PaperDifferenc
                    strata=None, why=why)
 
 
-def pooled_variance(built: BuiltTable, selection: Selection, claimed: Claimed) -> rep.PooledVariance | None:
-    """The seed variance of a paired difference in the claim's column, pooled over the table's rows that have its
-    K seeds (replication.pooled_seed_variance); None with one seed or fewer than two such rows."""
+def claim_note(built: BuiltTable, selection: Selection, claimed: Claimed) -> str:
+    """The pooled figure of a claim as a note (replication.pooled_note) over the table's rows that have its K
+    seeds; "" with one seed or fewer than two such rows."""
     k = claimed.a.shape[0]
     if k < 2:
-        return None
-    values = [v[:k] for v in _row_values(built, selection, claimed.claim.column).values()
-              if len(v) >= k and all(x is not None for x in v[:k])]
-    return rep.pooled_seed_variance(np.array(values)) if len(values) >= 2 else None
+        return ""
+    rows = {rid: v[:k] for rid, v in _row_values(built, selection, claimed.claim.column).items()
+            if len(v) >= k and all(x is not None for x in v[:k])}
+    if len(rows) < 2:
+        return ""
+    return rep.pooled_note((claimed.a - claimed.b).mean(axis=1), np.array(list(rows.values())), list(rows))
+
+
+@dataclass(kw_only=True, slots=True)
+class _TableClaims:
+    built: BuiltTable
+    verdicts: list[Verdict]
+    claimed: list[Claimed | None]
+    notes: list[str]
+
+
+def _table_claims(registry: Registry, built: BuiltTable, selection: Selection) -> _TableClaims:
+    claims = [c for c in paper_differences(registry) if c.table == built.table.id]
+    claimed = [claimed_pairs(built, selection, claim) for claim in claims]
+    notes = ["" if c is None else claim_note(built, selection, c) for c in claimed]
+    return _TableClaims(built=built, verdicts=[Verdict(claim=claim, sources=built.sources) for claim in claims],
+                        claimed=claimed, notes=notes)
+
+
+def _family_name(claims: int, tables: int) -> str:
+    return (f"the {plural(claims, 'claim')} of {plural(tables, 'table')}" if tables == 1 else
+            f"all {claims} claims of {tables} tables")
+
+
+def _judge(registry: Registry, tables: list[_TableClaims], *, n_boot: int) -> list[Verdict]:
+    """Every claim of `tables` compared in one Holm family (compare_all), each on its own paired seeds."""
+    family = _family_name(sum(len(t.verdicts) for t in tables), len(tables))
+    have = [(t, i, c) for t in tables for i, c in enumerate(t.claimed) if c is not None]
+    if have:
+        kinds = ["accuracy" if registry.metrics[c.claim.column].better == "higher" else "loss" for *_, c in have]
+        comparisons = rep.compare_all([(c.a, c.b, c.claim.value) for *_, c in have], kind=kinds,
+                                      margins=[c.claim.margin for *_, c in have],
+                                      item_resamples=n_boot, item_strata=[c.strata for *_, c in have],
+                                      resample_seed=RESAMPLE_SEED)
+        for (t, i, c), comparison in zip(have, comparisons, strict=True):
+            t.verdicts[i] = Verdict(claim=c.claim, comparison=comparison, why=c.why, sources=t.built.sources,
+                                    note=t.notes[i])
+    out = [v for t in tables for v in t.verdicts]
+    for v in out:
+        v.family = family
+    return out
 
 
 def table_verdicts(registry: Registry, built: BuiltTable, *, n_boot: int = DEFAULT_BOOTSTRAP,
                    selection: Selection | None = None) -> list[Verdict]:
-    """The Verdicts of the paper's differences within `built`'s table, Holm-adjusted as one family."""
-    selection = selection or built.selection
-    claims = [c for c in paper_differences(registry) if c.table == built.table.id]
-    claimed = [claimed_pairs(built, selection, claim) for claim in claims]
-    have = [c for c in claimed if c is not None]
-    out = [Verdict(claim=claim, sources=built.sources) for claim in claims]
-    if have:
-        kinds = ["accuracy" if registry.metrics[c.claim.column].better == "higher" else "loss" for c in have]
-        pooled = [pooled_variance(built, selection, c) for c in have]
-        comparisons = rep.compare_all([(c.a, c.b, c.claim.value) for c in have], kind=kinds, pooled=pooled,
-                                      margins=[c.claim.margin for c in have],
-                                      item_resamples=n_boot, item_strata=[c.strata for c in have],
-                                      resample_seed=RESAMPLE_SEED)
-        position = {id(c): i for i, c in enumerate(claimed)}
-        for c, comparison in zip(have, comparisons, strict=True):
-            out[position[id(c)]] = Verdict(claim=c.claim, comparison=comparison, why=c.why, sources=built.sources)
-    return out
+    """The Verdicts of the paper's differences within `built`'s table (`diff TABLE`), Holm-adjusted as one family."""
+    return _judge(registry, [_table_claims(registry, built, selection or built.selection)], n_boot=n_boot)
 
 
 def all_verdicts(registry: Registry, *, selection: Selection, runs_root: str = "",
                  n_boot: int = DEFAULT_BOOTSTRAP) -> list[Verdict]:
-    """The Verdicts of every paper difference, table by table (each table one Holm family; the `claims` verb and
-    the HTML report), from the runs `selection` picks."""
-    out = []
+    """The Verdicts of every paper difference, table by table, Holm-adjusted as one family over all of them (the
+    `claims` verb and the HTML report print them under one headline), from the runs `selection` picks."""
+    tables = []
     for table_id in dict.fromkeys(c.table for c in paper_differences(registry)):
         built = build_table(registry, table_id, preset=selection.preset, runs_root=runs_root, selection=selection)
-        out += table_verdicts(registry, built, n_boot=n_boot, selection=selection)
-    return out
+        tables.append(_table_claims(registry, built, selection))
+    return _judge(registry, tables, n_boot=n_boot)
 
 
-def headline(verdicts: list[Verdict]) -> str:
-    """"k of m claims replicate" over the verdicts with runs (Holm-adjusted within each table), then how many
-    claims have no runs."""
+def headline(verdicts: list[Verdict], *, family: bool = False) -> str:
+    """"k of m claims replicate" over the verdicts with runs (Holm-adjusted in one family), then how many claims
+    have no runs; with `family`, the Holm family named ("Holm over all 6 claims of 2 tables")."""
     compared = [v.comparison for v in verdicts if v.comparison is not None]
     text = rep.headline(compared) if compared else "no claim has runs"
     missing = len(verdicts) - len(compared)
-    return text + (f"; {plural(missing, 'claim')} not run" if missing else "")
+    text += f"; {plural(missing, 'claim')} not run" if missing else ""
+    named = next((v.family for v in verdicts if v.family), "")
+    return text + (f"; Holm over {named}" if family and named else "")
 
 
 def tally(verdicts: list[Verdict]) -> list[tuple[str, int]]:
@@ -250,7 +285,8 @@ def verdict_rows(verdicts: list[Verdict]) -> list[dict[str, str]]:
         c = v.comparison
         out.append({"claim": v.label, "paper": f"{v.claim.value:+.2f} [{v.claim.source}]",
                     "line": "not run" if c is None else c.line() + (f" {MARK}" if v.why else ""),
-                    "verdict": v.verdict, "method": "" if c is None else c.methods(), "why": v.why})
+                    "verdict": v.verdict, "method": "" if c is None else c.methods(), "why": v.why,
+                    "note": v.note})
     return out
 
 
@@ -267,16 +303,19 @@ def why_lines(rows: list[dict[str, str]]) -> list[tuple[str, str]]:
                                                                               if r["why"]])]
 
 
-def render_verdicts(verdicts: list[Verdict]) -> list[str]:
-    """Text lines: the headline, one line per claim with its methods, then the † notes and the rule."""
+def render_verdicts(verdicts: list[Verdict], *, family: bool = False) -> list[str]:
+    """Text lines: the headline (with `family`, naming the Holm family: `claims`), one line per claim with its
+    methods and the pooled note, then the † notes and the rule."""
     if not verdicts:
         return []
     rows = verdict_rows(verdicts)
-    lines = [f"row differences claimed by the paper: {headline(verdicts)}"]
+    lines = [f"row differences claimed by the paper: {headline(verdicts, family=family)}"]
     for r in rows:
         lines.append(f"  {r['claim']}: {r['line']}")
         if r["method"]:
             lines.append(f"      ({r['method']})")
+        if r["note"]:
+            lines.append(f"      (note, not the verdict's basis: {r['note']})")
     lines.extend(f"{MARK} {claims}: not comparable: {why}" for claims, why in why_lines(rows))
     lines.append(f"verdicts: {RULE}")
     return lines
@@ -326,7 +365,9 @@ def verdicts_html(verdicts: list[Verdict]) -> str:
                                              "method"))
     body = "".join(f'<tr class="verdict-{html.escape(r["verdict"].replace(" ", "-"))}"><td class="label">'
                    f'{html.escape(r["claim"])}</td><td>{html.escape(r["paper"])}</td><td>{html.escape(r["line"])}'
-                   f'</td><td>{html.escape(r["method"])}</td></tr>' for r in rows)
+                   f'</td><td>{html.escape(r["method"])}'
+                   + (f'<br><span class="note">note, not the verdict\'s basis: {html.escape(r["note"])}</span>'
+                      if r["note"] else "") + "</td></tr>" for r in rows)
     notes = "".join(f'<p class="note">{MARK} {html.escape(claims)}: not comparable: {html.escape(why)}</p>'
                     for claims, why in why_lines(rows))
     tags = list(dict.fromkeys(v.claim.source for v in verdicts if v.claim.source))
@@ -335,8 +376,10 @@ def verdicts_html(verdicts: list[Verdict]) -> str:
         items = "".join(f"<li>paper source {html.escape(line)}</li>" for line in legend)
         notes += (f'<div class="note sources" data-sources="{html.escape(" ".join(tags), quote=True)}"><ul>{items}'
                   "</ul></div>")
+    named = next((v.family for v in verdicts if v.family), "")
+    family = f'<p class="note family">Holm over {html.escape(named)} (one family)</p>' if named else ""
     chips = "".join(f'<span class="chip verdict-{html.escape(v.replace(" ", "-"))}">{html.escape(v)}: '
                     f'{plural(n, "claim")}</span>' for v, n in tally(verdicts))
     return (f'<section id="verdicts"><h2>Replication verdicts</h2><p class="headline">'
-            f'{html.escape(headline(verdicts))}</p><p class="tally">{chips}</p><table class="verdicts"><tr>{head}'
-            f'</tr>{body}</table>{notes}<p class="note">{html.escape(RULE)}</p></section>')
+            f'{html.escape(headline(verdicts))}</p>{family}<p class="tally">{chips}</p><table class="verdicts">'
+            f'<tr>{head}</tr>{body}</table>{notes}<p class="note">{html.escape(RULE)}</p></section>')

@@ -59,15 +59,19 @@ def test_one_seed_speaks_of_these_checkpoints_only(tmp_path):
 
 
 def test_three_seeds_a_clear_gain_replicates_or_says_its_size_and_a_loss_contradicts(tmp_path):
-    seeded_rows(tmp_path, "dynamic-e-exoformer", [0.515, 0.52, 0.525], [14.0, 14.1, 13.9])
+    seeded_rows(tmp_path, "dynamic-e-exoformer", [0.515, 0.52, 0.53], [14.0, 14.1, 13.9])
     seeded_rows(tmp_path, "gated", [0.50, 0.505, 0.51], [14.5, 14.7, 14.5])
     seeded_rows(tmp_path, "base", [0.55, 0.56, 0.56], [14.9, 14.8, 14.9])
     got = verdicts_of(tmp_path)
-    gain = got[("gated", "avg6")].comparison  # +1.5 points, the paper's +1.47
-    assert gain.seeds == 3 and gain.estimate == pytest.approx(1.5) and gain.head == REPLICATES, gain.verdict
+    gain_v = got[("gated", "avg6")]
+    gain = gain_v.comparison  # +1.5, +1.5, +2.0 points, the paper's +1.47
+    assert gain.seeds == 3 and gain.estimate == pytest.approx(5 / 3) and gain.head == REPLICATES, gain.verdict
     assert gain.ci[0] > 0 and gain.pi[0] < 1.47 < gain.pi[1] and "Holm" in gain.verdict
-    assert "pooled over the table's rows" in gain.ci_method
-    loss = got[("base", "avg6")].comparison  # -3.8 against the paper's +2.13
+    # the claim's own paired seeds by default; the figure pooled over the table's rows is only a note
+    assert gain.ci_method == "t interval over 3 paired seeds (2 df)" and gain.df == 2
+    assert gain_v.note.startswith("if all rows share one spread: sd ") and "pooled over 3 rows (4 df)" in gain_v.note
+    assert "largest residuals: " in gain_v.note and gain_v.family == "the 3 claims of 1 table"
+    loss = got[("base", "avg6")].comparison  # -3.5 against the paper's +2.13
     assert loss.head == CONTRADICTS and loss.ci[1] < 0
     ppl = got[("gated", "val_ppl")].comparison
     assert ppl.ci is not None and ppl.ci[1] < 0 and ppl.head in (REPLICATES, "direction only")
@@ -128,7 +132,24 @@ def test_diff_prints_the_verdicts_and_column_maxima(tmp_path, capsys):
     assert "table1: dynamic-e-exoformer - gated, avg6: paper +1.47, ours +10: one seed" in out
     assert "column maxima" in out and "val_ppl        paper 14.09  ours 14.00 (dynamic-e-exoformer)" in out
     main(["claims", "--runs-dir", str(tmp_path), "--bootstrap", "200"])
-    assert "table1: dynamic-e-exoformer - gated, avg6" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "table1: dynamic-e-exoformer - gated, avg6" in out
+    # `claims` prints every table's claims under one headline: one Holm family over all of them, named
+    assert out.startswith("row differences claimed by the paper: 0 of 2 claims replicate (2 one seed); 4 claims "
+                          "not run; Holm over all 6 claims of 2 tables\n"), out.splitlines()[0]
+
+
+def test_claims_adjusts_every_claim_it_prints_in_one_family_and_diff_its_table_only(tmp_path, capsys):
+    seeded_rows(tmp_path, "dynamic-e-exoformer", [0.515, 0.52, 0.53], [14.0, 14.1, 13.9])
+    seeded_rows(tmp_path, "gated", [0.50, 0.505, 0.51], [14.5, 14.7, 14.5])
+    seeded_rows(tmp_path, "base", [0.55, 0.56, 0.56], [14.9, 14.8, 14.9])
+    main(["diff", "table1", "--runs-dir", str(tmp_path), "--bootstrap", "200"])
+    out = capsys.readouterr().out
+    assert "over 3 claims" in out and "Holm over" not in out.splitlines()[0]
+    assert "(note, not the verdict's basis: if all rows share one spread: sd " in out
+    main(["claims", "--runs-dir", str(tmp_path), "--bootstrap", "200"])
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head.endswith("; 3 claims not run; Holm over all 6 claims of 2 tables"), head
 
 
 def test_the_html_report_shows_the_claims_verdicts(tmp_path, capsys):
