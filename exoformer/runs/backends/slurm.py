@@ -72,16 +72,22 @@ class SlurmBackend:
     def _check_room(self, specs: list[Spec]) -> None:
         """Refuse a plan of which not one array fits the room left in the user's queue."""
         queued = queued_count(SlurmView().queue())
-        per_run = 2 if self.profile.slurm.eval_as_job else 1
         for qos in sorted({spec.placement.qos or "" for spec in specs}):
-            limits = self.limits(qos or None)
-            n = sum(1 for spec in specs if (spec.placement.qos or "") == qos)
-            room = None if limits.max_submit is None else limits.max_submit - queued
-            if not chunk_sizes(n, jobs_per_run=per_run, max_array_size=limits.max_array_size, room=room)[0]:
-                raise UserError(f"no room in the queue: {queued} of your jobs are queued and the site allows "
-                                f"{limits.max_submit} ({limits.describe()})", where=f"--profile {self.profile.name}",
-                                fix="run again when jobs have left the queue, or set slurm.max_submit_jobs if "
-                                    "the limit read is wrong")
+            self._chunks(sum(1 for spec in specs if (spec.placement.qos or "") == qos), qos or None, queued)
+
+    def _chunks(self, n_runs: int, qos: str | None, queued: int) -> tuple[list[int], bool, int, SiteLimits]:
+        """(array sizes to submit now, whether a link carries the rest, queued jobs per run, the limits) for
+        `n_runs` runs of `qos` beside `queued` jobs of the user; a UserError when not one array fits."""
+        limits = self.limits(qos)
+        per_run = 2 if self.profile.slurm.eval_as_job else 1
+        room = None if limits.max_submit is None else limits.max_submit - queued
+        sizes, link = chunk_sizes(n_runs, jobs_per_run=per_run, max_array_size=limits.max_array_size, room=room)
+        if not sizes:
+            raise UserError(f"no room in the queue: {queued} of your jobs are queued and the site allows "
+                            f"{limits.max_submit} ({limits.describe()})", where=f"--profile {self.profile.name}",
+                            fix="run again when jobs have left the queue, or set slurm.max_submit_jobs if the "
+                                "limit read is wrong")
+        return sizes, link, per_run, limits
 
     def limits(self, qos: str | None) -> SiteLimits:
         """The site's limits for jobs of `qos` (the profile's when None), read once per backend."""
@@ -173,16 +179,7 @@ class SlurmBackend:
                queued: int) -> int:
         """Submit `members` (one placement) as arrays within the site's limits, the rest behind a link job;
         returns the jobs it queued. `queued`: this user's jobs in the queue now."""
-        sp, spec0 = self.profile.slurm, members[0].spec
-        limits = self.limits(spec0.placement.qos)
-        per_run = 2 if sp.eval_as_job else 1
-        room = None if limits.max_submit is None else limits.max_submit - queued
-        sizes, link = chunk_sizes(len(members), jobs_per_run=per_run, max_array_size=limits.max_array_size,
-                                  room=room)
-        if not sizes:
-            raise UserError(f"no room in the queue: {queued} of your jobs are queued and the site allows "
-                            f"{limits.max_submit} ({limits.describe()})", where=f"--profile {self.profile.name}",
-                            fix="run again when jobs have left the queue")
+        sizes, link, per_run, limits = self._chunks(len(members), members[0].spec.placement.qos, queued)
         jobs, previous, start = 0, None, 0
         for size in sizes:
             chunk = members[start:start + size]
