@@ -159,3 +159,20 @@ def smoke_runs(root: Path) -> Path:
         run.logs.mkdir(exist_ok=True)
         (run.logs / "local-1.log").write_text(f"training {row}\n")
     return root
+
+
+N_DOCS = 200
+"""Documents per task of `with_samples`."""
+
+
+def with_samples(run: Path, acc: float, *, shift: int = 0) -> dict[str, dict[int, float]]:
+    """eval/samples.json whose per-document scores average to `acc` on every task (acc_norm = acc), and N_DOCS as
+    the rows' item count; returns the scores as replication.ItemScores."""
+    ones = round(acc * N_DOCS)
+    values = [1.0 if (i + shift) % N_DOCS < ones else 0.0 for i in range(N_DOCS)]
+    tasks = {task: {"doc_id": list(range(N_DOCS)), "acc": values,
+                    **({} if task == "winogrande" else {"acc_norm": values})} for task in TASKS}
+    (run / "eval" / "samples.json").write_text(json.dumps({"format": 1, "tasks": tasks}))
+    rows = [json.loads(line) for line in (run / "eval" / "long.jsonl").read_text().splitlines()]
+    (run / "eval" / "long.jsonl").write_text("".join(json.dumps({**r, "n": N_DOCS}) + "\n" for r in rows))
+    return {task: dict(enumerate(values)) for task in TASKS}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from synthetic import make_run, registry, uniform
+from synthetic import N_DOCS, make_run, registry, uniform, with_samples
 
 from exoformer.cli import main
 from exoformer.registry.tables import TASKS
@@ -21,22 +21,8 @@ from exoformer.report.stats import replication as rep
 from exoformer.report.tables.diff import Z
 from exoformer.report.tables.verdicts import RESAMPLE_SEED
 
-N_DOCS = 200
 SE = 0.02
 BOOT = 300
-
-
-def with_samples(run: Path, acc: float, *, shift: int = 0) -> dict[str, dict[int, float]]:
-    """eval/samples.json whose per-document scores average to `acc` on every task (acc_norm = acc); returns the
-    scores as replication.ItemScores."""
-    ones = round(acc * N_DOCS)
-    values = [1.0 if (i + shift) % N_DOCS < ones else 0.0 for i in range(N_DOCS)]
-    tasks = {task: {"doc_id": list(range(N_DOCS)), "acc": values,
-                    **({} if task == "winogrande" else {"acc_norm": values})} for task in TASKS}
-    (run / "eval" / "samples.json").write_text(json.dumps({"format": 1, "tasks": tasks}))
-    rows = [json.loads(line) for line in (run / "eval" / "long.jsonl").read_text().splitlines()]
-    (run / "eval" / "long.jsonl").write_text("".join(json.dumps({**r, "n": N_DOCS}) + "\n" for r in rows))
-    return {task: dict(enumerate(values)) for task in TASKS}
 
 
 @pytest.fixture()

@@ -16,20 +16,8 @@ from exoformer.report.reading.selection import read
 from exoformer.report.tables.build import build_table
 from exoformer.report.tables.verdicts import check_bootstrap, headline, table_verdicts, verdicts_html
 
-from synthetic import make_run, registry, uniform
+from synthetic import N_DOCS, make_run, registry, uniform, with_samples
 
-N_DOCS = 200
-
-
-def with_samples(run: Path, acc: float, *, shift: int = 0) -> None:
-    """eval/samples.json whose per-document scores average to `acc` on every task (acc_norm = acc)."""
-    ones = round(acc * N_DOCS)
-    values = [1.0 if (i + shift) % N_DOCS < ones else 0.0 for i in range(N_DOCS)]
-    tasks = {task: {"doc_id": list(range(N_DOCS)), "acc": values,
-                    **({} if task == "winogrande" else {"acc_norm": values})} for task in TASKS}
-    (run / "eval" / "samples.json").write_text(json.dumps({"format": 1, "tasks": tasks}))
-    rows = [json.loads(line) for line in (run / "eval" / "long.jsonl").read_text().splitlines()]
-    (run / "eval" / "long.jsonl").write_text("".join(json.dumps({**r, "n": N_DOCS}) + "\n" for r in rows))
 
 
 def seeded_rows(root: Path, row: str, accs: list[float], ppls: list[float]) -> None:
