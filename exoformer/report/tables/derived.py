@@ -4,10 +4,12 @@ Seed k of a table row is paired with seed k of the declared reference row (s42 w
 ...), each spec's run being the selection's pick (exoformer/report/reading/selection.py). One estimator each, computed
 once per reading, so a table cell, the claims table, the `claims` verb and a figure title print the same value:
 - `tokens_to_loss` (data efficiency): report/stats/data_efficiency.py, the reference's tokens / this row's tokens to
-  reach the reference's validation loss, on curves smoothed so that one noisy point cannot move the crossing,
-  censored as a bound where a curve never reaches the target; the geometric mean over seed pairs with a t
-  interval on the logs, for the whole run (the paper's "1.84x fewer tokens", v1 abstract) and for the stable
-  phase before the WSD decay (under WSD a gap left at the end of the stable phase closes during the decay);
+  reach the reference's smoothed final validation loss (for a row that ends above it, the reference's tokens to
+  the row's final loss / the row's tokens), on curves smoothed so that one noisy point cannot move the crossing;
+  the geometric mean over seed pairs with a t interval on the logs, for the whole run (the paper's "1.84x fewer
+  tokens", v1 abstract) and for the stable phase before the WSD decay (under WSD a gap left at the end of the
+  stable phase closes during the decay). No bound is printed: a crossing outside the logged points is "not
+  measured";
 - `reference_over_own` (the attention-sink ratio): report/stats/sink_ratio.py, the reference's mean `input` over this
   row's mean (ratio of means over paired seeds) with a delta-method t interval.
 A row's value is that estimate (`row_derived`); each seed pair's own value (`pair_value`) fills the per-seed runs.
@@ -29,7 +31,8 @@ from exoformer.report.stats.sink_ratio import ESTIMATOR as SINK_ESTIMATOR
 from exoformer.report.stats.sink_ratio import sink_ratio
 
 METHOD_NOTE = ("tokens_to_<ref>_loss_ratio: the reference's tokens / this model's tokens to reach the reference's "
-               f"final validation loss, {de.SMOOTHING} of each curve; seeds paired by position, geometric mean "
+               "final validation loss (a model that ends above it: the reference's tokens to the model's final loss "
+               f"/ the model's tokens), {de.SMOOTHING} of each curve; seeds paired by position, geometric mean "
                "(exoformer/report/tables/derived.py)")
 NOTES = {"tokens_to_loss": METHOD_NOTE,
          "reference_over_own": f"attention_sink_ratio_vs_<ref>: {SINK_ESTIMATOR}"}
@@ -43,7 +46,7 @@ class RowDerived:
     text with the interval (and, for data efficiency, the stable phase too)."""
 
     value: float | None
-    """None: not run, or only a bound (`text` says which)."""
+    """None: not run, or not measured (`text` says which)."""
     text: str
     seeds: int
 
@@ -81,8 +84,7 @@ def _row_derived(selection: Selection, derived: Derived, specs: tuple[str, ...],
         decay = _decay_start(selection, pairs[0][1])
         phases = de.data_efficiency([a for a, _ in curves], [b for _, b in curves], decay_start=decay)
         whole = phases[de.WHOLE]
-        return RowDerived(value=whole.estimate if whole.bound is None else None, text=_efficiency_text(phases),
-                          seeds=len(curves))
+        return RowDerived(value=whole.estimate, text=_efficiency_text(phases), seeds=len(curves))
     values = [(run_metric(theirs.rows, derived.input), run_metric(mine.rows, derived.input)) for mine, theirs in pairs]
     values = [(ref, own) for ref, own in values if ref is not None and own is not None]
     if not values or sum(own for _, own in values) <= 0:
@@ -92,14 +94,14 @@ def _row_derived(selection: Selection, derived: Derived, specs: tuple[str, ...],
 
 
 def _efficiency_text(phases: dict[str, de.Efficiency]) -> str:
-    """"1.84x [1.52, 2.23] whole run, 2.10x [...] stable phase": each phase's estimate with its 95% interval or
-    its bound (report/stats/data_efficiency.py)."""
+    """"1.84x [1.52, 2.23] whole run, 2.10x [...] stable phase": each phase's estimate with its 95% interval,
+    or why it is not measured (report/stats/data_efficiency.py)."""
     parts = []
     for phase in (de.WHOLE, de.STABLE):
         e = phases.get(phase)
         if e is None:
             continue
-        if e.estimate is None or e.bound is not None:
+        if e.estimate is None:
             parts.append(e.text())
         else:
             interval = f" [{e.ci[0]:.2f}, {e.ci[1]:.2f}]" if e.ci is not None else ""
@@ -126,7 +128,7 @@ def reference_specs(selection: Selection, metric: Metric) -> tuple[str, ...]:
 
 def seed_value(selection: Selection, metric: Metric, specs: tuple[str, ...], k: int) -> float | None:
     """The derived metric of seed position k of a row with `specs` against seed k of its reference row: the row
-    estimator on that one seed pair (None without both runs, or when the pair gives only a bound)."""
+    estimator on that one seed pair (None without both runs, or when the pair is not measured)."""
     reference = reference_specs(selection, metric)
     return row_derived(selection, metric.derived, (specs[k],), (reference[k],)).value if k < len(reference) else None
 
