@@ -1,4 +1,5 @@
-"""`diff`: tolerances, exit codes, the acc/acc_norm hint, Kendall tau-b, the smoke preset's rank-only view."""
+"""`diff`: tolerances (a prediction interval for the paper's one seed), Holm exit codes, the acc/acc_norm hint,
+Kendall tau-b, the smoke preset's rank-only view. The false-alarm simulation: test_diff_false_alarms.py."""
 
 from __future__ import annotations
 
@@ -6,13 +7,16 @@ import math
 
 import pytest
 import yaml
+from scipy import stats
 
 
 from synthetic import make_run, read_table, uniform
 
 from exoformer.cli import main
 from exoformer.registry.reported import DEFAULT_REPORTED
-from exoformer.report.tables.diff import OUTSIDE, WITHIN, diff_table, exit_code, tolerance
+from exoformer.errors import UserError
+from exoformer.report.tables.diff import (OUTSIDE, WITHIN, diff_table, exit_code, parse_seed_sds, prediction_test,
+                                          prior_seed_sd, render_diff, task_prior)
 from exoformer.report.stats.rank import kendall_tau_b
 
 PAPER_PPL = {"base": 14.79, "gated": 14.64, "resformer": 14.32, "gated-resformer": 14.25, "e-nuresformer": 14.15,
@@ -40,36 +44,108 @@ def _diff(root, reported_file=None, preset=None):
     return diff_table(built)
 
 
-def test_cells_inside_tolerance_pass_with_exit_0(tmp_path, capsys):
+Z975 = stats.norm.ppf(0.975)
+AVG6_PRIOR = sum(task_prior(t) for t in ("arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa",
+                                         "winogrande")) / 6
+
+
+def test_one_seed_cells_use_the_stated_prior_and_pass_with_exit_0(tmp_path, capsys):
     make_run(tmp_path, "base-s42", accuracies=uniform(0.485), ppl=14.90)
     result = _diff(tmp_path)
     by = {(c.row, c.column): c for c in result.cells}
-    assert by[("base", "val_ppl")].status == WITHIN
-    assert by[("base", "val_ppl")].tolerance == pytest.approx(0.015 * 14.79)
-    avg = by[("base", "avg6")]
+    ppl, avg = by[("base", "val_ppl")], by[("base", "avg6")]
+    assert ppl.status == WITHIN and ppl.basis == "prior"
+    assert ppl.tolerance == pytest.approx(Z975 * math.sqrt(2) * 0.005 * 14.79)  # 0.5% of the value, one seed each
     assert avg.status == WITHIN and avg.delta == pytest.approx(48.5 - 48.14)
-    assert avg.tolerance == pytest.approx(2 * 100 * math.sqrt(6 * 0.01 ** 2) / 6)  # combined stderr
+    assert task_prior("hellaswag") == pytest.approx(100 * math.sqrt(0.25 / 10042))  # lm-eval's stderr at 50%
+    assert avg.tolerance == pytest.approx(Z975 * math.sqrt(2) * AVG6_PRIOR)
+    assert avg.p == pytest.approx(2 * stats.norm.sf(0.36 / (math.sqrt(2) * AVG6_PRIOR)))
     assert exit_code(result) == 0
     assert main(["diff", "table1", "--runs-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "prior seed sd of one-seed cells: val_ppl 0.5% of the value, avg6 1.30 points" in out
+    assert "an assumption, not measured" in out and "No lm-eval stderr is added" in out
 
 
-def test_cell_outside_tolerance_fails_with_exit_1(tmp_path, capsys):
+def test_a_far_cell_is_outside_and_beyond_chance_with_exit_1(tmp_path, capsys):
     make_run(tmp_path, "base-s42", accuracies=uniform(0.485), ppl=14.90)
     make_run(tmp_path, "gated-s42", accuracies=uniform(0.485), ppl=16.0)
     assert main(["diff", "table1", "--runs-dir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.startswith("gated ") and "val_ppl" in ln)
-    assert "OUTSIDE" in line and "+1.36" in line
-    assert "1 of 4 compared cells outside tolerance" in out
+    assert "OUTSIDE beyond chance (Holm p" in line and "+1.36" in line
+    assert "1 of 4 compared cells outside their tolerance; about 0.2 of the 4 tested would be by chance" in out
+    assert "1 differ beyond chance (Holm over the 4 at 5%)" in out
 
 
-def test_seed_spread_widens_the_tolerance(tmp_path):
+def test_an_outside_cell_within_chance_keeps_exit_0(tmp_path, capsys):
+    """OUTSIDE is per cell at 95%: one such cell among the tested ones is what chance gives, so the exit is 0."""
+    make_run(tmp_path, "base-s42", accuracies=uniform(0.485), ppl=14.79 * 1.015)  # 1.5% > +-1.39%, p about 0.034
+    result = _diff(tmp_path)
+    ppl = next(c for c in result.cells if c.column == "val_ppl")
+    assert ppl.status == OUTSIDE and 0.05 / 2 < ppl.p < 0.05 and ppl.p_holm == pytest.approx(2 * ppl.p)
+    assert exit_code(result) == 0
+    line = next(ln for ln in render_diff(result).splitlines() if ln.startswith("base ") and "val_ppl" in ln)
+    assert line.endswith(f"OUTSIDE (Holm p {ppl.p_holm:.2g}: chance)")
+
+
+def test_seed_spread_sets_a_prediction_interval_for_one_seed(tmp_path):
+    make_run(tmp_path, "base-s42", accuracies=uniform(0.47), ppl=14.8)
+    make_run(tmp_path, "base-s1337", accuracies=uniform(0.50), ppl=14.9)
+    make_run(tmp_path, "base-s2027", accuracies=uniform(0.49), ppl=14.7)
+    cells = {(c.row, c.column): c for c in _diff(tmp_path).cells}
+    avg = cells[("base", "avg6")]
+    s = stats.tstd([47.0, 50.0, 49.0])
+    assert avg.sd == pytest.approx(s) and avg.basis == "3 seeds"
+    assert avg.tolerance == pytest.approx(stats.t.ppf(0.975, 2) * s * math.sqrt(1 + 1 / 3))  # no stderr added
+    t = abs(avg.delta) / (s * math.sqrt(1 + 1 / 3))
+    assert avg.p == pytest.approx(2 * stats.t.sf(t, 2))
+
+
+def test_identical_seeds_give_no_tolerance_and_say_why(tmp_path):
     make_run(tmp_path, "base-s42", accuracies=uniform(0.47), ppl=14.8)
     make_run(tmp_path, "base-s1337", accuracies=uniform(0.50), ppl=14.8)
-    cell = read_table(tmp_path, "table1").cells[("base", "avg6")]
-    assert cell.seed_sd == pytest.approx(math.sqrt(2 * 1.5 ** 2))
-    se = 100 * math.sqrt(6 * 0.01 ** 2) / 6 * math.sqrt(2) / 2  # stderr of the two-seed mean
-    assert tolerance(cell) == pytest.approx(2 * math.sqrt(se ** 2 + cell.seed_sd ** 2))
+    ppl = next(c for c in _diff(tmp_path).cells if c.column == "val_ppl")
+    assert ppl.status == "no tolerance" and "identical" in ppl.hint and ppl.p is None
+
+
+def test_prediction_test_matches_the_t_and_normal_formulas():
+    half, p = prediction_test([1.0, 1.0], [0.5, 0.5], [3, 1], [1, 1], [2, float("inf")])
+    assert half[0] == pytest.approx(stats.t.ppf(0.975, 2) * 0.5 * math.sqrt(4 / 3))
+    assert half[1] == pytest.approx(Z975 * 0.5 * math.sqrt(2))
+    assert p[1] == pytest.approx(2 * stats.norm.sf(1 / (0.5 * math.sqrt(2))))
+
+
+def test_a_metric_without_a_prior_gives_no_one_seed_tolerance():
+    assert prior_seed_sd("grad_spike_score", 0.05) is None
+    assert prior_seed_sd("grad_spike_score", 0.05, {"grad_spike_score": 0.01}) == (0.01, "given")
+
+
+def test_a_checkpoint_off_the_papers_number_fails_the_evaluation_check(tmp_path, capsys):
+    """The paper's own weights on the same items: no seed varies, so 1.5% off in val_ppl is exit 1 by itself."""
+    make_run(tmp_path, "base-s42", accuracies=uniform(0.48), ppl=16.0, checkpoint_as=("table1", "base"))
+    result = _diff(tmp_path)
+    ckpt = next(c for s in result.sections if s.left == "checkpoint" for c in s.cells if c.column == "val_ppl")
+    assert ckpt.basis == "same weights" and ckpt.status == OUTSIDE and ckpt.p is None
+    assert result.failed_checks == [ckpt] and exit_code(result) == 1
+    assert "1 outside the checkpoint's evaluation check" in render_diff(result)
+
+
+def test_seed_sd_flag_replaces_the_prior_and_is_named(tmp_path, capsys):
+    make_run(tmp_path, "base-s42", accuracies=uniform(0.485), ppl=14.90)
+    assert main(["diff", "table1", "--runs-dir", str(tmp_path), "--seed-sd", "avg6=0.1"]) == 1  # 0.36 is 2.5 sd
+    out = capsys.readouterr().out
+    assert "avg6 0.1 (given)" in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("base ") and "avg6" in ln)
+    assert "given" in line and "OUTSIDE beyond chance" in line
+
+
+@pytest.mark.parametrize("text", ["avg6", "avg6=0", "avg6=nan", "avg6=x", "nope=1"])
+def test_bad_seed_sd_is_a_one_line_error(text):
+    with pytest.raises(UserError, match="--seed-sd"):
+        parse_seed_sds([text], ("val_ppl", "avg6"))
+    with pytest.raises(UserError, match="once per metric"):
+        parse_seed_sds(["avg6=1", "avg6=2"], ("val_ppl", "avg6"))
 
 
 def test_acc_acc_norm_swap_is_flagged(tmp_path):
