@@ -403,6 +403,10 @@ def diff_table(built: BuiltTable, given: dict[str, float] | None = None) -> Tabl
     return result
 
 
+MAX_PRIOR_SD = 1e6
+"""The largest --seed-sd `diff` takes, in the column's units: far above any metric's range."""
+
+
 def parse_seed_sds(texts: list[str], columns) -> dict[str, float]:
     """--seed-sd METRIC=SD (repeatable) -> {metric: sd}: a positive finite sd per column of the table, once."""
     out: dict[str, float] = {}
@@ -412,8 +416,9 @@ def parse_seed_sds(texts: list[str], columns) -> dict[str, float]:
             sd = float(value)
         except ValueError:
             sd = math.nan
-        if not sep or not (math.isfinite(sd) and sd > 0) or metric in out:
-            raise UserError(f"expected METRIC=SD once per metric with SD > 0, got {text!r}", where="--seed-sd",
+        if not sep or not (math.isfinite(sd) and 0 < sd <= MAX_PRIOR_SD) or metric in out:
+            raise UserError(f"expected METRIC=SD once per metric with SD in (0, {MAX_PRIOR_SD:,.0f}], got {text!r}",
+                            where="--seed-sd",
                             fix="--seed-sd avg6=0.5 --seed-sd val_ppl=0.07")
         if metric not in columns:
             raise UserError(f"the table has no column {metric!r}; its columns are {', '.join(columns)}",
