@@ -43,7 +43,9 @@ def predict_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bootstrap replicates of the fit (50 to 100,000; default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     parser.add_argument("--json", action="store_true",
-                        help="print a JSON list of {params, tokens, loss, lo, hi[, group]} (with TABLE: one object)")
+                        help="print a JSON list of {params, tokens, loss, lo, hi, run_lo, run_hi, why[, group]}: "
+                             "lo/hi the law's 95%% interval, run_lo/run_hi one run's, why (when no number) the "
+                             "reason; with TABLE: one object")
     options.add_registry(parser)
     options.add_runs_dir(parser)
 
@@ -84,14 +86,22 @@ def predict_verb(args: argparse.Namespace) -> int:
         return 0
     for name, fit in fits.items():
         label = f"group {printable(name)}: " if name is not None else ""
+        if fit.degenerate():
+            print(f"{label}{fit.degenerate()}")
+            continue
         print(f"{label}L(N, D) = {fit.E:.4g} + {fit.A:.4g}/N^{fit.alpha:.3f} + {fit.B:.4g}/D^{fit.beta:.3f}  "
-              f"(n={fit.n}, residual sd {fit.sigma:.3g}, {fit.dof} dof)")
-    print(f"{'GROUP':<12} {'PARAMS':>8} {'TOKENS':>8} {'LOSS':>8}  {'95% (LAW)':<19} 95% (ONE RUN)")
-    for row in rows:
+              f"(n={fit.n}, residual sd {fit.sigma:.3g}, {fit.dof} dof; out-of-sample misfit "
+              f"{100 * fit.misfit:.2g}% per e-fold)")
+    shown = [row for row in rows if row.loss is not None]
+    if shown:
+        print(f"{'GROUP':<12} {'PARAMS':>8} {'TOKENS':>8} {'LOSS':>8}  {'95% (LAW)':<19} 95% (ONE RUN)")
+    for row in shown:
         print(f"{printable(row.group or '-'):<12} {_count(row.params):>8} {_count(row.tokens):>8} {row.loss:>8.4f}  "
               f"[{row.lo:.4f}, {row.hi:.4f}]  [{row.run_lo:.4f}, {row.run_hi:.4f}]")
-    print("95% (law): the expected loss, t with n-5 dof x the residual-bootstrap sd; 95% (one run): plus the runs' "
-          "spread about the law (docs/forecast.md)")
+    if shown:
+        print("95% (law): the expected loss, t with n-5 dof x the residual-bootstrap sd, or the ladder's own "
+              "out-of-sample misfit x the distance outside it if wider; 95% (one run): plus the runs' spread about "
+              "the law (docs/forecast.md)")
     for line in warnings:
         print(line)
     return 0
@@ -129,8 +139,9 @@ def _predict_table(args: argparse.Namespace) -> int:
     if args.figure is not None:
         from exoformer.report.forecast.figure import draw_forecast
 
-        draw_forecast(result, args.figure, registry)
-        print(f"figure: {args.figure}")
+        drawn = draw_forecast(result, args.figure, registry)
+        print(f"figure: {args.figure}" if drawn else
+              f"figure: not drawn: no row has a law the ladder supports (above); {args.figure} not written")
     return 0
 
 

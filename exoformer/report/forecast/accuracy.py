@@ -1,7 +1,11 @@
 """Loss -> task accuracy, the second step of a ladder forecast: a sigmoid in the loss with the task's chance level
 as its floor, fitted to every run of a ladder (all rows pooled), as OLMo's ladders do (docs/forecast.md):
 
-    acc(L) = chance + (top - chance) / (1 + exp(k (L - L0))),  k > 0, chance < top <= 100 (accuracy in %).
+    acc(L) = chance + (top - chance) / (1 + exp(k (L - L0))),  k > 0, chance < top <= maximum (accuracy in %).
+
+The ceiling `top` is bounded by the task's maximum (100%) above and its chance level below, so no curve forecasts
+an accuracy a task cannot reach. A cell whose 95% interval is wider than UNINFORMATIVE of the range from chance to
+the maximum says "uninformative" instead of a number (docs/forecast.md).
 
 Its uncertainty comes from a residual bootstrap of the fit (replicates paired with the loss law's), and one run's
 accuracy scatters about the curve by the fit's residual spread (items and seeds) plus the run's own loss scatter
@@ -22,6 +26,11 @@ N_SIGMOID = 3
 MIN_ACCURACY_POINTS = 12
 """Ladder runs a loss -> accuracy fit needs: three parameters and at least nine residual degrees of freedom, so
 the residual spread that widens every accuracy interval is measured, not guessed."""
+MAXIMUM = 100.0
+"""The most any task's accuracy can be (%): the ceiling's upper bound."""
+UNINFORMATIVE = 0.5
+"""An accuracy interval wider than this share of (maximum - chance) says nothing a reader can use: for a
+four-choice task, wider than 37.5 points."""
 TOO_FEW = "too few ladder points for a loss->accuracy fit"
 NO_FIT = "the loss->accuracy fit did not converge"
 
@@ -42,6 +51,7 @@ class AccuracyFit:
     n: int
     boot: np.ndarray
     """(replicates, 3)."""
+    maximum: float = MAXIMUM
 
     @property
     def dof(self) -> int:
@@ -61,10 +71,20 @@ class AccuracyFit:
         return float((self.predict(loss + h) - self.predict(loss - h))[()] / (2 * h))
 
 
-def _fit_once(loss: np.ndarray, acc: np.ndarray, chance: float, start: np.ndarray) -> np.ndarray | None:
+def uninformative(lo: float, hi: float, chance: float, maximum: float = MAXIMUM) -> str:
+    """Why an interval [lo, hi] carries no usable number, or "" when it does."""
+    limit = UNINFORMATIVE * (maximum - chance)
+    if hi - lo <= limit:
+        return ""
+    return (f"uninformative: the 95% interval [{lo:.1f}, {hi:.1f}] is wider than {limit:.1f} points "
+            f"({UNINFORMATIVE:.0%} of the range from chance {chance:.1f} to {maximum:.0f})")
+
+
+def _fit_once(loss: np.ndarray, acc: np.ndarray, chance: float, start: np.ndarray,
+              maximum: float = MAXIMUM) -> np.ndarray | None:
     span = float(np.ptp(loss)) or 1.0
     lower = [chance + 1e-6, 1e-3 / span, float(loss.min()) - 10 * span]
-    upper = [100.0, 1e3 / span, float(loss.max()) + 10 * span]
+    upper = [maximum, 1e3 / span, float(loss.max()) + 10 * span]  # the ceiling between chance and the maximum
     start = np.clip(start, np.add(lower, 1e-9), np.subtract(upper, 1e-9))
     try:
         with warnings.catch_warnings():
@@ -76,17 +96,19 @@ def _fit_once(loss: np.ndarray, acc: np.ndarray, chance: float, start: np.ndarra
     return got if np.all(np.isfinite(got)) else None
 
 
-def fit_accuracy(task: str, loss, acc, *, chance: float, bootstrap: int = 300, seed: int = 0
-                 ) -> AccuracyFit | str:
+def fit_accuracy(task: str, loss, acc, *, chance: float, bootstrap: int = 300, seed: int = 0,
+                 maximum: float = MAXIMUM) -> AccuracyFit | str:
     """The curve of one task over the ladder's (loss, accuracy %) points, or why there is none (a cell's words)."""
+    if not 0 <= chance < maximum <= MAXIMUM:
+        raise ValueError(f"chance {chance} and maximum {maximum} must satisfy 0 <= chance < maximum <= {MAXIMUM}")
     loss, acc = np.asarray(loss, float), np.asarray(acc, float)
     keep = np.isfinite(loss) & np.isfinite(acc)
     loss, acc = loss[keep], acc[keep]
     if len(loss) < MIN_ACCURACY_POINTS:
         return f"{TOO_FEW} ({len(loss)} runs with {task}; it needs {MIN_ACCURACY_POINTS})"
     span = float(np.ptp(loss)) or 1.0
-    start = np.array([max(float(acc.max()), chance + 1.0), 4.0 / span, float(np.median(loss))])
-    params = _fit_once(loss, acc, chance, start)
+    start = np.array([min(max(float(acc.max()), chance + 1.0), maximum), 4.0 / span, float(np.median(loss))])
+    params = _fit_once(loss, acc, chance, start, maximum)
     if params is None:
         return NO_FIT
     fitted = sigmoid(loss, *params, chance=chance)
@@ -97,9 +119,9 @@ def fit_accuracy(task: str, loss, acc, *, chance: float, bootstrap: int = 300, s
     scaled = (resid - resid.mean()) * math.sqrt(len(loss) / dof)
     boot = []
     for _ in range(bootstrap):
-        got = _fit_once(loss, fitted + rng.choice(scaled, size=len(loss), replace=True), chance, params)
+        got = _fit_once(loss, fitted + rng.choice(scaled, size=len(loss), replace=True), chance, params, maximum)
         if got is not None:
             boot.append(got)
     if len(boot) < bootstrap / 2:
         return NO_FIT
-    return AccuracyFit(chance=chance, params=params, sigma=sigma, n=len(loss), boot=np.array(boot))
+    return AccuracyFit(chance=chance, params=params, sigma=sigma, n=len(loss), boot=np.array(boot), maximum=maximum)

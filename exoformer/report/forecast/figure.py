@@ -1,7 +1,8 @@
 """The ladder figure of `predict TABLE --from LADDER --figure PATH`: loss against training compute per row, on log
 axes: the ladder's runs, each row's fitted law at its target size, the forecast with its 95% interval for one run,
-our run and the paper's value where comparable. Each row keeps its colour (report/figures/style.py) and gets its own line
-style and marker, so the figure reads in grey too. Compute is the real training FLOPs per token (budget/cost.py)
+our run and the paper's value where comparable. A row whose law is degenerate (LawFit.degenerate) is not drawn:
+its reason is printed instead (docs/forecast.md). Each row keeps its colour (report/figures/style.py) and gets its own
+line style and marker, so the figure reads in grey too. Compute is the real training FLOPs per token (budget/cost.py)
 times the tokens.
 """
 
@@ -23,8 +24,10 @@ LINE_STYLES = ("-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (
 MARKERS = ("o", "s", "^", "v", "D", "P", "X", "<", ">")
 
 
-def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry | None = None) -> None:
-    """Write the figure to `path` (PNG, atomically)."""
+def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry | None = None) -> bool:
+    """Write the figure to `path` (PNG, atomically); False, writing nothing, when no row has a law to draw."""
+    if all(law.degenerate() for law in f.laws.values()):
+        return False
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.0, 5.2))
     registry = registry or Registry()
@@ -32,7 +35,10 @@ def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry 
     floor = 0.5 * min([r.loss for runs in f.ladder.runs.values() for r in runs if r.loss > 0]
                       + [math.log(c.value) for c in f.cells.values() if c.value is not None and c.value > 1
                          and c.column == PERPLEXITY], default=1.0)
+    skipped = [row for row, law in f.laws.items() if law.degenerate()]
     for i, (row, law) in enumerate(f.laws.items()):
+        if row in skipped:
+            continue
         style = style_of(registry, row)
         line, marker = LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)]
         aim = f.targets[row]
@@ -77,6 +83,9 @@ def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry 
               bbox_to_anchor=(1.01, 0.5), frameon=False)
     note = f.comparable or ("lines: each row's law at its target size, up to the target's tokens; interval bars cut "
                             "at half the lowest loss shown")
+    if skipped:
+        note += f"; not drawn: {len(skipped)} row(s) without a law the ladder supports (the text says why)"
     fig.text(0.01, 0.005, note, fontsize=7, color="firebrick" if f.comparable else "0.3")
     write(fig, path, "png")
     plt.close(fig)
+    return True

@@ -14,11 +14,17 @@ prediction plus or minus the t quantile with n - 5 degrees of freedom times the 
 interval for one run adds the residual variance. tests/report/forecast/test_scaling_law.py measures their coverage on
 ladders drawn from a known law.
 
+The bootstrap carries noise, not the law's misfit. So the ladder also forecasts itself: the law refitted without
+its largest size forecasts that size, and without each size's longest budget forecasts those runs. The worse of
+the two out-of-sample errors, per unit of log extrapolation, times the target's log distance outside the ladder,
+is a floor on the half-width (docs/forecast.md; coverage in tests/report/forecast/test_forecast_misfit.py).
+
 Pure numpy/scipy: the report layer reads runs, never trains them.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +41,13 @@ MAX_BOOTSTRAP = 100_000
 MAX_BOOTSTRAP_CELLS = 4_000_000
 """Points x replicates of one command: the fit's time and memory grow with their product (4,000,000 take about
 10 s and 700 MB; 1,000 points x 100,000 replicates ran out of memory)."""
+MIN_DOF = 3
+"""Residual degrees of freedom below which a law prints no number: its t quantile (4.3 at 2 dof, 12.7 at 1) and
+its residual spread rest on too few runs."""
+MORE_POINTS = ">= 3 sizes x 3 budgets"
+"""The ladder that lets a law be fitted with MIN_DOF and tested on itself (leave out a size, leave out a budget)."""
+LONGER_BUDGETS = "budgets long enough that the loss flattens"
+"""What a floor pinned at 0 or an exponent at its bound asks for: the loss still falls too steeply to place them."""
 _EXPONENT_GRID = np.geomspace(0.02, 2.5, 48)
 _LM_STEPS = 60
 
@@ -55,6 +68,15 @@ class LawFit:
     d0: float
     boot: np.ndarray
     """(replicates, 5): E, log A', alpha, log B', beta in normalised units."""
+    misfit: float = math.nan
+    """The law's out-of-sample relative error per unit of log extrapolation, measured on the ladder itself (the
+    worse of leaving out its largest size and its longest budgets); NaN when the ladder cannot leave one out."""
+    misfit_why: str = ""
+    """Why `misfit` is NaN."""
+    seen: tuple[tuple[float, float], ...] = ()
+    """The ladder's (min, max) of params, tokens, tokens per parameter and compute 6ND."""
+    shape: tuple[int, int] = (0, 0)
+    """(sizes, budgets) of the ladder."""
 
     @property
     def dof(self) -> int:
@@ -62,13 +84,46 @@ class LawFit:
 
     def weak_spots(self) -> list[str]:
         """Why the ladder does not pin this law down, if it does not: the floor held at zero, an exponent outside
-        the range the fit searches, one residual degree of freedom. Its forecasts then extrapolate a form the runs
-        do not support, however wide their intervals."""
+        the range the fit searches, fewer than MIN_DOF residual dof, no size or budget to leave out. Such a law
+        prints no number (docs/forecast.md): its forecasts extrapolate a form the runs do not support."""
         low, high = float(_EXPONENT_GRID[0]), float(_EXPONENT_GRID[-1])
-        spots = ["the floor E held at 0"] if self.E <= 1e-9 else []
-        spots += [f"{name} outside the searched {low:g}-{high:g}"
-                  for name, value in (("alpha", self.alpha), ("beta", self.beta)) if not low <= value <= high]
-        return spots + ([f"{self.dof} residual dof"] if self.dof < 2 else [])
+        spots = ["the floor E pinned at 0"] if self.E <= 1e-9 else []
+        spots += [f"{name} {value:.3g} at or past the searched {low:g}-{high:g}"
+                  for name, value in (("alpha", self.alpha), ("beta", self.beta)) if not low < value < high]
+        spots += [f"{self.dof} residual dof (needs >= {MIN_DOF})"] if self.dof < MIN_DOF else []
+        return spots + ([self.misfit_why] if self.misfit_why else [])
+
+    def degenerate(self) -> str:
+        """One line: why this law prints no number and the ladder that would fix it; empty when it may."""
+        spots = self.weak_spots()
+        if not spots:
+            return ""
+        fixes = [MORE_POINTS] if self.dof < MIN_DOF or self.misfit_why else []
+        fixes += [LONGER_BUDGETS] if any(s.startswith(("the floor", "alpha", "beta")) for s in spots) else []
+        sizes, budgets = self.shape
+        return (f"no forecast: {'; '.join(spots)}; the ladder needs {' and '.join(fixes)} (this one: {sizes} sizes "
+                f"x {budgets} budgets, {self.n} runs)")
+
+    def outside(self, params: float, tokens: float) -> list[str]:
+        """How far a point's tokens per parameter and compute 6ND lie outside the ladder's range; empty inside."""
+        out = []
+        for what, value, (low, high) in (("tokens per parameter", tokens / params, self.seen[2]),
+                                         ("compute 6ND", 6 * params * tokens, self.seen[3])):
+            if value > high * (1 + 1e-9):
+                out.append(f"{what} {value:.3g} is {value / high:.3g}x the ladder's largest")
+            elif value < low * (1 - 1e-9):
+                out.append(f"{what} {value:.3g} is 1/{low / value:.3g} of the ladder's smallest")
+        return out
+
+    def misfit_half(self, params, tokens) -> np.ndarray:
+        """The misfit floor on the half-width at each point: the ladder's out-of-sample relative error per log
+        unit times the point's log distance outside the ladder in parameters plus in tokens, times the loss."""
+        params, tokens = np.broadcast_arrays(np.atleast_1d(np.asarray(params, float)),
+                                             np.atleast_1d(np.asarray(tokens, float)))
+        (n_lo, n_hi), (d_lo, d_hi) = self.seen[0], self.seen[1]
+        distance = (np.maximum(0.0, np.maximum(np.log(params / n_hi), np.log(n_lo / params)))
+                    + np.maximum(0.0, np.maximum(np.log(tokens / d_hi), np.log(d_lo / tokens))))
+        return self.misfit * distance * np.abs(self.predict(params, tokens))
 
     def predict(self, params, tokens) -> np.ndarray:
         """The law's expected loss at each (params, tokens)."""
@@ -78,13 +133,20 @@ class LawFit:
         """(replicates, points): the bootstrap laws' expected loss at each point."""
         return _law(self.boot, *self._units(params, tokens))
 
-    def interval(self, params, tokens, *, level: float = 0.95, one_run: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Interval for the expected loss at each point, or (`one_run`) for the loss of one more run there."""
+    def interval(self, params, tokens, *, level: float = 0.95, one_run: bool = False,
+                 misfit: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Interval for the expected loss at each point, or (`one_run`) for the loss of one more run there.
+
+        The law's half-width is the wider of the bootstrap's and the misfit floor (`misfit_half`): the bootstrap
+        is right when the law's form is, the floor when the form misfits. One run adds its scatter in quadrature
+        (independent of both). `misfit=False` gives the bootstrap interval alone."""
         centre = self.predict(params, tokens)
-        spread = np.nanstd(self.replicates(params, tokens), axis=0, ddof=1)
+        quantile = stats.t.ppf(0.5 + level / 2, self.dof)
+        half = quantile * np.nanstd(self.replicates(params, tokens), axis=0, ddof=1)
+        if misfit and np.isfinite(self.misfit):
+            half = np.maximum(half, self.misfit_half(params, tokens))
         if one_run:
-            spread = np.sqrt(spread ** 2 + self.sigma ** 2)
-        half = stats.t.ppf(0.5 + level / 2, self.dof) * spread
+            half = np.sqrt(half ** 2 + (quantile * self.sigma) ** 2)
         return centre - half, centre + half
 
     def _units(self, params, tokens) -> tuple[np.ndarray, np.ndarray]:
@@ -144,14 +206,14 @@ def _grid_start(x: np.ndarray, y: np.ndarray, loss: np.ndarray) -> np.ndarray | 
     alpha, beta = (g.ravel() for g in np.meshgrid(_EXPONENT_GRID, _EXPONENT_GRID, indexing="ij"))
     design = np.stack([np.ones((len(alpha), len(x))), np.exp(-alpha[:, None] * np.log(x)[None, :]),
                        np.exp(-beta[:, None] * np.log(y)[None, :])], axis=-1)
-    gram = np.einsum("gpi,gpj->gij", design, design)
+    design_t = design.transpose(0, 2, 1)
+    gram = design_t @ design  # (grid, 3, 3); matmul, not einsum: the grid start is most of a fit's time
     with np.errstate(all="ignore"):
-        coef = np.linalg.solve(gram + 1e-12 * np.eye(3), np.einsum("gpi,p->gi", design, loss)[..., None])[..., 0]
-        floor = design[..., 1:]  # E = 0 where the free floor would be negative (a loss is never below zero)
-        coef0 = np.linalg.solve(np.einsum("gpi,gpj->gij", floor, floor) + 1e-12 * np.eye(2),
-                                np.einsum("gpi,p->gi", floor, loss)[..., None])[..., 0]
+        coef = np.linalg.solve(gram + 1e-12 * np.eye(3), (design_t @ loss)[..., None])[..., 0]
+        # E = 0 where the free floor would be negative (a loss is never below zero): the lower-right 2 x 2 block
+        coef0 = np.linalg.solve(gram[:, 1:, 1:] + 1e-12 * np.eye(2), (design_t[:, 1:] @ loss)[..., None])[..., 0]
         coef = np.where((coef[:, 0] < 0)[:, None], np.column_stack([np.zeros(len(coef0)), coef0]), coef)
-        cost = np.sum((np.einsum("gpi,gi->gp", design, coef) - loss) ** 2, axis=1)
+        cost = np.sum(((design @ coef[..., None])[..., 0] - loss) ** 2, axis=1)
     cost[~((coef[:, 1] > 0) & (coef[:, 2] > 0) & np.isfinite(cost))] = np.inf
     best = int(np.argmin(cost))
     if not np.isfinite(cost[best]):
@@ -205,17 +267,70 @@ def check_bootstrap(bootstrap: int, *, where: str, points: int = 0, what: str = 
     return bootstrap
 
 
-def fit_law(params, tokens, loss, *, bootstrap: int = 1000, seed: int = 0, where: str = "ladder") -> LawFit:
-    """Fit L(N, D) to a ladder, with `bootstrap` residual-bootstrap replicates; UserError when it cannot."""
-    params, tokens, loss = check_ladder(params, tokens, loss, where=where)
-    check_bootstrap(bootstrap, where=where, points=len(loss))
+def _point_fit(params: np.ndarray, tokens: np.ndarray, loss: np.ndarray
+               ) -> tuple[np.ndarray, float, float] | None:
+    """(theta, n0, d0) of the least-squares law in normalised units, or None when no law with A, B > 0 fits."""
     n0, d0 = float(np.exp(np.mean(np.log(params)))), float(np.exp(np.mean(np.log(tokens))))
     x, y = params / n0, tokens / d0
     start = _grid_start(x, y, loss)
     if start is None:
+        return None
+    return _refine(start[None, :], x, y, loss[None, :])[0], n0, d0
+
+
+def _held_out(params, tokens, loss, drop: np.ndarray, reach: float) -> tuple[float, str]:
+    """The relative error per log unit of the law refitted without the `drop` runs, forecasting them (their mean
+    signed error: a misfit is a bias, noise averages out); `reach` is how far (log units) they lie outside the
+    rest. NaN and why when the rest cannot carry a law."""
+    keep = ~drop
+    if len(np.unique(params[keep])) < 2 or len(np.unique(tokens[keep])) < 2 or keep.sum() < MIN_POINTS:
+        return math.nan, "too few runs left to refit"
+    got = _point_fit(params[keep], tokens[keep], loss[keep])
+    if got is None or not np.isfinite(got[0]).all():
+        return math.nan, "no law fits the runs left"
+    theta, n0, d0 = got
+    with np.errstate(all="ignore"):
+        forecast = _law(theta[None, :], params[drop] / n0, tokens[drop] / d0)[0]
+    error = float(np.mean(forecast / loss[drop] - 1.0))
+    return (abs(error) / reach, "") if math.isfinite(error) else (math.nan, "no law fits the runs left")
+
+
+def ladder_misfit(params, tokens, loss) -> tuple[float, str]:
+    """The ladder's out-of-sample relative error per log unit of extrapolation: the worse of (a) the law without
+    the largest size forecasting it and (b) the law without each size's longest budget forecasting those. The
+    worse, not each on its own axis: a misfit need not split into a size part and a token part as the law does.
+    NaN and why when the ladder cannot leave one out (docs/forecast.md)."""
+    largest = params == params.max()
+    longest = np.array([t == tokens[params == p].max() for p, t in zip(params, tokens)])
+    rates, whats, whys = [], [], []
+    for drop, axis, what in ((largest, params, "its largest size"), (longest, tokens, "its longest budgets")):
+        # how far the held-out runs reach past the rest: the ladder's largest (longest) over the largest left
+        reach = math.log(axis.max() / axis[~drop].max()) if (~drop).any() else 0.0
+        rate, why = _held_out(params, tokens, loss, drop, reach)
+        rates.append(rate)
+        if why:
+            whats.append(what)
+            whys.append(why)
+    if whys:
+        return math.nan, f"cannot leave out {' or '.join(whats)} ({'; '.join(dict.fromkeys(whys))})"
+    return float(max(rates)), ""
+
+
+def _seen(params: np.ndarray, tokens: np.ndarray) -> tuple[tuple[float, float], ...]:
+    return tuple((float(v.min()), float(v.max())) for v in (params, tokens, tokens / params, 6 * params * tokens))
+
+
+def fit_law(params, tokens, loss, *, bootstrap: int = 1000, seed: int = 0, where: str = "ladder") -> LawFit:
+    """Fit L(N, D) to a ladder, with `bootstrap` residual-bootstrap replicates and the ladder's own out-of-sample
+    misfit (`ladder_misfit`); UserError when it cannot be fitted at all."""
+    params, tokens, loss = check_ladder(params, tokens, loss, where=where)
+    check_bootstrap(bootstrap, where=where, points=len(loss))
+    got = _point_fit(params, tokens, loss)
+    if got is None:
         raise UserError("the loss does not fall with both parameters and tokens on this ladder (no law with A, B > 0 "
                         "fits it)", where=where, fix="check the runs (a diverged or mislabelled run?) or add points")
-    theta = _refine(start[None, :], x, y, loss[None, :])[0]
+    theta, n0, d0 = got
+    x, y = params / n0, tokens / d0
     fitted = _law(theta[None, :], x, y)[0]
     resid = loss - fitted
     dof = len(loss) - N_PARAMS
@@ -226,10 +341,12 @@ def fit_law(params, tokens, loss, *, bootstrap: int = 1000, seed: int = 0, where
     scaled = (resid - resid.mean()) * np.sqrt(len(loss) / dof)
     targets = fitted[None, :] + rng.choice(scaled, size=(bootstrap, len(loss)), replace=True)
     boot = _refine(np.repeat(theta[None, :], bootstrap, axis=0), x, y, targets)
+    misfit, why = ladder_misfit(params, tokens, loss)
     e, log_a, alpha, log_b, beta = theta
     return LawFit(E=float(e), A=float(np.exp(log_a) * n0 ** alpha), alpha=float(alpha),
                   B=float(np.exp(log_b) * d0 ** beta), beta=float(beta), sigma=sigma, n=len(loss),
-                  n0=n0, d0=d0, boot=boot)
+                  n0=n0, d0=d0, boot=boot, misfit=misfit, misfit_why=why, seen=_seen(params, tokens),
+                  shape=(len(np.unique(params)), len(np.unique(tokens))))
 
 
 def tokens_to_reach(fit: LawFit, params: float, loss: float, loss_replicates=None) -> tuple[float, np.ndarray]:

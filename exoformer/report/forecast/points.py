@@ -33,7 +33,7 @@ MAX_LOSS = 100.0
 """A loss is a cross-entropy in nats, ln(perplexity): ln of a 4M-token vocabulary is 15."""
 FAR = 100.0
 """A forecast point whose compute 6ND (or parameters, or tokens) lies more than FAR times outside the ladder's range
-is printed with a warning."""
+is "far outside" it; any point whose tokens per parameter or compute lie outside the ladder's range is warned of."""
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 _NUMBER = re.compile(r"\A\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgGtT]?)\s*\Z")
 
@@ -143,15 +143,19 @@ class Forecast:
     group: str | None
     params: float
     tokens: float
-    loss: float
-    lo: float
-    hi: float
-    run_lo: float
-    run_hi: float
-    """Interval for the loss of one more run there (the law's uncertainty plus the runs' spread about it)."""
+    loss: float | None
+    lo: float | None
+    hi: float | None
+    """The law's 95% interval for the expected loss (bootstrap, floored by the ladder's own misfit)."""
+    run_lo: float | None
+    run_hi: float | None
+    """Interval for the loss of one more run there (the law's interval plus the runs' spread about it)."""
+    why: str = ""
+    """Why there is no number (a degenerate law: LawFit.degenerate); then the numbers are None."""
 
     def to_json(self) -> dict:
-        out = {"params": self.params, "tokens": self.tokens, "loss": self.loss, "lo": self.lo, "hi": self.hi}
+        out = {"params": self.params, "tokens": self.tokens, "loss": self.loss, "lo": self.lo, "hi": self.hi,
+               "run_lo": self.run_lo, "run_hi": self.run_hi, "why": self.why or None}
         return out if self.group is None else {"group": self.group, **out}
 
 
@@ -174,30 +178,45 @@ def fit_groups(points: list[Point], *, bootstrap: int, seed: int, where: str,
 
 
 def far_from_ladder(points: list[Point], at: list[tuple[float, float]]) -> list[str]:
-    """A warning per forecast point whose compute 6ND, parameters or tokens lie more than FAR times outside the
-    ladder's range: the law is extrapolated there, however narrow its interval."""
+    """A warning per forecast point whose tokens per parameter or compute 6ND lie outside the ladder's range, saying
+    how far; "far outside" when its compute, parameters or tokens lie more than FAR times outside. The law is
+    extrapolated there: its interval carries the ladder's own misfit, not the unknown beyond it."""
     ranges = {what: (min(values), max(values)) for what, values in (
-        ("compute (6ND)", [6 * p.params * p.tokens for p in points]), ("params", [p.params for p in points]),
-        ("tokens", [p.tokens for p in points]))}
+        ("compute 6ND", [6 * p.params * p.tokens for p in points]), ("params", [p.params for p in points]),
+        ("tokens", [p.tokens for p in points]), ("tokens per parameter", [p.tokens / p.params for p in points]))}
     out = []
     for params, tokens in at:
-        for what, value in (("compute (6ND)", 6 * params * tokens), ("params", params), ("tokens", tokens)):
+        values = {"compute 6ND": 6 * params * tokens, "params": params, "tokens": tokens,
+                  "tokens per parameter": tokens / params}
+        parts, far = [], False
+        for what, value in values.items():
             low, high = ranges[what]
-            if value > FAR * high or value < low / FAR:
-                side = f"{value / high:.3g}x the ladder's largest" if value > high else \
-                    f"1/{low / value:.3g} of the ladder's smallest"
-                out.append(f"warning: at {params:g}:{tokens:g} the {what} {value:.3g} is {side}: the forecast "
-                           "extrapolates the law far outside its runs")
-                break
+            far_here = what != "tokens per parameter" and (value > FAR * high or value < low / FAR)
+            far = far or far_here
+            outside = not low * (1 - 1e-9) <= value <= high * (1 + 1e-9)
+            if (what in ("compute 6ND", "tokens per parameter") and outside) or far_here:
+                parts.append(f"the {what} {value:.3g} is " + (f"{value / high:.3g}x the ladder's largest"
+                                                               if value > high else
+                                                               f"1/{low / value:.3g} of the ladder's smallest"))
+        if parts:
+            how = "far outside its runs" if far else "outside its runs"
+            out.append(f"warning: at {params:g}:{tokens:g} " + ", ".join(parts)
+                       + f": the forecast extrapolates the law {how}")
     return out
 
 
 def forecast(fits: dict[str | None, LawFit], at: list[tuple[float, float]]) -> list[Forecast]:
-    """The law's loss and intervals per group and point; lower bounds held at 0 (a loss is never negative), and a
-    value that is not a finite number refused rather than printed."""
+    """The law's loss and intervals per group and point; lower bounds held at 0 (a loss is never negative), a
+    degenerate law's rows without numbers (its reason instead), and a value that is not a finite number refused
+    rather than printed."""
     out = []
     for name, fit in fits.items():
         params, tokens = [a for a, _ in at], [b for _, b in at]
+        why = fit.degenerate()
+        if why:
+            out += [Forecast(group=name, params=p, tokens=t, loss=None, lo=None, hi=None, run_lo=None, run_hi=None,
+                             why=why) for p, t in zip(params, tokens)]
+            continue
         with np.errstate(all="ignore"):
             centre = fit.predict(params, tokens)
             lo, hi = fit.interval(params, tokens)

@@ -59,15 +59,16 @@ def render_forecast(f: TableForecast, prices: dict[str, tuple[str, float]]) -> s
     lines.append("loss law per row, L = ln(val_ppl) = E + A/N^alpha + B/D^beta:")
     for row, law in f.laws.items():
         t = f.targets[row]
+        if law.degenerate():
+            continue  # no number: its one line, with the reason and the fix, is in the cells below
         lines.append(f"  {row:<{width}} E {law.E:.3f}  A {law.A:.4g}  alpha {law.alpha:.3f}  B {law.B:.4g}  "
-                     f"beta {law.beta:.3f}  (n={law.n}, residual sd {law.sigma:.3g}, {law.dof} dof; "
-                     f"target N {count(t.params)})")
-    weak = {row: spots for row, law in f.laws.items() if (spots := law.weak_spots())}
-    if weak:
-        spots = sorted({spot for row_spots in weak.values() for spot in row_spots})
-        lines.append(f"caution: the ladder does not pin the law down for {len(weak)} of {len(f.laws)} rows "
-                     f"({', '.join(weak)}): {'; '.join(spots)}; the forecasts below extrapolate a form these runs "
-                     "do not support (docs/forecast.md)")
+                     f"beta {law.beta:.3f}  (n={law.n}, residual sd {law.sigma:.3g}, {law.dof} dof, out-of-sample "
+                     f"misfit {100 * law.misfit:.2g}% per e-fold; target N {count(t.params)})")
+    for row, law in f.laws.items():
+        t = f.targets[row]
+        if not law.degenerate() and (outside := law.outside(t.params, t.tokens)):
+            lines.append(f"warning: {row} at {f.preset}: {', '.join(outside)}: the forecast extrapolates the law "
+                         "outside its runs")
     lines.append("loss -> accuracy (%), pooled over the ladder's rows: "
                  "chance + (top - chance) / (1 + exp(k (L - L0))):")
     for task, fit in f.accuracy.items():
@@ -78,15 +79,22 @@ def render_forecast(f: TableForecast, prices: dict[str, tuple[str, float]]) -> s
         else:
             lines.append(f"  {task:<14} {fit}")
     lines.append(f"{'ROW':<{width}} {'COLUMN':<14} FORECAST [95% for one run]")
+    said = set()
     for cell in f.cells.values():
+        if f.laws[cell.row].degenerate():  # one line per row: the reason and the ladder that would fix it
+            if cell.row not in said:
+                said.add(cell.row)
+                lines.append(f"{cell.row:<{width}} {'(every column)':<14} {cell.why}"
+                             + (f"  {f.comparable}" if f.comparable else ""))
+            continue
         lines.append(_cell_line(f, cell, width))
     lines.append(_rate(f, "paper", "the paper"))
     lines.append(_rate(f, "ours", f"our {f.preset} runs"))
     lines += _multiplier_lines(f)
     lines += _claim_lines(f, prices)
-    lines.append("intervals: 95% for one run at the target: the law's residual bootstrap (t with n-5 dof) plus one "
-                 "run's scatter; accuracies add the loss->accuracy curve's bootstrap and residual spread "
-                 "(docs/forecast.md)")
+    lines.append("intervals: 95% for one run at the target: the law's residual bootstrap (t with n-5 dof), or its "
+                 "out-of-sample misfit x the distance outside the ladder if wider, plus one run's scatter; accuracies "
+                 "add the loss->accuracy curve's bootstrap and residual spread (docs/forecast.md)")
     lines += f.ladder.notes
     return "\n".join(lines)
 
@@ -96,11 +104,16 @@ def _multiplier_lines(f: TableForecast) -> list[str]:
         return ["effective compute multiplier: the table's claims name no reference row"]
     out = []
     for ref in dict.fromkeys(m.reference for m in f.multipliers):
+        if f.laws[ref].degenerate():
+            out.append(f"effective compute multiplier vs {ref}: none, {ref} has no law the ladder supports (above)")
+            continue
         out.append(f"effective compute multiplier vs {ref}: the reference's tokens (at its own size) to reach each "
                    f"row's forecast loss / the target's tokens [95%]" + (f"  {f.comparable}" if f.comparable else ""))
         for m in (m for m in f.multipliers if m.reference == ref):
             mark = f"  {f.comparable}" if f.comparable else ""
-            if not math.isfinite(m.value):
+            if m.why:
+                out.append(f"  {m.row}: none, no law the ladder supports (above){mark}")
+            elif not math.isfinite(m.value):
                 out.append(f"  {m.row}: unreachable (the forecast loss is below the reference's floor at its "
                            f"size){mark}")
             else:
@@ -112,10 +125,11 @@ def _multiplier_lines(f: TableForecast) -> list[str]:
 def _claim_lines(f: TableForecast, prices: dict[str, tuple[str, float]]) -> list[str]:
     if not f.claims:
         return ["forecast verdicts: the table has no paper difference (experiments/claims.yaml)"]
+    pooled = (f"sd {f.pooled_sigma:.3g} in ln ppl with {f.pooled_dof} dof" if f.pooled_dof else
+              "none: no row has a law the ladder supports")
     out = [f"forecast verdicts at {f.preset} (P of `replicates`, t test at alpha/{len(f.claims)}; seed sd from the "
-           f"ladder: {PERPLEXITY} from the law residuals pooled over rows, sd {f.pooled_sigma:.3g} in ln ppl with "
-           f"{f.pooled_dof} dof; accuracies from the curves' residuals)" + (f"  {f.comparable}" if f.comparable
-                                                                            else "")]
+           f"ladder: {PERPLEXITY} from the law residuals pooled over rows, {pooled}; accuracies from the curves' "
+           f"residuals)" + (f"  {f.comparable}" if f.comparable else "")]
     for c in f.claims:
         claim = c.claim
         head = f"  {claim.minuend} - {claim.subtrahend}, {claim.column} (paper {claim.value:+g})"
@@ -136,21 +150,30 @@ def _claim_lines(f: TableForecast, prices: dict[str, tuple[str, float]]) -> list
     return out
 
 
+def _law_numbers(law) -> dict:
+    """The law's numbers, or None for each when it is degenerate: such a law prints no number, in JSON too."""
+    names = ("E", "A", "alpha", "B", "beta", "sigma")
+    return {name: None if law.degenerate() else getattr(law, name) for name in names}
+
+
 def forecast_json(f: TableForecast, prices: dict[str, tuple[str, float]]) -> dict:
     def num(x):
         return None if x is None or not math.isfinite(x) else x
 
     return {"table": f.table, "ladder": f.group, "preset": f.preset, "comparable": not f.comparable,
             "not_comparable": f.comparable or None,
-            "laws": {row: {"E": law.E, "A": law.A, "alpha": law.alpha, "B": law.B, "beta": law.beta, "n": law.n,
-                           "sigma": law.sigma, "params": f.targets[row].params, "tokens": f.targets[row].tokens,
-                           "weak_spots": law.weak_spots()}
+            "laws": {row: {**_law_numbers(law), "n": law.n, "params": f.targets[row].params,
+                           "tokens": f.targets[row].tokens,
+                           "weak_spots": law.weak_spots(), "degenerate": law.degenerate() or None,
+                           "misfit_per_efold": num(law.misfit),
+                           "outside": law.outside(f.targets[row].params, f.targets[row].tokens)}
                      for row, law in f.laws.items()},
+            "interval": "95% for one run at the target",
             "cells": [{"row": c.row, "column": c.column, "forecast": c.value, "lo": c.lo, "hi": c.hi,
                        "why": c.why or None, "paper": c.paper, "ours": c.ours} for c in f.cells.values()],
             "hit_rate": {"paper": f.hit_rate("paper"), "ours": f.hit_rate("ours")},
             "multipliers": [{"row": m.row, "reference": m.reference, "value": num(m.value), "lo": num(m.lo),
-                             "hi": num(m.hi)} for m in f.multipliers],
+                             "hi": num(m.hi), "why": m.why or None} for m in f.multipliers],
             "verdicts": [{"claim": f"{c.claim.minuend} - {c.claim.subtrahend}", "column": c.claim.column,
                           "paper": c.claim.value, "forecast": c.diff, "se": c.diff_se, "seed_sd": c.seed_sd,
                           "seed_dof": c.seed_dof, "why": c.why or None,

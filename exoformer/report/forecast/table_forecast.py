@@ -18,7 +18,7 @@ from exoformer.eval.task_facts import TASK_FACTS
 from exoformer.registry.registry import Registry
 from exoformer.registry.reported import load_reported
 from exoformer.report.tables.compose import compose
-from exoformer.report.forecast.accuracy import AccuracyFit, fit_accuracy
+from exoformer.report.forecast.accuracy import MAXIMUM, AccuracyFit, fit_accuracy, uninformative
 from exoformer.report.forecast.ladder import Ladder, Target, read_ladder, targets
 from exoformer.report.forecast.verdicts import VerdictForecast, forecast_verdict
 from exoformer.report.forecast.law import LawFit, fit_law, tokens_to_reach
@@ -62,6 +62,8 @@ class Multiplier:
     lo: float
     hi: float
     """95% interval (log scale: t with both laws' residual dof x the bootstrap sd)."""
+    why: str = ""
+    """Why there is no number (a degenerate law of the row or the reference); then value is NaN."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,15 +145,18 @@ def forecast_table(registry: Registry, runs_root: str | os.PathLike, table_id: s
                                    seed=seed) for task in TASKS if task in table.columns or AVERAGE in table.columns}
     out = TableForecast(table=table_id, group=group, preset=preset, ladder=ladder, laws=laws, targets=aims, cells={},
                         accuracy=accuracy, comparable=comparable, paper_scale=paper_scale)
-    out.pooled_dof = sum(f.dof for f in laws.values())
-    out.pooled_sigma = math.sqrt(sum(f.sigma ** 2 * f.dof for f in laws.values()) / out.pooled_dof)
+    sound = [f for f in laws.values() if not f.degenerate()]
+    out.pooled_dof = sum(f.dof for f in sound)
+    out.pooled_sigma = (math.sqrt(sum(f.sigma ** 2 * f.dof for f in sound) / out.pooled_dof) if out.pooled_dof
+                        else math.nan)
     avg_sigma, avg_dof = _average_scatter(accuracy, all_runs)
     for row in table.rows:
         fit, aim = laws[row.id], aims[row.id]
         loss = float(fit.predict(aim.params, aim.tokens)[0])
         loss_reps = fit.replicates(aim.params, aim.tokens)[:, 0]
         for column in table.columns:
-            cell = _cell(row.id, column, fit, loss, loss_reps, accuracy, avg_sigma, avg_dof, aim)
+            cell = (CellForecast(row=row.id, column=column, why=fit.degenerate()) if fit.degenerate() else
+                    _cell(row.id, column, fit, loss, loss_reps, accuracy, avg_sigma, avg_dof, aim))
             rep_cell = reported.get((table_id, row.id, column))
             cell.paper = None if rep_cell is None else rep_cell.value
             cell.ours = ours.get((row.id, column))
@@ -185,7 +190,14 @@ def _cell(row: str, column: str, fit: LawFit, loss: float, loss_reps: np.ndarray
         sigma, dof = (fits[0].sigma, fits[0].dof) if column in TASKS else (avg_sigma, avg_dof)
         scatter = math.sqrt(sigma ** 2 + (slope * fit.sigma) ** 2)
         half = _half(LEVEL, dof) * math.sqrt(float(np.var(reps, ddof=1)) + scatter ** 2)
-        cell.value, cell.lo, cell.hi = centre, max(0.0, centre - half), min(100.0, centre + half)  # accuracy in %
+        # the law's misfit floor on the loss, carried through the curve's slope (independent of the rest)
+        half = math.hypot(half, slope * float(fit.misfit_half(aim.params, aim.tokens)[0]))
+        chance = float(np.mean([f.chance for f in fits]))
+        lo, hi = max(0.0, centre - half), min(MAXIMUM, centre + half)  # accuracy in %
+        cell.why = uninformative(lo, hi, chance)
+        if cell.why:
+            return cell
+        cell.value, cell.lo, cell.hi = centre, lo, hi
         cell.replicates, cell.scatter, cell.scatter_dof = reps, scatter, dof
         return cell
     cell.why = f"no forecast for {column}: only {PERPLEXITY} and task accuracies follow from the loss"
@@ -213,7 +225,11 @@ def multiplier(fit: LawFit, aim: Target, ref_fit: LawFit, ref_aim: Target, *, ro
     """The reference's tokens (so its compute, at its own target size) to reach the row's forecast loss, over the
     target's tokens: D_ref(L_row) / D_target, replicate r of the row paired with replicate r of the reference; the
     95% interval is t (the two laws' residual dof together: two independent fits) x the replicates' sd of its log
-    (coverage measured in tests/report/forecast/test_ladder_forecast.py)."""
+    (coverage measured in tests/report/forecast/test_ladder_forecast.py). No number when either law is degenerate."""
+    why = fit.degenerate() or ref_fit.degenerate()
+    if why:
+        return Multiplier(row=row, reference=reference, value=math.nan, lo=math.nan, hi=math.nan,
+                          why=why if fit.degenerate() else f"the reference {reference}: {why}")
     loss = float(fit.predict(aim.params, aim.tokens)[0])
     reps = np.resize(fit.replicates(aim.params, aim.tokens)[:, 0], len(ref_fit.boot))
     point, boot = tokens_to_reach(ref_fit, ref_aim.params, loss, reps)

@@ -153,6 +153,23 @@ def test_a_cpu_smoke_ladder_is_inside_the_ranges(tmp_path, predict):
     assert done.code == 0, done.err
 
 
+def test_a_degenerate_law_prints_no_number_but_its_reason_and_fix(tmp_path, predict):
+    """3 sizes x 2 budgets whose loss halves between budgets (the old CPU ladder): one residual dof, the floor
+    pinned at 0. It printed `1.00 [1.00, 9377.78]`; now one line with the reason and the ladder that fixes it."""
+    params, tokens = (a.ravel() for a in np.meshgrid([2e5, 3.3e5, 6e5], [92e3, 184e3]))
+    loss = np.array([1.72, 1.63, 1.55, 0.86, 0.83, 0.80]) * np.array([1.0, 1.0, 1.0, 1.0, 1.01, 0.99])
+    path = _csv(tmp_path / "smoke.csv", zip(params, tokens, loss))
+    done = predict("--points", path, "--at", "1e6:1e6", "--bootstrap", "100")
+    assert done.code == 0, done.err
+    lines = [line for line in done.out.splitlines() if not line.startswith("warning: ")]
+    assert len(lines) == 1 and lines[0].startswith("no forecast: ") and "1 residual dof" in lines[0], done.out
+    assert "needs >= 3 sizes x 3 budgets" in lines[0] and not re.search(r"\d\.\d{4}", done.out)
+    done = predict("--points", path, "--at", "1e6:1e6", "--json", "--bootstrap", "100")
+    row = json.loads(done.out)[0]
+    assert done.code == 0 and row["loss"] is row["lo"] is row["run_hi"] is None
+    assert row["why"].startswith("no forecast: ")
+
+
 @pytest.mark.parametrize("at", ["1e3:1e3", "1e15:1e16", "1e3:1e16", "1e12:1e13"])
 def test_far_points_print_finite_numbers_and_a_warning(good, predict, at):
     """At the ends of the ranges the forecast is finite, its lower bounds non-negative, and a warning says the point
@@ -173,9 +190,20 @@ def test_far_points_print_finite_numbers_and_a_warning(good, predict, at):
     assert done.err.startswith("warning: ") and "far outside" in done.err
 
 
-def test_a_point_near_the_ladder_has_no_warning(good, predict):
-    done = predict("--points", good, "--at", "450M:10B")
+def test_a_point_inside_the_ladder_has_no_warning(good, predict):
+    done = predict("--points", good, "--at", "80M:1.6B")
     assert done.code == 0 and "warning" not in done.out + done.err
+
+
+def test_a_point_outside_the_ladders_compute_or_tokens_per_parameter_says_how_far(good, predict):
+    """450M / 10B tokens is 8.8x the ladder's largest compute (not far: under 100x); 20M / 20B is 1,000 tokens per
+    parameter, 6.25x the ladder's largest."""
+    done = predict("--points", good, "--at", "450M:10B", "--at", "20M:20B")
+    warnings = [line for line in done.out.splitlines() if line.startswith("warning: ")]
+    assert done.code == 0 and len(warnings) == 2, done.out
+    assert "the compute 6ND 2.7e+19 is 8.79x the ladder's largest" in warnings[0]
+    assert "extrapolates the law outside its runs" in warnings[0] and "far" not in warnings[0]
+    assert "the tokens per parameter 1e+03 is 6.25x the ladder's largest" in warnings[1]
 
 
 @pytest.mark.parametrize("line, words", [

@@ -47,26 +47,33 @@ def test_a_noisy_ladder_recovers_the_exponents_on_average():
     assert np.median([f.E for f in fits]) == pytest.approx(TRUE["E"], rel=0.05)
 
 
-def _coverage(sigma: float, replicates: int, seed: int) -> tuple[float, float]:
+def _coverage(sigma: float, replicates: int, seed: int) -> tuple[float, float, float]:
+    """Coverage of the bootstrap's law interval alone, of the law interval with the misfit floor, and of the
+    one-run interval (floored) for a fresh noisy run."""
     params, tokens = ladder()
     rng = np.random.default_rng(seed)
     truth = law(*TARGET)
-    law_hits = run_hits = 0
+    boot_hits = law_hits = run_hits = 0
     for i in range(replicates):
         fit = fit_law(params, tokens, law(params, tokens) + rng.normal(0, sigma, len(params)), bootstrap=100, seed=i)
+        lo, hi = fit.interval(*TARGET, misfit=False)
+        boot_hits += bool(lo[0] <= truth <= hi[0])
         lo, hi = fit.interval(*TARGET)
         law_hits += bool(lo[0] <= truth <= hi[0])
         run_lo, run_hi = fit.interval(*TARGET, one_run=True)
         run_hits += bool(run_lo[0] <= truth + rng.normal(0, sigma) <= run_hi[0])
-    return law_hits / replicates, run_hits / replicates
+    return boot_hits / replicates, law_hits / replicates, run_hits / replicates
 
 
 @pytest.mark.slow
 def test_intervals_cover_the_truth_at_an_extrapolated_point():
-    # 500 ladders: the Monte Carlo standard error of a 95% coverage is 1.0 point, so 93-97% is +-2 SE.
-    law_cover, run_cover = _coverage(sigma=0.01, replicates=500, seed=3)
-    assert 0.93 <= law_cover <= 0.97, law_cover
-    assert 0.93 <= run_cover <= 0.97, run_cover
+    # 500 ladders drawn from the fitted form: the Monte Carlo standard error of a 95% coverage is 1.0 point. The
+    # bootstrap alone: 93-97% (+-2 SE); measured 95.0%. The misfit floor (docs/forecast.md) may only widen it, and
+    # under the fitted form not far: measured 97.2% for the law, 96.6% for one run.
+    boot_cover, law_cover, run_cover = _coverage(sigma=0.01, replicates=500, seed=3)
+    assert 0.93 <= boot_cover <= 0.97, boot_cover
+    assert boot_cover <= law_cover <= 0.985, law_cover
+    assert 0.93 <= run_cover <= 0.985, run_cover
 
 
 def test_the_expected_loss_interval_is_inside_the_one_run_interval():
@@ -134,8 +141,8 @@ def test_predict_points_json_has_one_row_per_group_and_point(tmp_path, _predict)
     rows = json.loads(done.stdout)
     assert [(r["group"], r["params"], r["tokens"]) for r in rows] == [
         ("base", 450e6, 10e9), ("base", 1e9, 2e10), ("exo", 450e6, 10e9), ("exo", 1e9, 2e10)]
-    assert all(set(r) == {"group", "params", "tokens", "loss", "lo", "hi"} for r in rows)
-    assert all(r["lo"] < r["loss"] < r["hi"] for r in rows)
+    assert all(set(r) == {"group", "params", "tokens", "loss", "lo", "hi", "run_lo", "run_hi", "why"} for r in rows)
+    assert all(r["run_lo"] < r["lo"] < r["loss"] < r["hi"] < r["run_hi"] and r["why"] is None for r in rows)
     base, exo = rows[0]["loss"], rows[2]["loss"]
     assert base - exo == pytest.approx(0.05, abs=0.03)
 
@@ -180,6 +187,47 @@ def test_a_ladder_far_from_the_law_names_its_weak_spots():
     # steep token exponent and keeps one residual dof, as the CPU smoke ladder does (docs/forecast.md).
     params, tokens = (a.ravel() for a in np.meshgrid([2e5, 3.3e5, 6e5], [92e3, 184e3]))
     loss = np.array([1.72, 1.63, 1.55, 0.86, 0.83, 0.80]) * np.array([1.0, 1.0, 1.0, 1.0, 1.01, 0.99])
-    spots = fit_law(params, tokens, loss, bootstrap=50).weak_spots()
-    assert "1 residual dof" in spots
+    fit = fit_law(params, tokens, loss, bootstrap=50)
+    spots = fit.weak_spots()
+    assert "1 residual dof (needs >= 3)" in spots
     assert any(spot.startswith(("the floor E", "alpha", "beta")) for spot in spots)
+    assert fit.degenerate().startswith("no forecast: ") and "needs >= 3 sizes x 3 budgets" in fit.degenerate()
+    assert "this one: 3 sizes x 2 budgets, 6 runs" in fit.degenerate()
+
+
+@pytest.mark.parametrize("sizes, budgets, words", [
+    ([20e6, 40e6], [0.4e9, 0.8e9, 1.6e9, 3.2e9], "cannot leave out its largest size (too few runs left to refit)"),
+    ([20e6, 40e6, 80e6, 160e6], [0.4e9, 0.8e9], "cannot leave out its longest budgets (too few runs left"),
+])
+def test_a_ladder_that_cannot_leave_one_out_prints_no_interval(sizes, budgets, words):
+    """Without a size or a budget to leave out, the misfit is not measured: no number, and why."""
+    params, tokens = (a.ravel() for a in np.meshgrid(sizes, budgets))
+    fit = fit_law(params, tokens, law(params, tokens) + np.random.default_rng(2).normal(0, 0.003, len(params)),
+                  bootstrap=50)
+    assert np.isnan(fit.misfit) and words in fit.degenerate()
+
+
+def test_the_misfit_floor_widens_the_interval_by_the_out_of_sample_error_times_the_distance():
+    """A ladder from another law (the size exponent falls to 0.24 above 80M): the law without its largest size misses
+    it, and the floor is that error per e-fold times the target's e-folds outside the ladder."""
+    params, tokens = ladder()
+    knee = 80e6
+    size = np.where(params < knee, TRUE["A"] / params ** TRUE["alpha"],
+                    TRUE["A"] / knee ** TRUE["alpha"] * (knee / params) ** 0.24)
+    loss = TRUE["E"] + size + TRUE["B"] / tokens ** TRUE["beta"]
+    fit = fit_law(params, tokens, loss, bootstrap=100)
+    assert fit.misfit > 1e-3 and not fit.degenerate()
+    distance = np.log(TARGET[0] / SIZES[-1]) + np.log(TARGET[1] / BUDGETS[-1])
+    assert fit.misfit_half(*TARGET)[0] == pytest.approx(fit.misfit * distance * fit.predict(*TARGET)[0])
+    assert fit.misfit_half(SIZES[1], BUDGETS[2])[0] == 0.0  # inside the ladder: no extrapolation, no floor
+    lo, hi = fit.interval(*TARGET)
+    lo0, hi0 = fit.interval(*TARGET, misfit=False)
+    assert (hi - lo)[0] / 2 == pytest.approx(max((hi0 - lo0)[0] / 2, fit.misfit_half(*TARGET)[0]))
+
+
+def test_a_target_outside_the_ladder_says_how_far():
+    params, tokens = ladder()
+    fit = fit_law(params, tokens, law(params, tokens), bootstrap=50)
+    assert fit.outside(80e6, 1.6e9) == []
+    assert fit.outside(*TARGET) == ["compute 6ND 2.7e+19 is 8.79x the ladder's largest"]
+    assert fit.outside(20e6, 20e9) == ["tokens per parameter 1e+03 is 6.25x the ladder's largest"]
