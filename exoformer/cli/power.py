@@ -1,4 +1,5 @@
-"""Verb `power`: the seeds per row each claimed difference needs for 80% power, and their GPU-hours, before paying.
+"""Verb `power`: the seeds per row each claimed difference needs for 80% power at its effect, what would settle its
+size, and their GPU-hours, before paying.
 
 `power TABLE`: the paper's differences of a table, with the seed spread measured in the runs we have (any preset:
 report/tables/seed_plan.py) or given per metric (`--seed-sd avg6=0.5 --seed-sd val_ppl=0.2`; a bare number when the
@@ -6,7 +7,8 @@ table's claims share one metric), priced at the target preset on a profile (budg
 spread is not measured (one seed per row), the output names the command that measures it (`run TABLE --all-seeds`)
 and its cost. `power --effect LABEL=VALUE ... --seed-sd SD --item-sd SD --items N`: claims and spreads given on the
 command line (the item noise is never assumed: `--item-sd 0` says the seed sd already holds it). Both forms plan with
-report/tables/seed_plan.py; the rules are in docs/replication.md.
+report/tables/seed_plan.py, which calls the verdict's own power (report/stats/replication.py); a spread measured at
+another preset than the one priced gets no GPU-hours. The rules are in docs/replication.md.
 """
 
 from __future__ import annotations
@@ -155,8 +157,9 @@ def power_verb(args: argparse.Namespace) -> int:
                            alpha=args.alpha, holm=not args.no_holm)
     if args.json:
         print(json.dumps({"claims": [{"label": label, "effect": p.spread.effect, "seeds_per_row": p.seeds_per_row,
-                                      "gpu_hours": p.gpu_hours} for (label, _), p in zip(claims, plans, strict=True)]},
-                         allow_nan=False))
+                                      "power_at": p.spread.effect, "size_seeds_per_row": p.size_seeds,
+                                      "size_beyond_our_seeds": p.size_beyond, "gpu_hours": p.gpu_hours}
+                                     for (label, _), p in zip(claims, plans, strict=True)]}, allow_nan=False))
         return 0
     for (label, _), p in zip(claims, plans, strict=True):
         print(_effect_line(label, p, cost=bool(args.hours_per_run)))
@@ -167,8 +170,30 @@ def power_verb(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size_words(p: PlannedClaim) -> str:
+    """What would settle the claim's size (the verdict `replicates` rather than `size undetermined`)."""
+    from exoformer.report.stats.power import TARGET_POWER
+    from exoformer.report.stats.replication import MAX_SIZE_SEEDS, SIZE_FACTOR
+
+    effect = p.spread.effect
+    if effect == 0 or p.sd is None:
+        return ""
+    tell = f"tell {effect:+g} from 3x it ({SIZE_FACTOR * effect:+g})"
+    if p.size_beyond:
+        return (f"size: no count of our seeds would {tell}: the paper's single seed (sd about {p.sd:.3g}, as ours) "
+                "is too noisy")
+    if p.size_seeds is None and p.size_ceiling < TARGET_POWER:
+        return (f"size: no seed count makes it 80% likely to {tell}: a spread from {p.spread.seeds} seeds leaves a "
+                f"{1 - p.size_ceiling:.0%} chance that the paper's single seed is too noisy at any count (more seeds "
+                "measure the spread)")
+    if p.size_seeds is None:
+        return f"size: more than {MAX_SIZE_SEEDS} seeds per row to {tell}"
+    return f"size: {p.size_seeds} seeds per row {tell} 80% of the time, were ours the paper's"
+
+
 def _effect_line(label: str, p: PlannedClaim, *, cost: bool) -> str:
-    """"the +1.47 avg6 claim needs N seeds per row for 80% power: X GPU-hours" (without cost: no hours)."""
+    """"the +1.47 avg6 claim needs N seeds per row for 80% power at its effect (+1.47): X GPU-hours; size: ..."
+    (without cost: no hours)."""
     from exoformer.report.stats.power import MAX_SEEDS
 
     effect = p.spread.effect
@@ -176,7 +201,9 @@ def _effect_line(label: str, p: PlannedClaim, *, cost: bool) -> str:
         need = "no finite seed count (zero effect)" if effect == 0 else f"more than {MAX_SEEDS} seeds per row"
         return f"the {effect:+g} {label} claim needs {need} for 80% power"
     hours = f": {p.gpu_hours:.1f} GPU-hours" if cost else ""
-    return f"the {effect:+g} {label} claim needs {p.seeds_per_row} seeds per row for 80% power{hours}"
+    size = _size_words(p)
+    return (f"the {effect:+g} {label} claim needs {p.seeds_per_row} seeds per row for 80% power at its effect "
+            f"({effect:+g}){hours}" + (f"; {size}" if size else ""))
 
 
 def _table_line(p: PlannedClaim) -> str:
@@ -187,10 +214,12 @@ def _table_line(p: PlannedClaim) -> str:
     if p.sd is None:
         return f"{head}: {p.spread.how}"
     sd = f"sd {p.sd:.3g}" + (f" ({GIVEN})" if p.given else "")
+    at = f"80% power at the paper's effect ({c.value:+g})"
     if p.seeds_per_row is None:
-        return f"{head}: {sd}: more than {MAX_SEEDS} seeds per row for 80% power"
+        return f"{head}: {sd}: more than {MAX_SEEDS} seeds per row for {at}"
     hours = "" if p.gpu_hours is None else f": {p.gpu_hours:,.1f} GPU-hours"
-    return f"{head}: {sd}, needs {p.seeds_per_row} seeds per row for 80% power{hours}"
+    size = _size_words(p)
+    return f"{head}: {sd}, needs {p.seeds_per_row} seeds per row for {at}{hours}" + (f"; {size}" if size else "")
 
 
 def _metrics(spreads: list[ClaimSpread]) -> list[str]:
@@ -281,9 +310,10 @@ def _table_power(args: argparse.Namespace, bare_sd: float | None, metric_sds: di
     hours = {rows[p.spec.name]: p.cost.gpu_hours for p in priced if p.spec.name in rows}
     profile = cost_profile_name(registry, priced[0].spec, args.profile) if priced else args.profile
     load_profile(profile)  # a bad --profile is one line here too
-    plans, total = plan_claims(spreads, hours_per_run=hours, seed_sd=given, alpha=args.alpha)
     target = priced[0].spec.preset if priced else args.to
+    plans, total = plan_claims(spreads, hours_per_run=hours, seed_sd=given, alpha=args.alpha, priced_preset=target)
     read_preset = spreads[0].preset
+    unpriced = next((p.unpriced for p in plans if p.unpriced), "")
     missing = list(dict.fromkeys(p.spread.claim.column for p in plans if p.sd is None))
     measuring = _measuring(registry, args, root, read_preset) if missing else None
     measured = [p for p in plans if p.sd is not None and not p.given]
@@ -291,13 +321,17 @@ def _table_power(args: argparse.Namespace, bare_sd: float | None, metric_sds: di
         print(json.dumps({"table": args.table, "runs_preset": read_preset,
                           "measured_preset": read_preset if measured else None, "seed_sd_given": given,
                           "priced_preset": target, "profile": profile, "gpu_hours_total": total,
+                          "unpriced": unpriced or None,
                           "seed_sd": _spread_words(plans, read_preset),
                           "measure_with": None if measuring is None else {**measuring, "metrics": missing},
                           "claims": [{"claim": f"{p.spread.minuend} - {p.spread.subtrahend}",
                                       "column": p.spread.claim.column, "paper": p.spread.effect,
                                       "seeds_measured": p.spread.seeds, "sd": p.sd,
                                       "sd_from": GIVEN if p.given else p.spread.how,
-                                      "seeds_per_row": p.seeds_per_row, "gpu_hours": p.gpu_hours}
+                                      "sd_df": None if p.given else p.spread.df,
+                                      "seeds_per_row": p.seeds_per_row, "power_at": p.spread.effect,
+                                      "size_seeds_per_row": p.size_seeds, "size_beyond_our_seeds": p.size_beyond,
+                                      "gpu_hours": p.gpu_hours}
                                      for p in plans]}))
         return 0
     print(f"power {args.table}: seeds per row for 80% power at the paper's effect, two-sided t at "
@@ -306,14 +340,17 @@ def _table_power(args: argparse.Namespace, bare_sd: float | None, metric_sds: di
     for p in plans:
         print(f"  {_table_line(p)}")
         if p in measured:
-            print(f"      (sd from {p.spread.how})")
-    print("table total: " + ("not known (a claim has no seed count)" if total is None else
-                             f"{total:,.1f} GPU-hours, each row run to the largest count its claims need"))
+            print(f"      (sd from {p.spread.how}; planned over its uncertainty, so the seeds reach 80% for the "
+                  "spreads those seeds allow)")
+    if unpriced:
+        at = next(p.spread.measured_at for p in plans if p.unpriced)
+        print(f"table total: no GPU-hours: {unpriced}, and seed noise differs between scales; the seed counts "
+              f"hold at {at}. Give --seed-sd METRIC=SD from runs at {target} to price them")
+    else:
+        print("table total: " + ("not known (a claim has no seed count)" if total is None else
+                                 f"{total:,.1f} GPU-hours, each row run to the largest count its claims need"))
     if measuring is not None:
         print(_measuring_line(measuring, missing))
-    if measured and read_preset and read_preset != target:
-        print(f"note: the spread was measured on preset {read_preset}, not {target}: at another scale the seed "
-              "spread differs; give --seed-sd from runs at the target scale when you have them")
     return 0
 
 

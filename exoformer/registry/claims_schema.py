@@ -28,7 +28,7 @@ row (min where lower is better; its read names no row)."""
 TABLE_CLAIMS = ("difference", "column_max")
 """Comparisons read from a table's cells (their metric is a column of the table), shown by `diff` and the verdicts."""
 FORMATS = ("number", "percent", "ratio")
-CLAIM_KEYS = ("claim", "compare", "reads", "paper", "format", "approximate", "margin")
+CLAIM_KEYS = ("claim", "compare", "reads", "paper", "format", "approximate", "margin", "tolerance")
 READ_KEYS = ("table", "row", "metric", "label")
 CELL_KEYS = ("table", "row", "column")
 DERIVED_KEYS = ("estimator", "reference", "input")
@@ -75,6 +75,10 @@ class DeclaredClaim:
     margin: float | None = None
     """A `difference` claim of "no loss" or "matches": the equivalence margin in the metric's units (the verdict
     is `equivalent` when our 90% interval lies inside +-margin, docs/replication.md); None: a directional claim."""
+    tolerance: float | None = None
+    """A `difference` claim's between-implementation tolerance on its size, in the metric's units: how far two
+    faithful implementations' true effects may differ (docs/replication.md, "The verdicts"); None: the default,
+    a tenth of the paper's effect."""
     source: str = ""
 
 
@@ -206,8 +210,17 @@ def parse_claim(cid: Any, body: Any, file: str, where: str) -> DeclaredClaim:
         raise UserError(f"{what}: margin must be a positive number on a difference claim, got {margin!r}",
                         where=_line(file, body, "margin"),
                         fix="write margin: 0.5 (in the column's units) on a `compare: difference` claim, or leave it out")
+    tolerance = body.get("tolerance")
+    if tolerance is not None and (compare != "difference" or isinstance(tolerance, bool)
+                                  or not isinstance(tolerance, int | float) or not math.isfinite(tolerance)
+                                  or tolerance < 0):
+        raise UserError(f"{what}: tolerance must be a number >= 0 on a difference claim, got {tolerance!r}",
+                        where=_line(file, body, "tolerance"),
+                        fix="write tolerance: 0.2 (in the column's units) on a `compare: difference` claim, or leave "
+                            "it out for the default (a tenth of the paper's effect)")
     return DeclaredClaim(id=str(cid), claim=text, compare=compare, reads=reads, paper=paper, format=fmt,
-                         approximate=approximate, margin=None if margin is None else float(margin), source=where)
+                         approximate=approximate, margin=None if margin is None else float(margin),
+                         tolerance=None if tolerance is None else float(tolerance), source=where)
 
 
 def parse_claims(section: Any, file: str) -> dict[str, DeclaredClaim]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from exoformer.cli import main
-from exoformer.report.stats import power as pw
+from exoformer.report.stats import replication as rep
 from exoformer.runs.plan import plan, totals
 
 from synthetic import make_run, registry, uniform
@@ -77,8 +77,12 @@ def test_a_seed_sd_is_given_per_metric(tmp_path, capsys):
     got = {(c["claim"], c["column"]): c for c in json.loads(out)["claims"]}
     ppl = got[("dynamic-e-exoformer - gated", "val_ppl")]
     gain = got[("dynamic-e-exoformer - gated", "avg6")]
-    assert ppl["sd"] == 0.2 and ppl["seeds_per_row"] == pw.seeds_needed(-0.55, sd=0.2, alpha=0.05 / 3)
-    assert gain["sd"] == 0.5 and gain["seeds_per_row"] == pw.seeds_needed(1.47, sd=0.5, alpha=0.05 / 3)
+    assert ppl["sd"] == 0.2 and ppl["seeds_per_row"] == rep.seeds_for_direction(0.55, sd=0.2, family=3)
+    assert gain["sd"] == 0.5 and gain["seeds_per_row"] == rep.seeds_for_direction(1.47, sd=0.5, family=3)
+    assert gain["sd_df"] is None  # a given sd is taken as known: no uncertainty to plan over
+    # the size: 1.47 against 3 x 0.5 x 1.96 + 0.147 = 3.09 > 2 x 1.47: no count of ours tells 1.47 from 4.41
+    assert gain["size_beyond_our_seeds"] and gain["size_seeds_per_row"] is None
+    assert ppl["size_seeds_per_row"] == rep.seeds_for_size(-0.55, sd=0.2, family=3)
     assert ppl["sd_from"] == gain["sd_from"] == "given by --seed-sd"
     for bad, words in ((["--seed-sd", "acc=0.5"], "no claim in 'acc'"),
                        (["--seed-sd", "avg6=0.5", "--seed-sd", "avg6=0.6"], "avg6 is given with another"),
@@ -95,9 +99,13 @@ def test_the_effect_form_refuses_a_missing_item_noise(capsys):
     code, out, err = _power(capsys, "--effect", "a=1", "--seed-sd", "0.5", "--item-sd", "2")
     assert code == 2 and err.startswith("error: --items: ") and err.count("\n") == 1, err
     code, out, err = _power(capsys, "--effect", "a=1", "--seed-sd", "0.5", "--item-sd", "0")
-    assert code == 0 and f"needs {pw.seeds_needed(1.0, sd=0.5)} seeds per row" in out, err
+    assert code == 0 and f"needs {rep.seeds_for_direction(1.0, sd=0.5)} seeds per row" in out, err
+    assert "for 80% power at its effect (+1)" in out, out
     code, out, err = _power(capsys, "--effect", "a=1", "--seed-sd", "0.5", "--item-sd", "2", "--items", "16")
-    assert code == 0 and f"needs {pw.seeds_needed(1.0, sd=(0.25 + 4 / 16) ** 0.5)} seeds per row" in out, err
+    assert code == 0 and f"needs {rep.seeds_for_direction(1.0, sd=(0.25 + 4 / 16) ** 0.5)} seeds per row" in out, err
+    code, out, err = _power(capsys, "--effect", "a=2", "--seed-sd", "0.3", "--item-sd", "0")
+    k = rep.seeds_for_size(2.0, sd=0.3)
+    assert code == 0 and k is not None and f"size: {k} seeds per row tell +2 from 3x it (+6)" in out, out
 
 
 def test_the_header_never_says_measured_of_a_given_or_missing_spread(tmp_path, capsys):

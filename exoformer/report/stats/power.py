@@ -1,16 +1,17 @@
-"""Power of the paired-seed t test, and how many seeds a claim needs before anyone pays for them.
+"""The noncentral t arithmetic under the replication verdict's power, and the equivalence planner.
 
-The replication verdict (exoformer/report/stats/replication.py, docs/replication.md) tests the mean over seeds of one
-seed's paired difference between two rows, D_k = mean over items of (a_kj - b_kj), with a two-sided Student t
-test. Its power at a true difference `effect` is exact for normal D_k:
+Plan a claim's seeds with the verdict's own functions in exoformer/report/stats/replication.py
+(`direction_power`, `seeds_for_direction`, `seeds_for_size`, `verdict_rates`): they fix the test (Holm's
+strictest level alpha / m, the claim's own seeds - 1 df, the paper's sign, the size rule) and plan over the
+uncertainty of a measured spread. `power`, `predict` and report/tables/seed_plan.py call those, never this
+module's counts directly. Here: the two-sided power at a known sd,
 
     power = P(|T| > t_{1-alpha/2, df}),  T ~ noncentral t(df, effect / (sd / sqrt(seeds)))
 
-(scipy.stats.nct), where `sd` is the standard deviation of one seed's D_k: sd^2 = seed_var + item_var / n_items,
-what seed changes (data order, initialisation) do to a row difference beyond item noise plus the residual variance
-of one item's difference within a seed, averaged over the items. A family of m claims tested together (Holm) is
-planned at alpha / m, Holm's strictest step, so the seeds found give at least the stated power. The planner that
-turns these into seeds and GPU-hours per claim is report/tables/seed_plan.py. Torch-free.
+(scipy.stats.nct), where `sd` is the standard deviation of one seed's D_k: sd^2 = seed_var + item_var / n_items;
+the minimum detectable effect behind the verdict `not powered`; the search for the smallest sufficient seed count;
+and the equivalence power of margin claims. `seeds_needed` is the two-sided count at a known sd, the plug-in
+plan the tests compare the verdict's against (docs/replication.md). Torch-free.
 """
 
 from __future__ import annotations

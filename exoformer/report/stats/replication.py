@@ -1,4 +1,4 @@
-"""Does our difference between two rows replicate the paper's? Direction and size, honest intervals, Holm.
+"""Does our difference between two rows replicate the paper's? Direction and size apart, honest intervals, Holm.
 
 The rules, in plain words, with the method and degrees of freedom of each interval: docs/replication.md.
 In short, for two rows a, b scored per item (an lm-eval document, a validation batch) by each seed, paired by
@@ -10,15 +10,20 @@ seed (row k of each) and by item (column j of each):
   bootstrapped (a bootstrap over fewer than 8 seeds undercovers, and the t interval is exact for normal D_k);
 - item sampling: a separate figure, one shared resample of the items per replicate for every seed and both
   rows (the rows answered the same items);
-- size: the paper's value (a single-seed difference) against our 95% prediction interval for one seed's D;
-- verdicts: replicates / direction only / contradicts / not powered / inconclusive / equivalent / one seed.
-Pure numpy/scipy; torch-free. Power and seed counts: exoformer/report/stats/power.py.
+- size: an interval for ours minus the paper's that carries the paper's single-seed noise and a declared
+  between-implementation tolerance; "replicates" only where the size test also rules out 3x the paper's effect
+  (`size_tests`);
+- verdicts: replicates / size undetermined / direction only / contradicts / not powered / inconclusive /
+  equivalent / one seed.
+The verdict's own power and seed counts (`direction_power`, `seeds_for_direction`, `seeds_for_size`,
+`verdict_rates`) are what `power`, `predict` and the budget planner call. Pure numpy/scipy; torch-free. The
+noncentral t arithmetic underneath: exoformer/report/stats/power.py.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,10 +33,26 @@ from exoformer import limits
 from exoformer.errors import UserError
 from exoformer.report.stats import power as pw
 
-REPLICATES, DIRECTION_ONLY, CONTRADICTS = "replicates", "direction only", "contradicts"
+REPLICATES, SIZE_UNDETERMINED = "replicates", "size undetermined"
+DIRECTION_ONLY, CONTRADICTS = "direction only", "contradicts"
 INCONCLUSIVE, NOT_POWERED, EQUIVALENT, ONE_SEED = "inconclusive", "not powered", "equivalent", "one seed"
-VERDICTS = (REPLICATES, DIRECTION_ONLY, CONTRADICTS, INCONCLUSIVE, NOT_POWERED, EQUIVALENT, ONE_SEED)
+VERDICTS = (REPLICATES, SIZE_UNDETERMINED, DIRECTION_ONLY, CONTRADICTS, INCONCLUSIVE, NOT_POWERED, EQUIVALENT,
+            ONE_SEED)
 """Every verdict line starts with one of these."""
+DIRECTION_HOLDS = (REPLICATES, SIZE_UNDETERMINED, DIRECTION_ONLY)
+"""Significant after Holm in the paper's direction: what `power` plans 80% of."""
+DECISIVE = (REPLICATES, DIRECTION_ONLY, CONTRADICTS, EQUIVALENT)
+"""Verdicts that settle both what they test: more seeds would not change what they say (only sharpen it)."""
+SIZE_FACTOR = 3.0
+""""replicates" needs the size test to rule out this multiple of the paper's effect."""
+DEFAULT_TOLERANCE_FRACTION = 0.1
+"""The between-implementation tolerance when a claim declares none: this fraction of |paper| (docs/replication.md)."""
+MAX_SIZE_SEEDS = 60
+"""The largest seed count `seeds_for_size` tries (by simulation); beyond it the line says "more than 60"."""
+SIZE_DRAWS = 4000
+"""Draws per seed count in `seeds_for_size`: Monte Carlo SE of an 80% rate 0.6 points."""
+_GRID = 256
+"""Quadrature points over the seed sd's uncertainty (and 64 over the effect's) in `direction_power`."""
 KINDS = {"accuracy": "higher", "loss": "lower"}
 """Which side is better for each kind of metric."""
 ALPHA = pw.ALPHA
@@ -171,10 +192,49 @@ def holm(p: np.ndarray) -> np.ndarray:
     return out
 
 
+def tolerance_of(paper: np.ndarray | float, tolerance: np.ndarray | float | None = None) -> np.ndarray:
+    """The between-implementation tolerance: the declared one, else DEFAULT_TOLERANCE_FRACTION x |paper|."""
+    if tolerance is None:
+        return DEFAULT_TOLERANCE_FRACTION * np.abs(np.asarray(paper, dtype=float))
+    return np.asarray(tolerance, dtype=float)
+
+
+def size_half_width(s: SeedStatistics, *, factor: float = 1.0, tolerance: np.ndarray | float = 0.0,
+                    alpha: float = ALPHA) -> np.ndarray:
+    """Half-width of the 95% interval of ours - factor x paper's: t(df) sd sqrt(factor^2 + 1/K) + tolerance.
+
+    The paper's value is one seed's difference, with the sd of one of our seeds' (factor^2 of it once scaled);
+    ours is a mean of K. The pivot (mean - factor x paper) / (sd sqrt(factor^2 + 1/K)) is Student t with the
+    claim's df whatever the true effects, so the test of "ours = factor x paper's" holds its level exactly."""
+    t = stats.t.ppf(1.0 - alpha / 2.0, s.df)
+    return t * s.sd * np.sqrt(factor**2 + 1.0 / s.seeds) + np.asarray(tolerance, dtype=float)
+
+
+def size_tests(s: SeedStatistics, paper: np.ndarray | float, *, tolerance: np.ndarray | float | None = None,
+               alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
+    """(same size, 3x ruled out) per claim of a batch.
+
+    Same size: 0 lies in the interval of ours - paper's (`size_half_width`). 3x ruled out: SIZE_FACTOR x paper's
+    lies outside its own interval, whose width carries 3x the paper's seed noise. Checking only that the first
+    interval is narrower than |paper| would read a 3x truth as "replicates" more often than an equal one when
+    the paper's seed drew high (tests/report/stats/test_verdict_simulations.py)."""
+    paper = np.broadcast_to(np.asarray(paper, dtype=float), s.estimate.shape)
+    tol = tolerance_of(paper, tolerance)
+    same = np.abs(s.estimate - paper) <= size_half_width(s, tolerance=tol, alpha=alpha)
+    ruled_out = np.abs(s.estimate - SIZE_FACTOR * paper) > size_half_width(s, factor=SIZE_FACTOR, tolerance=tol,
+                                                                           alpha=alpha)
+    return same, ruled_out
+
+
 def verdict_heads(s: SeedStatistics, paper: np.ndarray | float, p_adjusted: np.ndarray, *, mde: np.ndarray,
                   alpha: float = ALPHA, margin: float | None = None,
-                  equivalence_powered: np.ndarray | None = None) -> np.ndarray:
-    """The verdict keyword of each claim of a batch (the rules of docs/replication.md), vectorised."""
+                  equivalence_powered: np.ndarray | None = None,
+                  tolerance: np.ndarray | float | None = None) -> np.ndarray:
+    """The verdict keyword of each claim of a batch (the rules of docs/replication.md), vectorised.
+
+    Direction: significant at the Holm-adjusted p, in the paper's sign. Size (`size_tests`): replicates when
+    our size holds the paper's and rules out 3x it; size undetermined when it holds both; direction only when
+    it is shown different. `tolerance`: declared per claim (None: DEFAULT_TOLERANCE_FRACTION x |paper|)."""
     paper = np.broadcast_to(np.asarray(paper, dtype=float), s.estimate.shape)
     if s.seeds < 2:
         return np.full(s.estimate.shape, ONE_SEED, dtype=object)
@@ -182,10 +242,124 @@ def verdict_heads(s: SeedStatistics, paper: np.ndarray | float, p_adjusted: np.n
     if margin is not None:
         powered = np.ones_like(significant) if equivalence_powered is None else equivalence_powered
         return np.where(significant, EQUIVALENT, np.where(powered, INCONCLUSIVE, NOT_POWERED)).astype(object)
-    same = np.sign(s.estimate) == np.sign(paper)
-    inside = (s.pi[0] <= paper) & (paper <= s.pi[1])
-    return np.select([significant & same & inside, significant & same, significant, np.abs(paper) < mde],
-                     [REPLICATES, DIRECTION_ONLY, CONTRADICTS, NOT_POWERED], INCONCLUSIVE).astype(object)
+    holds = significant & (np.sign(s.estimate) == np.sign(paper))
+    same, ruled_out = size_tests(s, paper, tolerance=tolerance, alpha=alpha)
+    return np.select([holds & same & ruled_out, holds & same, holds, significant, np.abs(paper) < mde],
+                     [REPLICATES, SIZE_UNDETERMINED, DIRECTION_ONLY, CONTRADICTS, NOT_POWERED],
+                     INCONCLUSIVE).astype(object)
+
+
+# ------------------------------------------------------------------------------------------------ planning
+
+def _sd_draws(sd: float, sd_df: float) -> np.ndarray:
+    """Quadrature points of the true seed sd given an estimate `sd` with `sd_df` df (scaled inverse chi-square:
+    the fiducial distribution of sigma); just `sd` when it is taken as known (sd_df infinite)."""
+    if not math.isfinite(sd_df):
+        return np.array([sd])
+    u = (np.arange(_GRID) + 0.5) / _GRID
+    return sd * np.sqrt(sd_df / stats.chi2.ppf(u, sd_df))
+
+
+def direction_power(effect: float, *, sd: float, seeds: int, family: int = 1, alpha: float = ALPHA,
+                    sd_df: float = math.inf, effect_se: float = 0.0,
+                    df_of: Callable[[int], float] | None = None) -> float:
+    """P(the verdict's direction holds: significant at alpha / family, Holm's strictest step, in the paper's sign)
+    with `seeds` per row, when the true difference is `effect` (signed: positive is the paper's direction).
+
+    Exact for normal D_k at a known sd (noncentral t, one tail). With `sd_df` finite the sd is an estimate and
+    the power is averaged over its scaled inverse chi-square; with `effect_se` over a normal true effect
+    (predictive power: what planning from a 3-seed spread needs to reach 80% in fact)."""
+    df = float(seeds - 1) if df_of is None else max(float(df_of(seeds)), 1.0)
+    if seeds < 2 or not df >= 1:
+        return 0.0
+    sigma = _sd_draws(sd, sd_df)[:, None]
+    if effect_se > 0:
+        u = (np.arange(64) + 0.5) / 64
+        effects = effect + effect_se * stats.norm.ppf(u)[None, :]
+    else:
+        effects = np.array([[effect]])
+    crit = stats.t.ppf(1.0 - alpha / family / 2.0, df)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nc = np.where(sigma > 0, effects * math.sqrt(seeds) / np.where(sigma > 0, sigma, 1.0),
+                      np.sign(effects) * np.inf)
+    finite = np.isfinite(nc)
+    p = np.where(finite, stats.nct.sf(crit, df, np.where(finite, nc, 0.0)), (nc > 0).astype(float))
+    return float(np.mean(np.nan_to_num(p, nan=0.0)))
+
+
+def seeds_for_direction(effect: float, *, sd: float, family: int = 1, alpha: float = ALPHA,
+                        sd_df: float = math.inf, effect_se: float = 0.0, power: float = pw.TARGET_POWER,
+                        df_of: Callable[[int], float] | None = None, max_seeds: int = pw.MAX_SEEDS) -> int | None:
+    """The smallest seeds per row with `direction_power` >= `power` (80%); None: no effect, or over max_seeds."""
+    if not (math.isfinite(effect) and math.isfinite(sd)) or sd < 0 or (effect == 0 and effect_se == 0):
+        return None
+    return pw.smallest_enough(lambda k: direction_power(effect, sd=sd, seeds=k, family=family, alpha=alpha,
+                                                        sd_df=sd_df, effect_se=effect_se, df_of=df_of) >= power,
+                              max_seeds=max_seeds)
+
+
+def verdict_rates(truth: float, *, sd: float, paper: float, seeds: Sequence[int] | np.ndarray, family: int = 1,
+                  alpha: float = ALPHA, tolerance: float | None = None, sd_df: float = math.inf,
+                  effect_se: float = 0.0, draws: int = SIZE_DRAWS, seed: int = 0) -> dict[str, np.ndarray]:
+    """head -> its share of simulated runs, for each seed count in `seeds` (the same draws for every count).
+
+    Each draw takes a true difference (normal around `truth`, sd `effect_se`) and a true seed sd (`_sd_draws`'s
+    distribution), then K paired seeds judged by `seed_statistics` and `verdict_heads` at Holm's strictest step
+    (p x family). The verdict itself is what is simulated: no second formula."""
+    counts = np.atleast_1d(np.asarray(seeds, dtype=int))
+    rng = np.random.default_rng(seed)
+    true = truth + effect_se * rng.standard_normal(draws)
+    sigma = sd * np.sqrt(sd_df / rng.chisquare(sd_df, draws)) if math.isfinite(sd_df) else np.full(draws, sd)
+    noise = rng.standard_normal((draws, int(counts.max())))
+    out = {head: np.zeros(counts.size) for head in VERDICTS}
+    for i, k in enumerate(counts):
+        s = seed_statistics(true[:, None] + sigma[:, None] * noise[:, :k], alpha=alpha)
+        mde = pw.detectable_noncentrality(float(k - 1), alpha=alpha / family) * s.sd / math.sqrt(k)
+        heads = verdict_heads(s, paper, np.minimum(1.0, s.p * family), mde=mde, alpha=alpha, tolerance=tolerance)
+        for head in VERDICTS:
+            out[head][i] = float(np.mean(heads == head))
+    return out
+
+
+def size_beyond_our_seeds(paper: float, *, sd: float, tolerance: float | None = None, alpha: float = ALPHA) -> bool:
+    """True when no count of our seeds could rule out 3x the paper's effect, were ours equal to it.
+
+    With infinitely many seeds our mean is exact and the 3x interval keeps only the paper's one seed:
+    2|paper| must exceed z sd x 3 + tolerance. Past that, only more seeds of the paper's own would help."""
+    tol = float(tolerance_of(paper, tolerance))
+    z = float(stats.norm.ppf(1.0 - alpha / 2.0))
+    return (SIZE_FACTOR - 1.0) * abs(paper) <= z * sd * SIZE_FACTOR + tol
+
+
+def size_ceiling(paper: float, *, sd: float, tolerance: float | None = None, sd_df: float = math.inf,
+                 alpha: float = ALPHA) -> float:
+    """P(`replicates`) with unboundedly many of our seeds were ours the paper's value: the chance the true sd
+    lets the paper's single seed rule out 3x (`size_beyond_our_seeds`), over the sd's scaled inverse chi-square.
+    Below 80%, no seed count plans it: the measured spread is too uncertain."""
+    tol = float(tolerance_of(paper, tolerance))
+    z = float(stats.norm.ppf(1.0 - alpha / 2.0))
+    limit = ((SIZE_FACTOR - 1.0) * abs(paper) - tol) / (z * SIZE_FACTOR)  # the widest sd that still tells 3x
+    if limit <= 0 or sd < 0:
+        return 0.0
+    if not math.isfinite(sd_df) or sd == 0:
+        return float(sd < limit)
+    return float(stats.chi2.sf(sd_df * sd**2 / limit**2, sd_df))  # P(sigma < limit), sigma^2 = df sd^2 / chi2
+
+
+def seeds_for_size(paper: float, *, sd: float, family: int = 1, alpha: float = ALPHA,
+                   tolerance: float | None = None, sd_df: float = math.inf, power: float = pw.TARGET_POWER,
+                   max_seeds: int = MAX_SIZE_SEEDS, seed: int = 0) -> int | None:
+    """The smallest seeds per row at which `replicates` reads `power` (80%) of the time if our effect equals the
+    paper's value (by `verdict_rates`); None: `size_ceiling` below `power`, or over max_seeds."""
+    if not (math.isfinite(paper) and math.isfinite(sd)) or paper == 0 or sd < 0:
+        return None
+    if size_ceiling(paper, sd=sd, tolerance=tolerance, sd_df=sd_df, alpha=alpha) < power:
+        return None
+    counts = np.arange(2, max_seeds + 1)
+    rates = verdict_rates(paper, sd=sd, paper=paper, seeds=counts, family=family, alpha=alpha, tolerance=tolerance,
+                          sd_df=sd_df, seed=seed)[REPLICATES]
+    enough = np.flatnonzero(rates >= power)
+    return int(counts[enough[0]]) if enough.size else None
 
 
 # ------------------------------------------------------------------------------------------------ items
@@ -232,7 +406,7 @@ class Comparison:
     ci: tuple[float, float] | None
     """95% t interval for the mean difference over seeds on these items; None with one seed and nothing pooled."""
     pi: tuple[float, float] | None
-    """95% prediction interval for one seed's difference (what the paper's single-seed value is held against)."""
+    """95% prediction interval for one seed's difference (where the paper's single-seed value would fall)."""
     p: float | None
     """Two-sided p of no difference (of the equivalence test for a margin claim); None with one seed."""
     p_adjusted: float | None
@@ -241,13 +415,24 @@ class Comparison:
     mde: float | None
     """Minimum detectable effect at 80% power with these seeds, at Holm's strictest level alpha / m."""
     seeds_needed: int | None
-    """Seeds per row for 80% power at the paper's effect (to show equivalence, for a margin claim)."""
+    """Seeds per row for 80% power at the paper's effect, over the uncertainty of our sd (`seeds_for_direction`;
+    to show equivalence, for a margin claim)."""
     power: float | None
     """Power at the paper's effect with these seeds (at alpha / m)."""
     sd: float | None
     df: float | None
     ci_method: str
     pi_method: str
+    tolerance: float = 0.0
+    """The declared between-implementation tolerance (metric units) the size interval carries."""
+    size: tuple[float, float] | None = None
+    """95% interval of ours - the paper's: its noise and ours, plus the tolerance; None with one seed."""
+    size_seeds: int | None = None
+    """For `size undetermined`: seeds per row that make `replicates` 80% likely were ours the paper's value."""
+    size_beyond: bool = False
+    """For `size undetermined`: the paper's one seed alone is too noisy for any count of ours."""
+    size_ceiling: float = 1.0
+    """For `size undetermined`: P(`replicates`) with unboundedly many seeds, over our sd's uncertainty."""
     equivalence_ci: tuple[float, float] | None = None
     """90% t interval (margin claims): equivalent when inside +-margin."""
     item_se: float | None = None
@@ -261,16 +446,17 @@ class Comparison:
         return next(v for v in VERDICTS if self.verdict.startswith(v))
 
     def line(self) -> str:
-        """The claim's one line: paper, ours [interval], one seed's prediction interval, verdict, seeds needed."""
+        """The claim's one line: paper, ours [interval], the size interval of ours - paper's, verdict, seeds."""
         ours = _fmt(self.estimate) + ("" if self.ci is None else f" {_interval(self.ci)}")
-        pi = "" if self.pi is None else f", one seed {_interval(self.pi)}"
+        size = "" if self.size is None or self.margin is not None else (
+            f", ours - paper's {_fmt(self.estimate - self.paper)} {_interval(self.size)}")
         need = "" if self.head == ONE_SEED and self.seeds_needed is None else f"; {_need(self)}"
-        return f"paper {_fmt(self.paper)}, ours {ours}{pi}: {self.verdict}" + (
+        return f"paper {_fmt(self.paper)}, ours {ours}{size}: {self.verdict}" + (
             "" if self.head == NOT_POWERED else need)
 
     def methods(self) -> str:
         """How each interval of the line was computed (for the closing note)."""
-        parts = [f"ours: {self.ci_method}", f"one seed's prediction interval: {self.pi_method}"]
+        parts = [f"ours: {self.ci_method}", f"ours - paper's: {self.pi_method}"]
         if self.equivalence_ci is not None:
             parts.append(f"equivalence: 90% t interval ({self.df:g} df)")
         if self.item_method:
@@ -335,9 +521,11 @@ def _measure(a: object, b: object, paper: object, kind: object, margin: object, 
 
 
 def _finish(m: _Measured, *, p_adjusted: float, family_size: int, alpha: float, pooled: PooledVariance | None,
-            item_resamples_: int | None, strata: np.ndarray | None, rng: np.random.Generator) -> Comparison:
+            tolerance: float | None, item_resamples_: int | None, strata: np.ndarray | None,
+            rng: np.random.Generator) -> Comparison:
     s, k = m.stats, m.stats.seeds
     level = alpha / family_size
+    tol = float(tolerance_of(m.paper, tolerance))
     sd = float(s.sd[0]) if np.isfinite(s.sd[0]) else None
     df = float(s.df[0]) if np.isfinite(s.df[0]) else None
     mde = seeds = power = None
@@ -347,14 +535,18 @@ def _finish(m: _Measured, *, p_adjusted: float, family_size: int, alpha: float, 
             return float(n - 1) if pooled is None else (df if k < 2 else df * (n - 1) / (k - 1))
 
         if m.margin is None:
-            power = float(pw.power_at(m.paper, sd=sd, seeds=k, df=df, alpha=level))
-            seeds = pw.seeds_needed(m.paper, sd=sd, alpha=level, df_of=df_of)
+            power = direction_power(abs(m.paper), sd=sd, seeds=k, family=family_size, alpha=alpha, sd_df=df,
+                                    df_of=df_of)
+            seeds = seeds_for_direction(abs(m.paper), sd=sd, family=family_size, alpha=alpha, sd_df=df, df_of=df_of)
         else:
             power = pw.equivalence_power(m.paper, margin=m.margin, sd=sd, seeds=k, df=df, alpha=level)
             seeds = pw.seeds_needed_equivalence(m.paper, margin=m.margin, sd=sd, alpha=level, df_of=df_of)
-    ci = pi = eq = None
+    ci = pi = eq = size = None
     if sd is not None:
         ci, pi = (float(s.ci[0][0]), float(s.ci[1][0])), (float(s.pi[0][0]), float(s.pi[1][0]))
+        half = float(size_half_width(s, tolerance=tol, alpha=alpha)[0])
+        gap = float(s.estimate[0]) - m.paper
+        size = (gap - half, gap + half)
         if s.equivalence_ci is not None:
             eq = (float(s.equivalence_ci[0][0]), float(s.equivalence_ci[1][0]))
     if pooled is not None:
@@ -363,15 +555,22 @@ def _finish(m: _Measured, *, p_adjusted: float, family_size: int, alpha: float, 
         ci_method = f"t interval over {k} paired seeds ({df:g} df)"
     else:
         ci_method = "one seed: no interval over seeds"
-    pi_method = ("none" if pi is None else
-                 f"t prediction interval for one seed's difference, estimate +- t(0.975, {df:g}) sd sqrt(1 + 1/{k})")
+    pi_method = ("none" if size is None else
+                 f"(ours - paper's) +- [t(0.975, {df:g}) sd sqrt(1 + 1/{k}) + tolerance {tol:.3g}] (the paper's value "
+                 f"is one seed); 3x the paper's ruled out when ours - 3 x paper's lies beyond t(0.975, {df:g}) sd "
+                 f"sqrt(9 + 1/{k}) + tolerance")
     head = verdict_heads(s, m.paper, np.array([p_adjusted]), mde=np.array([np.inf if mde is None else mde]),
-                         alpha=alpha, margin=m.margin,
+                         alpha=alpha, margin=m.margin, tolerance=tol,
                          equivalence_powered=None if power is None else np.array([power >= pw.TARGET_POWER]))[0]
     out = Comparison(paper=m.paper, margin=m.margin, seeds=k, estimate=float(s.estimate[0]), ci=ci, pi=pi,
                      p=None if k < 2 else m.primary_p, p_adjusted=None if k < 2 else p_adjusted, verdict=head, mde=mde,
                      seeds_needed=seeds, power=power, sd=sd, df=df, ci_method=ci_method, pi_method=pi_method,
-                     equivalence_ci=eq)
+                     tolerance=tol, size=size, equivalence_ci=eq)
+    if head == SIZE_UNDETERMINED:
+        out.size_beyond = size_beyond_our_seeds(m.paper, sd=sd, tolerance=tol, alpha=alpha)
+        out.size_ceiling = size_ceiling(m.paper, sd=sd, tolerance=tol, sd_df=df, alpha=alpha)
+        out.size_seeds = None if out.size_beyond else seeds_for_size(m.paper, sd=sd, family=family_size,
+                                                                     alpha=alpha, tolerance=tol, sd_df=df)
     if item_resamples_ is not None and m.d.shape[1] < 2:
         out.item_method = "one item per seed: no item resampling"
     elif item_resamples_ is not None:
@@ -386,11 +585,30 @@ def _finish(m: _Measured, *, p_adjusted: float, family_size: int, alpha: float, 
 
 
 def _need(c: Comparison) -> str:
+    at = f"at the paper's effect ({_fmt(c.paper)})"
     if c.seeds_needed is not None:
-        return f"{c.seeds_needed} seeds per row would give 80% power"
+        what = "to show equivalence" if c.margin is not None else f"80% power {at}"
+        return f"{c.seeds_needed} seeds per row would give {what}"
     if c.sd is None:
         return "the seeds needed are not known (one seed, no pooled variance)"
-    return f"more than {pw.MAX_SEEDS} seeds per row would be needed for 80% power"
+    return f"more than {pw.MAX_SEEDS} seeds per row would be needed for 80% power {at}"
+
+
+def _size_need(c: Comparison) -> str:
+    """What would determine an undetermined size."""
+    three = f"{_fmt(SIZE_FACTOR * c.paper)}"
+    if c.size_beyond:
+        return (f"no count of our seeds would: the paper's single seed (sd about {c.sd:.3g}, as ours) and the "
+                f"tolerance {c.tolerance:.3g} cannot tell {_fmt(c.paper)} from {three}; only more seeds of the "
+                "paper's own would")
+    if c.size_seeds is None and c.size_ceiling < pw.TARGET_POWER:
+        return (f"more seeds: they measure our spread, now from {c.seeds} seeds ({c.df:g} df), which leaves a "
+                f"{1 - c.size_ceiling:.0%} chance that the paper's single seed is too noisy to tell {_fmt(c.paper)} "
+                f"from {three} at any count")
+    if c.size_seeds is None:
+        return f"more than {MAX_SIZE_SEEDS} seeds per row would be needed to tell {_fmt(c.paper)} from {three}"
+    return (f"{c.size_seeds} seeds per row would tell {_fmt(c.paper)} from {three} 80% of the time, were ours "
+            "equal to the paper's")
 
 
 def _wording(c: Comparison, *, alpha: float, family_size: int) -> str:
@@ -411,14 +629,17 @@ def _wording(c: Comparison, *, alpha: float, family_size: int) -> str:
         base = (f"not shown equivalent within +-{c.margin:g}: 90% interval {_interval(c.equivalence_ci)} "
                 f"({holm}){beyond}")
         return f"{head}: {base}" + ("; " + _need(c) if head == NOT_POWERED else "")
+    three = _fmt(SIZE_FACTOR * c.paper)
     if head == REPLICATES:
-        return (f"{REPLICATES}: same direction, significant ({holm}), the paper's {_fmt(c.paper)} inside one seed's "
-                f"95% prediction interval {_interval(c.pi)}")
+        return (f"{REPLICATES}: same direction, significant ({holm}); same size: ours - paper's holds 0 and "
+                f"rules out 3x the paper's ({three})")
+    if head == SIZE_UNDETERMINED:
+        return (f"{SIZE_UNDETERMINED}: the direction holds (same direction, significant, {holm}); ours - paper's "
+                f"holds 0 but cannot rule out 3x the paper's ({three}); {_size_need(c)}")
     if head == DIRECTION_ONLY:
-        larger = (c.paper < c.pi[0]) if c.paper > 0 else (c.paper > c.pi[1])
+        larger = c.size[0] > 0 if c.paper > 0 else c.size[1] < 0
         return (f"{DIRECTION_ONLY}: same direction, significant ({holm}), our effect "
-                f"{'larger' if larger else 'smaller'} than the paper's {_fmt(c.paper)} (outside one seed's 95% "
-                f"prediction interval {_interval(c.pi)})")
+                f"{'larger' if larger else 'smaller'} than the paper's {_fmt(c.paper)} (ours - paper's excludes 0)")
     if head == CONTRADICTS:
         return f"{CONTRADICTS}: significant in the other direction ({holm})"
     if head == NOT_POWERED:
@@ -430,10 +651,11 @@ def _wording(c: Comparison, *, alpha: float, family_size: int) -> str:
 def compare(a: np.ndarray, b: np.ndarray, paper: float, *, kind: str, margin: float | None = None,
             pooled: PooledVariance | None = None, alpha: float = ALPHA,
             item_resamples: int | None = DEFAULT_ITEM_RESAMPLES, item_strata: np.ndarray | None = None,
-            resample_seed: int | np.random.Generator = 0) -> Comparison:
+            resample_seed: int | np.random.Generator = 0, tolerance: float | None = None) -> Comparison:
     """One claim alone (a family of one: no Holm adjustment). See `compare_all` for the claims of a table."""
     return compare_all([(a, b, paper)], kind=kind, margins=[margin], pooled=pooled, alpha=alpha,
-                       item_resamples=item_resamples, item_strata=[item_strata], resample_seed=resample_seed)[0]
+                       item_resamples=item_resamples, item_strata=[item_strata], resample_seed=resample_seed,
+                       tolerances=[tolerance])[0]
 
 
 def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind: str | Sequence[str],
@@ -441,7 +663,8 @@ def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind:
                 pooled: PooledVariance | Sequence[PooledVariance | None] | None = None,
                 alpha: float = ALPHA, item_resamples: int | None = DEFAULT_ITEM_RESAMPLES,
                 item_strata: Sequence[np.ndarray | None] | None = None,
-                resample_seed: int | np.random.Generator = 0) -> list[Comparison]:
+                resample_seed: int | np.random.Generator = 0,
+                tolerances: Sequence[float | None] | None = None) -> list[Comparison]:
     """The claims shown together (all a command prints), Holm-adjusted so the family's false-verdict rate stays at
     alpha.
 
@@ -450,7 +673,8 @@ def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind:
     own paired seeds, seeds - 1 df) or a pooled seed variance (pooled_seed_variance), one for all claims or one per
     claim, which assumes every row shares one spread; `item_resamples`: None skips the item-sampling figure;
     `item_strata`: per claim, each item's task (or None), for resampling within tasks; `resample_seed` fixes the
-    draws (the same runs give the same figure).
+    draws (the same runs give the same figure); `tolerances`: per claim, the declared between-implementation
+    tolerance of its size (None: DEFAULT_TOLERANCE_FRACTION x |paper|).
     Claims with one seed are no test and stay out of the family."""
     alpha = pw.check_alpha(alpha)
     n = len(claims)
@@ -458,10 +682,16 @@ def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind:
     margins = [None] * n if margins is None else list(margins)
     strata = [None] * n if item_strata is None else [None if s is None else np.asarray(s) for s in item_strata]
     pooled_each = [pooled] * n if pooled is None or isinstance(pooled, PooledVariance) else list(pooled)
-    if len(kinds) != n or len(margins) != n or len(strata) != n or len(pooled_each) != n:
+    tols = [None] * n if tolerances is None else list(tolerances)
+    if len(kinds) != n or len(margins) != n or len(strata) != n or len(pooled_each) != n or len(tols) != n:
         raise UserError(f"{n} claims but {len(kinds)} kinds, {len(margins)} margins, {len(strata)} strata, "
-                        f"{len(pooled_each)} pooled variances", where="compare_all",
-                        fix="one kind (or one for all), one margin, one strata and one pooled variance per claim")
+                        f"{len(pooled_each)} pooled variances, {len(tols)} tolerances", where="compare_all",
+                        fix="one kind (or one for all), one margin, strata, pooled variance and tolerance per claim")
+    for i, tol in enumerate(tols):
+        if tol is not None and (isinstance(tol, bool) or not isinstance(tol, int | float | np.floating)
+                                or not math.isfinite(tol) or tol < 0):
+            raise UserError(f"the size tolerance must be a number >= 0, got {tol!r}", where=f"tolerances[{i}]",
+                            fix="declare the metric's between-implementation tolerance, e.g. 0.2, or leave it out")
     if item_resamples is not None:
         item_resamples = check_item_resamples(item_resamples)
     measured = []
@@ -477,9 +707,9 @@ def compare_all(claims: Sequence[tuple[np.ndarray, np.ndarray, float]], *, kind:
         if labels is not None and labels.shape != (m.d.shape[1],):
             raise UserError(f"item_strata[{i}] has shape {labels.shape}, not one label per item",
                             where=f"item_strata[{i}]", fix="one label (e.g. the task) per column of a and b")
-    return [_finish(m, p_adjusted=float(p_adj), family_size=family, alpha=alpha, pooled=pooled_i,
+    return [_finish(m, p_adjusted=float(p_adj), family_size=family, alpha=alpha, pooled=pooled_i, tolerance=tol,
                     item_resamples_=item_resamples, strata=labels, rng=rng)
-            for m, p_adj, labels, pooled_i in zip(measured, adjusted, strata, pooled_each, strict=True)]
+            for m, p_adj, labels, pooled_i, tol in zip(measured, adjusted, strata, pooled_each, tols, strict=True)]
 
 
 def headline(comparisons: Sequence[Comparison]) -> str:

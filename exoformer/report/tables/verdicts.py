@@ -7,8 +7,9 @@ our runs (source "ours"; seed k of one row paired with seed k of the other, s42 
   column (avg6 weighs its six tasks equally, as the table does), the cell itself (one item) for a perplexity;
 - replication.compare_all over the claims a command prints (one table's for `diff TABLE`, every table's for
   `claims` and the HTML report): our mean difference with a t interval over the claim's own paired seeds
-  (seeds - 1 df), the paper's single-seed value against the prediction interval for one seed, Holm across those
-  claims (one family), power and the seeds that would give it, and the item-sampling figure beside it; the seed
+  (seeds - 1 df), its size as an interval of ours - the paper's single-seed value (with the claim's declared
+  tolerance, claims.yaml `tolerance`), Holm across those claims (one family), power at the paper's effect and
+  the seeds that would give it, and the item-sampling figure beside it; the seed
   variance pooled over the table's rows only as a note ("if all rows share one spread: ..."), since one row
   scattering more than the others makes the pooled interval undercover. The rules: docs/replication.md.
 A verdict from cells that are not comparable with the paper's recipe (another preset, --set, a limited
@@ -61,6 +62,8 @@ class PaperDifference:
     source: str
     margin: float | None = None
     """Equivalence margin of a "no loss" / "matches" claim (claims.yaml `margin`); None: directional."""
+    tolerance: float | None = None
+    """Between-implementation tolerance of the size (claims.yaml `tolerance`); None: replication's default."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -105,7 +108,7 @@ def paper_differences(registry: Registry) -> list[PaperDifference]:
             paper = claim.paper[0]
             out.append(PaperDifference(table=minuend.table, minuend=minuend.row, subtrahend=subtrahend.row,
                                        column=minuend.metric, value=float(paper.value), source=paper.source,
-                                       margin=claim.margin))
+                                       margin=claim.margin, tolerance=claim.tolerance))
     return out
 
 
@@ -229,6 +232,7 @@ def _judge(registry: Registry, tables: list[_TableClaims], *, n_boot: int) -> li
         kinds = ["accuracy" if registry.metrics[c.claim.column].better == "higher" else "loss" for *_, c in have]
         comparisons = rep.compare_all([(c.a, c.b, c.claim.value) for *_, c in have], kind=kinds,
                                       margins=[c.claim.margin for *_, c in have],
+                                      tolerances=[c.claim.tolerance for *_, c in have],
                                       item_resamples=n_boot, item_strata=[c.strata for *_, c in have],
                                       resample_seed=RESAMPLE_SEED)
         for (t, i, c), comparison in zip(have, comparisons, strict=True):
@@ -278,7 +282,7 @@ def tally(verdicts: list[Verdict]) -> list[tuple[str, int]]:
 
 def verdict_rows(verdicts: list[Verdict]) -> list[dict[str, str]]:
     """One mapping per verdict with the shown texts (shared by the text and HTML renderings): the claim, the
-    paper's value and source, the line (ours [interval], one seed's prediction interval, the verdict, the seeds
+    paper's value and source, the line (ours [interval], the interval of ours - paper's, the verdict, the seeds
     needed), how each interval was computed, and what differs from the paper's recipe."""
     out = []
     for v in verdicts:
@@ -290,11 +294,12 @@ def verdict_rows(verdicts: list[Verdict]) -> list[dict[str, str]]:
     return out
 
 
-RULE = ("replicates = same direction, significant after Holm, the paper's value inside one seed's 95% prediction "
-        "interval; direction only = same direction, the paper's value outside it; contradicts = significant the "
-        "other way; not powered = not significant and the paper's effect below the minimum detectable effect; "
-        "inconclusive = not significant though powered; one seed = no verdict about the architecture "
-        "(docs/replication.md)")
+RULE = ("replicates = same direction, significant after Holm, and the same size: the 95% interval of ours - paper's "
+        "(the paper's one seed, our seeds, a declared tolerance) holds 0 and rules out 3x the paper's effect; "
+        "size undetermined = the direction holds, the size interval holds 0 but not narrow enough to rule out 3x; "
+        "direction only = the direction holds, the size shown different; contradicts = significant the other way; "
+        "not powered = not significant and the paper's effect below the minimum detectable effect; inconclusive = "
+        "not significant though powered; one seed = no verdict about the architecture (docs/replication.md)")
 
 
 def why_lines(rows: list[dict[str, str]]) -> list[tuple[str, str]]:
@@ -361,7 +366,7 @@ def verdicts_html(verdicts: list[Verdict]) -> str:
     if not verdicts:
         return ""
     rows = verdict_rows(verdicts)
-    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours [95% interval], one seed's interval: verdict",
+    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours [95% interval], ours - paper's [95%]: verdict",
                                              "method"))
     body = "".join(f'<tr class="verdict-{html.escape(r["verdict"].replace(" ", "-"))}"><td class="label">'
                    f'{html.escape(r["claim"])}</td><td>{html.escape(r["paper"])}</td><td>{html.escape(r["line"])}'

@@ -11,7 +11,14 @@ import pytest
 
 from exoformer.cli import main
 from exoformer.registry.tables import TASKS
-from exoformer.report.stats.replication import CONTRADICTS, NOT_POWERED, ONE_SEED, REPLICATES
+from exoformer.report.stats.replication import (
+    CONTRADICTS,
+    DIRECTION_HOLDS,
+    NOT_POWERED,
+    ONE_SEED,
+    REPLICATES,
+    SIZE_UNDETERMINED,
+)
 from exoformer.report.reading.selection import read
 from exoformer.report.tables.build import build_table
 from exoformer.report.tables.verdicts import check_bootstrap, headline, table_verdicts, verdicts_html
@@ -46,15 +53,21 @@ def test_one_seed_speaks_of_these_checkpoints_only(tmp_path):
     assert verdicts_of(tmp_path)[("gated", "avg6")].comparison.item_ci == c.item_ci  # the same runs, the same figure
 
 
-def test_three_seeds_a_clear_gain_replicates_or_says_its_size_and_a_loss_contradicts(tmp_path):
+def test_three_seeds_a_clear_gain_holds_its_direction_says_what_settles_its_size_and_a_loss_contradicts(tmp_path):
+    """+1.5, +1.5, +2.0 against the paper's one-seed +1.47: the direction holds, and the size interval holds the
+    paper's value but, with t(2) and the paper's own seed noise, cannot rule out 3x it (+4.41): size
+    undetermined, with what would settle it (more seeds: 3 leave the spread too uncertain to plan on)."""
     seeded_rows(tmp_path, "dynamic-e-exoformer", [0.515, 0.52, 0.53], [14.0, 14.1, 13.9])
     seeded_rows(tmp_path, "gated", [0.50, 0.505, 0.51], [14.5, 14.7, 14.5])
     seeded_rows(tmp_path, "base", [0.55, 0.56, 0.56], [14.9, 14.8, 14.9])
     got = verdicts_of(tmp_path)
     gain_v = got[("gated", "avg6")]
     gain = gain_v.comparison  # +1.5, +1.5, +2.0 points, the paper's +1.47
-    assert gain.seeds == 3 and gain.estimate == pytest.approx(5 / 3) and gain.head == REPLICATES, gain.verdict
-    assert gain.ci[0] > 0 and gain.pi[0] < 1.47 < gain.pi[1] and "Holm" in gain.verdict
+    assert gain.seeds == 3 and gain.estimate == pytest.approx(5 / 3) and gain.head == SIZE_UNDETERMINED, gain.verdict
+    assert gain.ci[0] > 0 and gain.size[0] < 0 < gain.size[1] and "Holm" in gain.verdict
+    assert "the direction holds" in gain.verdict and "cannot rule out 3x the paper's (+4.41)" in gain.verdict
+    assert "more seeds: they measure our spread, now from 3 seeds (2 df)" in gain.verdict
+    assert "ours - paper's +0.197 [" in gain_v.comparison.line()
     # the claim's own paired seeds by default; the figure pooled over the table's rows is only a note
     assert gain.ci_method == "t interval over 3 paired seeds (2 df)" and gain.df == 2
     assert gain_v.note.startswith("if all rows share one spread: sd ") and "pooled over 3 rows (4 df)" in gain_v.note
@@ -62,7 +75,18 @@ def test_three_seeds_a_clear_gain_replicates_or_says_its_size_and_a_loss_contrad
     loss = got[("base", "avg6")].comparison  # -3.5 against the paper's +2.13
     assert loss.head == CONTRADICTS and loss.ci[1] < 0
     ppl = got[("gated", "val_ppl")].comparison
-    assert ppl.ci is not None and ppl.ci[1] < 0 and ppl.head in (REPLICATES, "direction only")
+    assert ppl.ci is not None and ppl.ci[1] < 0 and ppl.head in DIRECTION_HOLDS
+
+
+def test_a_tight_gain_replicates_its_size(tmp_path):
+    """+1.5, +1.5, +1.6 against +1.47: the size interval holds 0 and rules out 3x the paper's."""
+    seeded_rows(tmp_path, "dynamic-e-exoformer", [0.515, 0.52, 0.53], [14.0, 14.1, 13.9])
+    seeded_rows(tmp_path, "gated", [0.50, 0.505, 0.514], [14.5, 14.7, 14.5])
+    gain = verdicts_of(tmp_path)[("gated", "avg6")].comparison
+    assert gain.head == REPLICATES, gain.verdict
+    assert "same size: ours - paper's holds 0 and rules out 3x the paper's (+4.41)" in gain.verdict
+    assert gain.tolerance == pytest.approx(0.147)  # the default: a tenth of the paper's effect
+    assert "80% power at the paper's effect (+1.47)" in gain.line()
 
 
 def test_equal_rows_with_three_seeds_are_not_powered_for_a_small_effect(tmp_path):
@@ -235,3 +259,37 @@ def test_a_claim_with_a_margin_reads_equivalent_when_our_interval_is_inside_it(t
     assert main(["claims", "--registry", str(directory), "--runs-dir", str(runs)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "margin must be a positive number on a difference claim" in err
+
+
+def test_a_declared_tolerance_widens_the_size_interval_and_a_bad_one_is_one_line(tmp_path, capsys):
+    """claims.yaml `tolerance` (metric units) replaces the default tenth of the paper's effect: the same runs
+    that replicate with the default read `size undetermined` once two implementations may differ by 3 points
+    (more than 2 x 1.47: no count of our seeds could then rule out 3x the paper's)."""
+    import shutil
+
+    from exoformer.registry.registry import REPO_ROOT, Registry
+
+    directory = tmp_path / "experiments"
+    shutil.copytree(REPO_ROOT / "experiments", directory)
+    claims = directory / "claims.yaml"
+    text = claims.read_text()
+    anchor = "  avg6-dynamic-e-exoformer-vs-gated:\n    claim: \"table1: dynamic-e-exoformer - gated, avg6\"\n"
+    assert anchor in text
+    claims.write_text(text.replace(anchor, anchor + "    tolerance: 3.0\n", 1))
+    runs = tmp_path / "runs"
+    seeded_rows(runs, "dynamic-e-exoformer", [0.515, 0.52, 0.53], [14.0, 14.1, 13.9])
+    seeded_rows(runs, "gated", [0.50, 0.505, 0.514], [14.5, 14.7, 14.5])
+    reg = Registry(directory)
+    assert reg.claims["avg6-dynamic-e-exoformer-vs-gated"].tolerance == 3.0
+    selection = read(reg, runs, reg.tables["table1"].spec_names(), what="table table1")
+    built = build_table(reg, "table1", preset=selection.preset, runs_root=runs, selection=selection)
+    gain = {(v.claim.subtrahend, v.claim.column): v for v in table_verdicts(reg, built, n_boot=400)}[
+        ("gated", "avg6")].comparison
+    assert gain.tolerance == 3.0 and gain.head == SIZE_UNDETERMINED, gain.verdict
+    assert gain.size_beyond and "no count of our seeds would" in gain.verdict
+    assert verdicts_of(runs)[("gated", "avg6")].comparison.head == REPLICATES  # the default tolerance
+    for bad in ("-0.5", "true", "x"):
+        claims.write_text(text.replace(anchor, anchor + f"    tolerance: {bad}\n", 1))
+        assert main(["claims", "--registry", str(directory), "--runs-dir", str(runs)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "tolerance must be a number >= 0 on a difference claim" in err, err
