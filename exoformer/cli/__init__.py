@@ -17,8 +17,8 @@ from exoformer.errors import UserError
 from exoformer.process_exit import collect_then_freeze_at_exit
 
 VERB_MODULES = ("exoformer.cli.registry", "exoformer.cli.runs", "exoformer.cli.preflight", "exoformer.cli.report",
-                "exoformer.cli.compare", "exoformer.cli.power", "exoformer.cli.forecast", "exoformer.cli.data",
-                "exoformer.cli.checkpoints")
+                "exoformer.cli.compare", "exoformer.cli.power", "exoformer.cli.budget", "exoformer.cli.forecast",
+                "exoformer.cli.data", "exoformer.cli.checkpoints")
 """Modules whose VERBS lists make up the command line, in help order."""
 
 EXIT_BAD_INPUT = 2
