@@ -95,7 +95,8 @@ nav a { margin-right: 1em; }
 table.verdicts td { white-space: normal; text-align: left; max-width: 44em; }
 tr.verdict-replicates td, .chip.verdict-replicates, tr.verdict-equivalent td, .chip.verdict-equivalent {
   background: #d9f2d9; } tr.verdict-contradicts td, .chip.verdict-contradicts { background: #f8d0d0; }
-tr.verdict-direction-only td, .chip.verdict-direction-only { background: #eaf3e0; }
+tr.verdict-direction-only td, .chip.verdict-direction-only, tr.verdict-size-undetermined td,
+  .chip.verdict-size-undetermined { background: #eaf3e0; }
 tr.verdict-not-powered td, .chip.verdict-not-powered, tr.verdict-inconclusive td, .chip.verdict-inconclusive {
   background: #fff4cc; } tr.verdict-one-seed td, .chip.verdict-one-seed { background: #eef0f6; }
 tr.verdict-not-run td, .chip.verdict-not-run { color: #999; }

@@ -364,3 +364,12 @@ def test_the_report_of_trained_smoke_runs_renders_in_headless_chromium(tmp_path)
     assert "table1" in page.tables
     assert check_numbers_equal_csv(page, out) == sum(len(registry().tables[t].rows) * len(registry().tables[t].columns)
                                                      for t in page.tables)
+
+
+def test_every_verdict_head_has_a_colour():
+    """A verdict row or chip is classed by its head (report/tables/verdicts.py); each head needs its rule."""
+    from exoformer.report.stats.replication import VERDICTS
+
+    for head in (*VERDICTS, "not run"):
+        name = head.replace(" ", "-")
+        assert f"tr.verdict-{name} td" in report_html.PAGE_STYLE and f".chip.verdict-{name}" in report_html.PAGE_STYLE
