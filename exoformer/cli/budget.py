@@ -64,7 +64,8 @@ def _claims(args: argparse.Namespace, registry, root):
                         + " ".join(f"--seed-sd {m}=SD" for m in metrics))
     claims = [BudgetClaim(label=f"{s.minuend} - {s.subtrahend}, {s.claim.column}", minuend=s.minuend,
                           subtrahend=s.subtrahend, effect=s.effect, margin=s.claim.margin,
-                          sd=given.get(s.claim.column, s.sd)) for s in spreads]
+                          sd=given.get(s.claim.column, s.sd),
+                          sd_df=math.inf if s.claim.column in given or s.df is None else s.df) for s in spreads]
     how = {s.claim.column: ("given by --seed-sd" if s.claim.column in given else s.how) for s in spreads}
     priced = plan(registry, args.table, preset=args.to, runs_root=root, profile=args.profile)
     rows = {row.specs[0]: row.id for row in registry.tables[args.table].rows}

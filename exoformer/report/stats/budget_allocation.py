@@ -3,8 +3,9 @@
 A claim compares two rows over paired seeds, so its seeds are min(n_a, n_b); a row shared by several claims
 (Table 1's dynamic-e-exoformer is in all three) is paid once and serves them all. The value of an allocation is
 the expected number of claims reaching a decisive verdict at the paper's effect: the sum of each claim's power
-there, the two-sided t test at Holm's strictest level alpha / m with seeds - 1 df, exactly what `power TABLE`
-prints for the same seeds (power.power_at; equivalence claims: power.equivalence_power). The search is
+there, the verdict's own direction power (replication.direction_power: its t test at Holm's strictest level
+alpha / m with seeds - 1 df, averaged over a measured spread's uncertainty), exactly what `power TABLE` plans
+with for the same seeds (equivalence claims: power.equivalence_power). The search is
 exhaustive over every row's count when the grid is small, else greedy by gain per GPU-hour then a local search
 moving seeds between rows, then seeds that buy less than 0.001 expected claims are dropped (the cheapest of the
 nearly best); it never returns less than equal seeds per row at the same budget (within that 0.001). Rules in plain
@@ -22,6 +23,7 @@ import numpy as np
 
 from exoformer.errors import UserError
 from exoformer.report.stats import power as pw
+from exoformer.report.stats import replication as rep
 
 MAX_SEEDS_PER_ROW = 200
 """The most seeds per row the search considers (a budget that buys more is spread no further)."""
@@ -41,6 +43,8 @@ class BudgetClaim:
     effect: float
     sd: float
     margin: float | None = None
+    sd_df: float = math.inf
+    """Degrees of freedom of the measured sd (seeds - 1 of the runs it came from); inf when given as known."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -59,7 +63,8 @@ def claim_power(claim: BudgetClaim, pairs: int | np.ndarray, *, level: float) ->
     pairs = np.asarray(pairs)
     n = np.maximum(pairs, 2)
     if claim.margin is None:
-        power = pw.power_at(claim.effect, sd=claim.sd, seeds=n, df=n - 1, alpha=level)
+        power = np.vectorize(lambda k: rep.direction_power(abs(claim.effect), sd=claim.sd, seeds=int(k),
+                                                           alpha=level, sd_df=claim.sd_df))(n)
     else:
         power = np.vectorize(lambda k: pw.equivalence_power(claim.effect, margin=claim.margin, sd=claim.sd,
                                                             seeds=int(k), df=k - 1, alpha=level))(n)
@@ -221,8 +226,9 @@ def _trim(claims, rows, start, table, hours) -> list[int]:
 
 def seeds_for_power(claim: BudgetClaim, *, m: int, alpha: float = pw.ALPHA,
                     power: float = pw.TARGET_POWER) -> int | None:
-    """Seeds per row a claim needs alone for `power` at alpha / m (power.seeds_needed, as `power TABLE`)."""
+    """Seeds per row a claim needs alone for `power` at alpha / m (replication.seeds_for_direction, as `power
+    TABLE`)."""
     level = alpha / m
     if claim.margin is None:
-        return pw.seeds_needed(claim.effect, sd=claim.sd, alpha=level, power=power)
+        return rep.seeds_for_direction(abs(claim.effect), sd=claim.sd, alpha=level, power=power, sd_df=claim.sd_df)
     return pw.seeds_needed_equivalence(claim.effect, margin=claim.margin, sd=claim.sd, alpha=level, power=power)

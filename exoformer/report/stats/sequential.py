@@ -255,11 +255,12 @@ def make_design(table: str, claims: Sequence[PlanClaim], seeds_per_row: Mapping[
 
 
 def fixed_power(claim: PlanClaim | DesignClaim, pairs: int, *, level: float) -> float:
-    """Power at the paper's effect of one fixed t test with `pairs` seeds at `level` (power.py, as `power TABLE`)."""
+    """Power at the paper's effect of one fixed t test with `pairs` seeds at `level` (the verdict's direction
+    power, replication.direction_power, as `power TABLE`; the sd taken as known)."""
     if pairs < 2:
         return 0.0
     if claim.margin is None:
-        return float(pw.power_at(claim.paper, sd=claim.sd, seeds=pairs, df=pairs - 1, alpha=level))
+        return rep.direction_power(abs(claim.paper), sd=claim.sd, seeds=pairs, alpha=level)
     return pw.equivalence_power(claim.paper, margin=claim.margin, sd=claim.sd, seeds=pairs, df=pairs - 1,
                                 alpha=level)
 
@@ -505,7 +506,8 @@ def verdict_line(design: Design, outcome: Outcome, i: int) -> str:
     if state == FUTILE:
         level = design.alpha / max(1, len(design.claims) - int(np.sum(outcome.state[0] == DECIDED)))
         sd = float(outcome.sd[0, i])
-        need = pw.seeds_needed(c.paper, sd=sd, alpha=level) if c.margin is None and math.isfinite(sd) else None
+        need = (rep.seeds_for_direction(abs(c.paper), sd=sd, alpha=level) if c.margin is None and math.isfinite(sd)
+                else None)
         words = f"would need {need} seeds per row" if need else "no seed count within reach"
         return (f"{head}: {test}: stop: futile (conditional power {float(outcome.power_needed[0, i]):.0%} at the "
                 f"paper's effect; {words})")
