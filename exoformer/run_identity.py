@@ -18,7 +18,9 @@ Fields (all JSON data):
 - `data`: the fingerprint of the token data the run trains on (`data_fingerprint`: one sha256 over its
   shards' content digests, as provenance.json records them), None when not known (a checkpoint run, data
   absent from the launching machine);
-- `steps`: the training steps of the resolved spec (`status` shows progress against it), None when not known.
+- `steps`: the training steps of the resolved spec (`status` shows progress against it), None when not known;
+- `branch_from`, `branch_step`: for a decay branch of a WSD ladder, the parent spec and the step of the parent's
+  checkpoint it started from (train.branch_from, docs/forecast.md "The CPU ladder"); None otherwise.
 A run directory without a readable identity file reads DAMAGED (exoformer/runs/run_index.py): the identity is
 never derived from spec.yaml or a command line.
 
@@ -76,6 +78,8 @@ class RunIdentity:
     differs: tuple[str, ...] = ()
     data: str | None = None
     steps: int | None = None
+    branch_from: str | None = None
+    branch_step: int | None = None
 
     @property
     def comparable(self) -> bool:

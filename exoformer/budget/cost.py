@@ -1,6 +1,6 @@
 """Training cost of a spec: FLOPs, and GPU-hours (or CPU-minutes) on a profile.
 
-FLOPs = 6 * N * tokens + attention, with
+FLOPs = 6 * N * tokens + attention (a decay branch of a WSD ladder: the tokens of its own steps, run_flops), with
 - N = every parameter of the built model (exoformer/budget/module_figures.py) except the input embedding (the
   lm_head matmul is real compute, the embedding lookup is not: Kaplan et al.'s "non-embedding" count leaves the
   head out, which would undercount by ~20% at 450M with a 50k vocabulary). Mixing coefficients, anchor
@@ -83,7 +83,18 @@ def flops_per_token(model: ModelConfig, seq_len: int) -> float:
 
 
 def training_flops(spec: Spec) -> float:
+    """The FLOPs the trained model has had: all its steps, a decay branch's parent's share included."""
     return flops_per_token(spec.model, spec.train.seq_len) * spec.train.tokens
+
+
+def own_steps(spec: Spec) -> int:
+    """The steps a run trains itself: a decay branch starts at its parent's checkpoint (train.branch_step)."""
+    return spec.train.steps - (spec.train.branch_step or 0)
+
+
+def run_flops(spec: Spec) -> float:
+    """The training FLOPs a run spends: training_flops less a decay branch's shared prefix."""
+    return flops_per_token(spec.model, spec.train.seq_len) * own_steps(spec) * spec.train.batch_tokens
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -187,8 +198,9 @@ def choose_mfu(spec: Spec, profile: Profile, measurement: Measurement | None = N
 
 
 def estimate(spec: Spec, profile: Profile, *, memory: SpecMemory | None = None) -> Cost:
-    """The spec's cost on the profile; `memory`: its spec_memory when the caller has it already."""
-    flops = training_flops(spec)
+    """The spec's cost on the profile (a decay branch: its own steps); `memory`: its spec_memory when the caller
+    has it already."""
+    flops = run_flops(spec)
     try:
         memory = memory or spec_memory(spec, profile)
         mem_gb, mem_source = memory.total / GB, memory.source
@@ -267,13 +279,14 @@ def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True) -> di
     assert profile.cpu is not None
     rate = profile.cpu.gflops * 1e9
     t, forward = spec.train, forward_flops_per_token(spec.model, spec.train.seq_len)
-    points = (t.steps // t.val_every + (1 if t.steps % t.val_every else 0)) if t.val_every else 0
+    start = t.branch_step or 0  # a decay branch validates only after its start
+    points = (t.steps // t.val_every + (1 if t.steps % t.val_every else 0) - start // t.val_every) if t.val_every else 0
     in_run_val = points * t.val_batches * t.micro_batch_seqs * t.seq_len * forward
     requests, per_request = eval_requests(spec)
     eval_forward = (requests * min(per_request, spec.model.seq_len)
                     * forward_flops_per_token(spec.model, spec.model.seq_len))
     return {"startup": CPU_STARTUP_S,
-              "train": CPU_TRAIN_SETUP_S + training_flops(spec) / rate + in_run_val / (rate * CPU_FORWARD_SPEEDUP)
+              "train": CPU_TRAIN_SETUP_S + run_flops(spec) / rate + in_run_val / (rate * CPU_FORWARD_SPEEDUP)
               if train else 0.0,
               "validate": t.final_val_tokens * forward / (rate * CPU_FORWARD_SPEEDUP),
               "evaluate": CPU_EVAL_SETUP_S + requests * CPU_EVAL_S_PER_REQUEST

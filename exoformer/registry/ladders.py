@@ -2,7 +2,8 @@
 a group belongs to the row whose paper run (its first spec) has the same variant (docs/forecast.md).
 
 So the ladder is declared once, as data: the rows of experiments/ladder.yaml's sweeps are matched to the table's
-rows by variant, and no reader names a row or a spec. Torch-free.
+rows by variant, and no reader names a row or a spec. A ladder's decay branches (`train.branch_from`) name their
+parent spec; `branch_parent` resolves it as the branch is resolved and says why it cannot start there. Torch-free.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from exoformer.errors import UserError, did_you_mean
+from exoformer.train.schedule import branch_problem
 
 Registry = Any
 """exoformer.registry.registry.Registry, which calls check_ladders while it loads (so no import of it here)."""
@@ -56,3 +58,28 @@ def check_ladders(registry: Registry) -> None:
                 raise UserError(f"table {table.id} names ladder {group!r}, which is not a group", where=table.source,
                                 fix=did_you_mean(group, registry.groups))
             ladder_rows(registry, table.id, group)
+
+
+def check_branches(registry: Registry) -> None:
+    """Every decay branch names another spec of the registry as its parent."""
+    for name, entry in registry.specs.items():
+        parent = entry.layer.get("train.branch_from")
+        if parent is None or parent.value is None:
+            continue
+        if parent.value == name or parent.value not in registry.specs:
+            raise UserError(f"spec {name} branches from {parent.value!r}, which is not another spec",
+                            where=parent.origin, fix=did_you_mean(str(parent.value), registry.specs))
+
+
+def branch_parent(registry: Registry, spec: Any, spec_sets: list[str] | tuple[str, ...] = ()) -> Any:
+    """The resolved parent of decay branch `spec` (same preset, same `--set`); UserError naming the branch when it
+    cannot start from that parent's checkpoint exactly (exoformer/train/schedule.py branch_problem)."""
+    parent = registry.resolve(spec.train.branch_from, preset=spec.preset, overrides=spec_sets)
+    problem = branch_problem(parent.train, spec.train)
+    if problem is None and parent.model != spec.model:
+        problem = "its model differs from the parent's"
+    if problem is not None:
+        raise UserError(f"decay branch {spec.name} cannot start from {parent.name} at step {spec.train.branch_step}: "
+                        f"{problem}", where=spec.source, fix="give the branch its parent's recipe (only train.steps "
+                        "differs) and a start where its decay begins")
+    return parent

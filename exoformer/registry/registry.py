@@ -26,7 +26,7 @@ from exoformer import limits
 from exoformer.environ import env_directory
 from exoformer.errors import UserError, did_you_mean
 from exoformer.registry import released as released_mod
-from exoformer.registry.ladders import check_ladders
+from exoformer.registry.ladders import check_branches, check_ladders
 from exoformer.registry import sweeps as sweeps_mod
 from exoformer.registry.claims_schema import DeclaredClaim, parse_claims
 from exoformer.registry.spec import (
@@ -140,6 +140,7 @@ class Registry:
         self._check_pairings()
         released_mod.check_rows(self.checkpoints, self.tables)
         check_ladders(self)
+        check_branches(self)
 
     # ------------------------------------------------------------------ loading
     def display(self, path: Path) -> str:
@@ -441,7 +442,7 @@ class Registry:
 
     # ------------------------------------------------------------------ targets
     def select(self, target: str, *, replicates: bool = False) -> list[str]:
-        """Spec names for a TARGET: a spec name, a glob over names, a table id or a figure id.
+        """Spec names for a TARGET: a spec name, a glob over names, a table id, a figure id or a group name.
 
         A table gives each row's first spec (the paper's run); `replicates=True` adds the seed replicates.
         """
@@ -452,6 +453,8 @@ class Registry:
             return table.spec_names() if replicates else list(dict.fromkeys(r.specs[0] for r in table.rows))
         if target in self.figures:
             return self.figure_specs(self.figures[target])
+        if target in self.groups:  # a group of specs, e.g. the CPU ladder `smoke-ladder`
+            return list(self.groups[target].specs)
         if any(ch in target for ch in "*?["):
             matched = [n for n in self.specs if fnmatch.fnmatchcase(n, target)]
             if matched:

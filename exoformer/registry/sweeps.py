@@ -79,8 +79,24 @@ def expand(sweep: dict, common: Layer, *, file: str, line: int) -> list[Point]:
                     labels[key] = _label(settings[key].value)
         name = _PLACEHOLDER.sub(lambda m: labels[m.group(1)], template)
         check_name(name, where=where, what="name made by the template")
+        _fill_parent(layer, labels)
         points.append(Point(name=name, layer=layer, origin=where))
     return points
+
+
+def _fill_parent(layer: Layer, labels: dict[str, str]) -> None:
+    """A decay branch names its parent by the same placeholders as the name template (`train.branch_from:
+    "ladder-{variant}-b4"`), so one budget axis serves every variant of a ladder."""
+    entry = layer.get("train.branch_from")
+    if entry is None or not isinstance(entry.value, str) or "{" not in entry.value:
+        return
+    unknown = [ph for ph in _PLACEHOLDER.findall(entry.value) if ph not in labels]
+    if unknown:
+        raise UserError(f"train.branch_from {entry.value!r} uses {{{unknown[0]}}}, which is not a grid axis",
+                        where=entry.origin, fix=did_you_mean(unknown[0], labels))
+    parent = _PLACEHOLDER.sub(lambda m: labels[m.group(1)], entry.value)
+    check_name(parent, where=entry.origin, what="parent name made by the template")
+    layer["train.branch_from"] = Entry(parent, entry.origin)
 
 
 def _axis_points(axis: Any, values: Any, *, file: str, where: str, line: int) -> list[tuple[str, Layer]]:

@@ -3,7 +3,8 @@ reported.yaml, profiles.
 
 Checks the files against the schema and against each other: every table row and figure names an existing
 spec, every reported number names a declared table cell, every declared cell is in reported.yaml, no two
-specs share a config (the same run twice is wasted compute), every registry file is reached by include:.
+specs share a config (the same run twice is wasted compute), every registry file is reached by include:, every
+decay branch can start exactly from its parent (exoformer/registry/ladders.py branch_parent).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from exoformer.errors import UserError, did_you_mean
 from exoformer.registry.claims_schema import check_claims
 from exoformer.registry.figure_kinds import check_figure_kinds
+from exoformer.registry.ladders import branch_parent
 from exoformer.registry.profiles import list_profiles, load_profile
 from exoformer.registry.reported import load_reported
 from exoformer.registry.spec import PROBES
@@ -37,6 +39,8 @@ def validate(reg, *, reported=None) -> dict:
             raise UserError(f"spec {name!r} has the same config (hash {spec.hash12}) as {other!r}",
                             where=entry.source, fix=f"drop it and use {other!r} in tables instead")
         seen[spec.hash12] = name
+        if spec.train.is_branch:  # a decay branch starts exactly where its parent keeps a checkpoint
+            branch_parent(reg, spec)
         for preset in reg.presets:
             if preset != spec.preset:
                 reg.resolve(name, preset=preset)

@@ -20,7 +20,7 @@ from typing import Any
 from exoformer.errors import UserError
 from exoformer.runs import locking, rundirs as runs
 from exoformer.runs.device_checks import check_placement
-from exoformer.runs.plan import ACTIVE, LAUNCHING, RERUN, PlannedRun, assess
+from exoformer.runs.plan import ACTIVE, LAUNCHING, RERUN, SKIP, PlannedRun, assess
 from exoformer.runs.status import SlurmView, reconcile
 from exoformer.io import check_real_directories, remove_temp_files
 from exoformer.rundir import JOBS_DIR, RUN_INDEX_DIR, RunDir
@@ -62,6 +62,7 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
 
     from exoformer.runs.backends import Item
 
+    held = held_branches(planned, backend)
     final: list[PlannedRun] = []
     items: dict[Path, list[Item]] = {}
     view = SlurmView()
@@ -81,6 +82,8 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
                     action, reason, state = assess(p.spec, root, claim=claim, view=view, force=p.force,
                                                    retry_failed=p.retry_failed, write=True)
                     again = replace(p, action=action, reason=reason, state=state, claim=claim)
+                    if again.action in LAUNCHING and again.spec.hash in held:
+                        again = replace(again, action=SKIP, reason=held[again.spec.hash])
                     final.append(again)
                     if again.action not in LAUNCHING:
                         continue
@@ -112,6 +115,17 @@ def launch(planned: list[PlannedRun], backend, *, command: list[str] | None = No
             except KeyboardInterrupt:
                 raise Interrupted(_mark_interrupted([i for g in items.values() for i in g])) from None
     return final
+
+
+def held_branches(planned: list[PlannedRun], backend) -> dict[str, str]:
+    """Spec hash -> why, for each decay branch whose parent launches with it on a backend that cannot make a job
+    wait for another (Slurm here): it is not started now, and a later `run` starts it from the parent's checkpoint."""
+    if getattr(backend, "orders_branches", False):
+        return {}
+    launching = {p.spec.name for p in planned if p.launches}
+    return {p.spec.hash: f"waits for its parent {p.spec.train.branch_from} (step {p.spec.train.branch_step}): run "
+                         "again after the stable runs finish"
+            for p in planned if p.launches and p.spec.train.is_branch and p.spec.train.branch_from in launching}
 
 
 def _mark_interrupted(items: list) -> list[str]:

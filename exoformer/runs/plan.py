@@ -18,6 +18,10 @@ and its stage records:
 A run is DAMAGED here exactly when the reading verbs show it DAMAGED (exoformer/runs/run_index.py read_run_info),
 and the reason says so in the same words.
 
+A WSD ladder's decay branch (train.branch_from, docs/forecast.md "The CPU ladder") comes after its parent in the
+plan, and is refused (UserError) when it would launch while its parent neither launches with it nor has its
+checkpoint at the branch's start. Its cost is its own steps only (exoformer/budget/cost.py).
+
 Torch-free, so `plan` answers at once.
 """
 
@@ -30,11 +34,13 @@ from typing import Any
 
 from exoformer.runs import locking, rundirs as runs
 from exoformer.budget.cost import Cost, estimate
+from exoformer.registry.ladders import branch_parent
 from exoformer.registry.profiles import Profile, load_profile
 from exoformer.registry.registry import Registry
 from exoformer.registry.spec import Spec, parse_override, wanted_stages
 from exoformer.runs.run_index import RESUMES, entry_of, is_run
 from exoformer.runs.status import SlurmView, claim_alive, reconcile
+from exoformer.errors import UserError
 from exoformer.limits import check_runs_root_path
 from exoformer.run_identity import RunIdentity
 from exoformer.rundir import RunDir
@@ -176,7 +182,8 @@ def plan_specs(registry: Registry, specs: list[Spec], *, runs_root: str | Path |
     """`plan` for resolved specs (each once); `cost` prices one spec on a profile (training by default)."""
     root = runs.runs_root(None if runs_root is None else str(runs_root))
     check_runs_root_path(root, where="--runs-dir" if runs_root is not None else "the runs root")
-    _, profile_sets = split_overrides(overrides)
+    specs = parents_first(specs)
+    spec_sets, profile_sets = split_overrides(overrides)
     manifest = locking.read_manifest(root)
     view = SlurmView()
     view.expect(manifest.get(spec.hash) for spec in specs)
@@ -196,7 +203,37 @@ def plan_specs(registry: Registry, specs: list[Spec], *, runs_root: str | Path |
                                   reason=reason, state=state, claim=claim, profile=name,
                                   cost=cost(spec, profiles[name]), force=force, retry_failed=retry_failed,
                                   identity=runs.identity_for(registry, spec, overrides)))
+    check_branch_starts(registry, planned, spec_sets)
     return planned
+
+
+def parents_first(specs: list[Spec]) -> list[Spec]:
+    """The specs with every decay branch whose parent is among them moved after all the others (a parent is never
+    itself a branch), so that the local backends start parents first; otherwise in the order given."""
+    names = {spec.name for spec in specs}
+    waits = [spec.train.is_branch and spec.train.branch_from in names for spec in specs]
+    return [s for s, w in zip(specs, waits) if not w] + [s for s, w in zip(specs, waits) if w]
+
+
+def checkpoint_file(run_dir: Path, step: int) -> Path:
+    """Checkpoint `step` of a run, named as exoformer/train/checkpoint.py checkpoint_name writes it (torch-free)."""
+    return RunDir(run_dir).checkpoints / f"step_{step:08d}.pt"
+
+
+def check_branch_starts(registry: Registry, planned: list[PlannedRun], spec_sets: list[str]) -> None:
+    """Each decay branch that would launch can start exactly from its parent (same preset and `--set`), and
+    that parent launches in this plan or has its checkpoint at the branch's start; else a one-line UserError."""
+    launching = {p.spec.hash for p in planned if p.launches}
+    for p in planned:
+        if not (p.launches and p.spec.train.is_branch):
+            continue
+        parent = branch_parent(registry, p.spec, spec_sets)
+        step = int(p.spec.train.branch_step or 0)
+        if parent.hash in launching or checkpoint_file(runs.run_dir_for(parent, p.root), step).is_file():
+            continue
+        raise UserError(f"parent {parent.name} has no checkpoint at step {step} yet: run it first",
+                        where=p.spec.name, fix=f"reproduce.py run {parent.name} (same --preset and --set), or the "
+                        f"whole group ({p.spec.group}): parents train before their branches")
 
 
 def totals(planned: list[PlannedRun]) -> dict[str, Any]:

@@ -149,7 +149,8 @@ def identity_for(registry: Registry | None, spec: Spec, overrides: list[str] | t
     return RunIdentity(spec=spec.name, seed=spec.seed, preset=spec.preset, hash12=spec.hash12, overrides=sets,
                        source=CHECKPOINT if checkpoint else OURS, as_row=data.get("as_row") if checkpoint else None,
                        table=data.get("table") if checkpoint else None, scoring=scoring_of(data),
-                       steps=spec.train.steps, **comparison)
+                       steps=spec.train.steps, branch_from=spec.train.branch_from,
+                       branch_step=spec.train.branch_step, **comparison)
 
 
 def prepare(spec: Spec, run_dir: Path, *, command: list[str] | None = None,

@@ -37,7 +37,8 @@ from exoformer.train.distributed import working_alone
 NAME = re.compile(r"^step_(\d{8,})\.pt$")
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
-RESUME_TOLERANT_FIELDS = frozenset({"compile", "checkpoint_every", "keep_checkpoints", "final_val_tokens"})
+RESUME_TOLERANT_FIELDS = frozenset({"compile", "checkpoint_every", "keep_checkpoints", "final_val_tokens",
+                                    "keep_every"})
 """TrainConfig fields that may change between a checkpoint and its resumption (they never change the math)."""
 
 _VERDICTS: dict[tuple, str | None] = {}
@@ -111,8 +112,10 @@ def verify(path: str | os.PathLike) -> str | None:
     return verdict
 
 
-def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, Any], *, keep: int) -> Path:
-    """Write `state` as checkpoint `step` atomically with its checksum; keep the newest `keep` verified ones.
+def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, Any], *, keep: int,
+                    keep_every: int | None = None) -> Path:
+    """Write `state` as checkpoint `step` atomically with its checksum; keep the newest `keep` verified ones, and
+    every one at a multiple of `keep_every` (a ladder's branch points), which never counts towards `keep`.
 
     A write that fails (disk full, read-only directory, quota) is a UserError naming the path; the
     checkpoints already there are left untouched.
@@ -125,7 +128,7 @@ def save_checkpoint(directory: str | os.PathLike, step: int, state: dict[str, An
                                                               "checkpoints go into a folder the job creates")
     with working_alone(f"saving checkpoint step {step}"):  # the other ranks wait for it, however long it takes
         _write(directory, path, step, state, fix)
-    _prune(directory, keep)
+    _prune(directory, keep, keep_every)
     return path
 
 
@@ -165,14 +168,17 @@ def _write(directory: Path, path: Path, step: int, state: dict[str, Any], fix: s
     _remember(path, digest, None)
 
 
-def _prune(directory: Path, keep: int) -> None:
-    """Delete checkpoints older than the newest `keep` verified ones (damaged ones among them too).
+def _prune(directory: Path, keep: int, keep_every: int | None = None) -> None:
+    """Delete checkpoints older than the newest `keep` verified ones (damaged ones among them too), except those
+    at a multiple of `keep_every`, which are neither deleted nor counted.
 
     Damaged files newer than the newest verified one are left alone (they are skipped on resume and
     replaced when training reaches their step again), so they never push a good checkpoint out.
     """
     verified = 0
     for old in _checkpoints(directory):
+        if keep_every and int(NAME.match(old.name).group(1)) % keep_every == 0:
+            continue
         if verified >= keep:
             for path in (old, Path(f"{old}.sha256")):
                 if _ours_to_delete(path, directory):
@@ -340,6 +346,62 @@ def check_resumable(state: dict[str, Any], model_config: dict, train_config: dic
         raise UserError(f"checkpoint was made for a different run: {shown}", where=where,
                         fix="run with the original settings to resume, or with --force to start over (the old run is "
                             "kept aside)")
+
+
+def parent_run_dirs(runs_root: str | os.PathLike, parent: str) -> list[Path]:
+    """The run directories of spec `parent` under a runs root (one per hash it was run with), in name order, those
+    moved aside by --force (`<hash12>.old-<time>`) last."""
+    folder = Path(runs_root) / parent
+    found = [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
+    return sorted(found, key=lambda p: (".old-" in p.name, p.name))
+
+
+def load_branch_start(runs_root: str | os.PathLike, model_config: dict, train_config: dict, *,
+                      map_location: str | torch.device = "cpu") -> tuple[Path, dict[str, Any]]:
+    """(path, state) of the parent's verified checkpoint that a decay branch starts from: the one at
+    `branch_step` in a run directory of `branch_from` whose model and recipe match (check_branchable). A parent
+    without one is a one-line UserError that says to run it first."""
+    from exoformer.train.config import TrainConfig
+
+    branch = TrainConfig.from_dict(train_config)
+    parent, step = branch.branch_from, branch.branch_step
+    refusals = []
+    for run_dir in parent_run_dirs(runs_root, str(parent)):
+        path = RunDir(run_dir).checkpoints / checkpoint_name(int(step))
+        if not path.is_file():
+            continue
+        state, problem = _load_verified(path, map_location)
+        if problem is None:
+            problem = branch_refusal(state, model_config, branch)
+        if problem is None:
+            return path, state
+        refusals.append(f"{path}: {problem}")
+    if refusals:
+        raise UserError(f"parent {parent} has no usable checkpoint at step {step}: {refusals[0]}",
+                        where=f"train.branch_from={parent}", fix=f"run {parent} with this branch's settings first")
+    raise UserError(f"parent {parent} has no checkpoint at step {step} yet: run it first",
+                    where=f"{Path(runs_root) / str(parent)}", fix=f"reproduce.py run {parent} (with the same --preset "
+                    "and --set), or run the whole ladder: it trains parents before their branches")
+
+
+def branch_refusal(state: dict[str, Any], model_config: dict, branch: Any) -> str | None:
+    """Why a decay branch (a TrainConfig) may not start from checkpoint `state`, else None: another model, a
+    recipe that differs in more than `steps` (exoformer/train/schedule.py branch_problem), or another step."""
+    from exoformer.train.config import TrainConfig
+    from exoformer.train.schedule import branch_problem
+
+    if state.get("step") != branch.branch_step:
+        return f"it holds step {state.get('step')!r}, not {branch.branch_step}"
+    differing = [k for k in sorted(set(model_config) | set(state["model_config"]))
+                 if model_config.get(k) != state["model_config"].get(k)]
+    if differing:
+        return f"it was made for another model (model.{differing[0]}: {state['model_config'].get(differing[0])!r})"
+    try:
+        parent = TrainConfig.from_dict(state["train_config"], where="the checkpoint's train_config")
+    except UserError as err:
+        return err.problem
+    problem = branch_problem(parent, branch, tolerant=RESUME_TOLERANT_FIELDS)
+    return None if problem is None or problem.startswith("the parent keeps no") else problem
 
 
 def world_size_change(written_by: int, world_size: int) -> str:

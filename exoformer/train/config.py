@@ -34,6 +34,10 @@ def resolve_precision(precision: str, device: Any) -> str:
     return precision
 
 
+UNSET_OMITTED = ("keep_every", "branch_from", "branch_step")
+"""Fields left out of TrainConfig.to_dict (and so of the hash and of checkpoints) while they are null."""
+
+
 @dataclass(kw_only=True, slots=True, frozen=True)
 class TrainConfig:
     """One training run's recipe. Every field changes the result, so every field is hashed."""
@@ -101,6 +105,15 @@ class TrainConfig:
     """Checkpoint every this many steps, and always at the end."""
     keep_checkpoints: int = 2
     """Newest checkpoints kept on disk (older ones are deleted after a newer one is safely written)."""
+    keep_every: int | None = None
+    """Also checkpoint at every multiple of this step and never delete those: the points a WSD ladder's decay
+    branches start from (docs/forecast.md "The CPU ladder"). null: none."""
+    branch_from: str | None = None
+    """A decay branch: the spec whose checkpoint at `branch_step` this run starts from (model, optimisers, data
+    position, RNG), then trains to its own `steps`. Its recipe may differ from that spec's only in `steps`. null:
+    train from scratch."""
+    branch_step: int | None = None
+    """The parent's step a decay branch starts from: before it, both schedules must agree (warm-up and stable)."""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -125,7 +138,13 @@ class TrainConfig:
                 if self.batch_tokens % (self.seq_len * m * world_size) == 0]
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every field, except the WSD-ladder fields when unset (UNSET_OMITTED), so that the hash of every spec
+        that does not use them is the one it had before they existed."""
+        return {k: v for k, v in asdict(self).items() if not (k in UNSET_OMITTED and v is None)}
+
+    @property
+    def is_branch(self) -> bool:
+        return self.branch_from is not None
 
     @classmethod
     def from_dict(cls, data: dict, *, where: str = "train") -> TrainConfig:
@@ -157,6 +176,7 @@ def _validate(cfg: TrainConfig) -> None:
                         fix=did_you_mean(cfg.precision, PRECISIONS))
     if not 0.0 <= cfg.decay_fraction <= 1.0:
         raise UserError(f"must lie in [0, 1], got {cfg.decay_fraction}", where="train.decay_fraction", fix="use 0.2")
+    _check_branch(cfg)
     if cfg.batch_tokens % cfg.seq_len:
         raise UserError(f"batch_tokens={cfg.batch_tokens} is not a multiple of seq_len={cfg.seq_len}",
                         where="train.batch_tokens", fix="make batch_tokens a multiple of seq_len")
@@ -166,3 +186,17 @@ def _in_range(cfg: TrainConfig, name: str, **bounds) -> None:
     """Finite and inside `bounds` (exoformer/limits.py check_range); the error names `train.<name>`."""
     check_range(getattr(cfg, name), where=f"train.{name}", **bounds)
 
+
+
+def _check_branch(cfg: TrainConfig) -> None:
+    """A decay branch names both its parent and its start step, and starts inside its own run."""
+    if cfg.keep_every is not None and cfg.keep_every <= 0:
+        raise UserError(f"must be positive or null, got {cfg.keep_every}", where="train.keep_every",
+                        fix="use the step that every branch start of the ladder is a multiple of")
+    if (cfg.branch_from is None) != (cfg.branch_step is None):
+        missing = "train.branch_step" if cfg.branch_step is None else "train.branch_from"
+        raise UserError("a decay branch needs both train.branch_from and train.branch_step", where=missing,
+                        fix="set both (the parent spec and the step it starts from), or neither")
+    if cfg.branch_step is not None and not 0 < cfg.branch_step < cfg.steps:
+        raise UserError(f"must lie in (0, steps={cfg.steps}), got {cfg.branch_step}", where="train.branch_step",
+                        fix="start the branch before its own last step, e.g. steps - int(decay_fraction * steps)")

@@ -151,14 +151,18 @@ def validate(state: TrainState, update: Update) -> None:
 
 
 def checkpoint_due(state: TrainState, update: Update) -> bool:
-    return update.step % state.cfg.checkpoint_every == 0 or update.step == state.cfg.steps or update.stop
+    """Every checkpoint_every steps, at a ladder's branch points (keep_every), at the end, and on a stop."""
+    cfg = state.cfg
+    pinned = bool(cfg.keep_every) and update.step % cfg.keep_every == 0
+    return update.step % cfg.checkpoint_every == 0 or pinned or update.step == cfg.steps or update.stop
 
 
 def save(state: TrainState, update: Update) -> None:
     """Checkpoint `step` (rank 0 writes, every rank waits), after checking the weights are finite."""
     check_finite_model(update.step, state.model)
     if state.env.is_main:
-        save_checkpoint(state.checkpoints, update.step, state.checkpoint(), keep=state.cfg.keep_checkpoints)
+        save_checkpoint(state.checkpoints, update.step, state.checkpoint(), keep=state.cfg.keep_checkpoints,
+                        keep_every=state.cfg.keep_every)
     dist_util.barrier()
 
 

@@ -35,6 +35,7 @@ from exoformer.train.checkpoint import (
     checkpoint_dir,
     world_size_change,
     checkpoint_name,
+    load_branch_start,
     load_final_checkpoint,
     load_latest_verified,
 )
@@ -128,9 +129,11 @@ class StopRequest:
 
 def train(model_config: ModelConfig, train_config: TrainConfig, out_dir: str | Path, *,
           device: str | torch.device | None = None, build_model: ModelBuilder | None = None,
-          hooks: Sequence[Hook] = HOOKS) -> TrainResult:
+          hooks: Sequence[Hook] = HOOKS, runs_root: str | Path | None = None) -> TrainResult:
     """Train, resume or (when finished) do nothing; see the module docstring. `build_model` defaults to
-    ExoTransformer (tests pass small stand-ins); `hooks` is the periodic work after each update, in order."""
+    ExoTransformer (tests pass small stand-ins); `hooks` is the periodic work after each update, in order.
+    A decay branch (train.branch_from) with no checkpoint of its own starts from its parent's checkpoint at
+    train.branch_step, found under `runs_root` (default: the runs root holding out_dir, out_dir/../..)."""
     if model_config.seq_len < train_config.seq_len:
         raise UserError(f"train.seq_len={train_config.seq_len} exceeds model.seq_len={model_config.seq_len}",
                         where="train.seq_len", fix="use a shorter sequence or a model built for it")
@@ -138,19 +141,23 @@ def train(model_config: ModelConfig, train_config: TrainConfig, out_dir: str | P
     device = dist_util.pick_device(device, env)
     started = dist_util.init_process_group(env, device)
     try:
+        root = Path(runs_root) if runs_root is not None else Path(out_dir).absolute().parent.parent
         return _train(model_config, train_config, Path(out_dir), env, device, build_model or _default_builder,
-                      tuple(hooks))
+                      tuple(hooks), root)
     finally:
         if started:
             torch.distributed.destroy_process_group()
 
 
 def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist_util.DistEnv,
-           device: torch.device, build_model: ModelBuilder, hooks: tuple[Hook, ...]) -> TrainResult:
+           device: torch.device, build_model: ModelBuilder, hooks: tuple[Hook, ...], runs_root: Path) -> TrainResult:
     ckpt_dir = RunDir(out_dir).checkpoints
     resume_path, saved = load_latest_verified(ckpt_dir)  # damaged ones skipped (warned), the newest good one
+    branch_path = None
+    if saved is None and cfg.is_branch:  # its own checkpoints win: a branch resumes like any run
+        branch_path, saved = load_branch_start(runs_root, model_config.to_dict(), cfg.to_dict())
     dist_util.check_same_step(0 if saved is None else saved["step"], where=str(ckpt_dir))
-    if saved is not None:
+    if saved is not None and branch_path is None:
         check_resumable(saved, model_config.to_dict(), cfg.to_dict(), where=str(resume_path))
         if saved["step"] >= cfg.steps:
             if env.is_main:
@@ -158,6 +165,8 @@ def _train(model_config: ModelConfig, cfg: TrainConfig, out_dir: Path, env: dist
             return TrainResult(step=saved["step"], tokens=saved["tokens"],
                                final_train_loss=saved.get("final_train_loss"), interrupted=False)
     state = _start(model_config, cfg, out_dir, env, device, build_model, saved)
+    if branch_path is not None and env.is_main:
+        state.progress.note(f"decay branch of {cfg.branch_from}: started from {branch_path}")
     del saved  # the model and optimisers hold their own copies now
     interrupted = False
     try:

@@ -47,3 +47,43 @@ def lr_multiplier_for(cfg: TrainConfig, step: int) -> float:
 def momentum_for(cfg: TrainConfig, step: int) -> float:
     return momentum(step, steps=cfg.steps, start=cfg.muon_momentum_start, peak=cfg.muon_momentum,
                     ramp_steps=cfg.muon_momentum_steps)
+
+
+BRANCH_FIELDS = frozenset({"steps", "branch_from", "branch_step", "keep_every"})
+"""What a decay branch's recipe may differ in from its parent's: its length, the branch itself, and which
+checkpoints the parent keeps (never the math)."""
+
+
+def first_schedule_difference(a: TrainConfig, b: TrainConfig, until: int) -> int | None:
+    """The first update index below `until` where the LR multiplier or Muon momentum of `a` and `b` differ,
+    else None. A decay branch is exact only when none does before its start (docs/forecast.md)."""
+    for step in range(until):
+        if lr_multiplier_for(a, step) != lr_multiplier_for(b, step) or momentum_for(a, step) != momentum_for(b, step):
+            return step
+    return None
+
+
+def branch_problem(parent: TrainConfig, branch: TrainConfig, *, tolerant: frozenset[str] = frozenset()) -> str | None:
+    """Why `branch` cannot start from `parent`'s checkpoint at branch.branch_step (None when it can): another
+    recipe outside BRANCH_FIELDS and `tolerant`, a parent that is itself a branch or too short, or schedules
+    that differ before the start (a decay or momentum cool-down already begun), or no checkpoint kept there."""
+    if parent.is_branch:
+        return f"the parent is itself a branch (of {parent.branch_from})"
+    theirs, ours = parent.to_dict(), branch.to_dict()
+    differing = sorted(k for k in set(theirs) | set(ours)
+                       if k not in BRANCH_FIELDS | tolerant and theirs.get(k) != ours.get(k))
+    if differing:
+        shown = ", ".join(f"train.{k} (parent {theirs.get(k)!r}, branch {ours.get(k)!r})" for k in differing[:3])
+        return f"its recipe differs from the parent's in more than steps: {shown}"
+    start = branch.branch_step or 0
+    if start > parent.steps:
+        return f"the parent trains {parent.steps} steps, fewer than the branch's start {start}"
+    step = first_schedule_difference(parent, branch, start)
+    if step is not None:
+        return (f"the schedules differ at step {step} < {start} (LR {lr_multiplier_for(parent, step):.4g} vs "
+                f"{lr_multiplier_for(branch, step):.4g}, momentum {momentum_for(parent, step):.4g} vs "
+                f"{momentum_for(branch, step):.4g}): start the branch no later than its own decay")
+    if not (parent.keep_every and start % parent.keep_every == 0) and start != parent.steps:
+        return (f"the parent keeps no checkpoint at step {start} (its train.keep_every is {parent.keep_every}): "
+                "set the parent's keep_every to a divisor of every branch start")
+    return None

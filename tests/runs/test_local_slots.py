@@ -4,6 +4,7 @@ the wall-time model that chooses it (local_wall_seconds below)."""
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 
@@ -141,6 +142,7 @@ def test_the_launch_loop_starts_jobs_as_the_policy_says(monkeypatch, tmp_path):
     class FakeItem:
         def __init__(self, n):
             self.n, self.claim = n, Claim()
+            self.spec = SimpleNamespace(name=f"spec-{n}", train=SimpleNamespace(is_branch=False))  # no decay branch
 
     def fake_submit(executor, item):
         job = FakeJob(item.n)

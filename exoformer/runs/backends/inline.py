@@ -18,6 +18,7 @@ class InlineBackend:
     on_this_machine = True
     parallel_jobs = 0  # the job's own training line owns the terminal
     profile = None
+    orders_branches = True  # one job after another, in plan order: a decay branch's parent is done before it
 
     def check(self, specs: list[Spec]) -> None:
         return None

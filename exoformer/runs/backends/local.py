@@ -36,6 +36,8 @@ class LocalBackend:
 
     name = "local"
     waits = True
+    orders_branches = True
+    """A decay branch starts only after its parent's job in the same launch has ended (next_ready)."""
     submits_under_lock = False
     on_this_machine = True
 
@@ -100,7 +102,10 @@ class LocalBackend:
             try:
                 while queue or running:
                     while queue and len(running) < self._slots(len(queue), len(running)):
-                        item = queue.pop(0)
+                        item = next_ready(queue, [pair[0] for pair in running])
+                        if item is None:  # every queued one is a decay branch whose parent still runs
+                            break
+                        queue.remove(item)
                         job = _submit_deaf_to_ctrl_c(executor, item)
                         item.claim.job_id, item.claim.folder = str(job.job_id), str(job.paths.folder)
                         if record:
@@ -136,6 +141,16 @@ class LocalBackend:
         for _, job in running:
             if not job.done():
                 _signal(job, signal.SIGKILL)
+
+
+def next_ready(queue: list[Item], running: list[Item]) -> Item | None:
+    """The first queued item that may start now: any run, except a decay branch (train.branch_from) whose parent
+    is still queued or running in this launch; it starts from that parent's checkpoint (docs/forecast.md)."""
+    pending = {item.spec.name for item in queue} | {item.spec.name for item in running}
+    for item in queue:
+        if not (item.spec.train.is_branch and item.spec.train.branch_from in pending):
+            return item
+    return None
 
 
 def _submit_deaf_to_ctrl_c(executor, item: Item):

@@ -64,7 +64,7 @@ def test_per_row_law_and_multiplier_intervals_cover_the_truth_at_an_extrapolated
                       seed=i)
         ref = fit_law(params, tokens, law(REFERENCE, params, tokens) + rng.normal(0, 0.01, len(params)),
                       bootstrap=100, seed=10_000 + i)
-        lo, hi = row.interval(AIM.params, AIM.tokens)
+        lo, hi = row.interval(AIM.params, AIM.tokens, misfit=False)  # the bootstrap alone, as the multiplier's
         row_hits += bool(lo[0] <= truth <= hi[0])
         got = lf.multiplier(row, AIM, ref, AIM)
         multiplier_hits += bool(got.lo <= ratio <= got.hi)
@@ -92,10 +92,11 @@ def test_with_a_known_difference_the_probability_is_the_frequency_of_the_verdict
 def test_the_forecast_probability_matches_simulated_paper_scale_runs():
     # Known truth per replicate: the row's law is the reference's shifted by a drawn amount (so the true difference
     # at the target varies as the forecast's own uncertainty assumes), the paper's value a drawn number. Each
-    # replicate fits a noisy ladder per row, forecasts P(replicates) with 3 seeds, then runs the paper-scale
-    # experiment once (3 seeds per row from the true laws) judged by replication.compare. 240 replicates: the
-    # standard error of the frequency is about 3 points; measured: mean forecast 31%, frequency 38% (the forecast
-    # is conservative), lower half of the forecasts 14% vs 19%, upper half 49% vs 56%.
+    # replicate fits a noisy ladder per row, forecasts P(the direction holds) with 3 seeds (forecast_verdict's
+    # `direction`, what `power` plans), then runs the paper-scale experiment once (3 seeds per row from the true
+    # laws) judged by replication.compare. "replicates" itself is rare here (the paper's single seed cannot tell
+    # its effect from 3x it at this spread), so the direction is the forecast with something to say. 240
+    # replicates: the standard error of the frequency is about 3 points.
     params, tokens = grid()
     rng = np.random.default_rng(5)
     sigma = 0.01
@@ -111,25 +112,27 @@ def test_the_forecast_probability_matches_simulated_paper_scale_runs():
         se = float(np.std(row.replicates(AIM.params, AIM.tokens)[:, 0] - ref.replicates(AIM.params, AIM.tokens)[:, 0],
                           ddof=1))
         pooled = math.sqrt((row.sigma ** 2 * row.dof + ref.sigma ** 2 * ref.dof) / (row.dof + ref.dof))
-        forecasts.append(replicate_probability(diff, se, math.sqrt(2) * pooled, row.dof + ref.dof, paper, [3],
-                                               draws=4000, seed=i)[0])
+        forecasts.append(forecast_verdict(diff, se, math.sqrt(2) * pooled, row.dof + ref.dof, paper, seeds=3,
+                                          draws=500, seed=i).direction)
         a = rng.normal(law(row_law, AIM.params, AIM.tokens), sigma, size=(3, 1))
         b = rng.normal(law(REFERENCE, AIM.params, AIM.tokens), sigma, size=(3, 1))
-        outcomes.append(rep.compare(a, b, paper, kind="loss", item_resamples=None).verdict.startswith(rep.REPLICATES))
+        outcomes.append(rep.compare(a, b, paper, kind="loss", item_resamples=None).head in rep.DIRECTION_HOLDS)
     forecasts, outcomes = np.array(forecasts), np.array(outcomes)
+    print(f"\nmean forecast {forecasts.mean():.3f}, frequency {outcomes.mean():.3f}")
     assert 0.1 < outcomes.mean() < 0.9  # a case where the forecast has something to say
     assert forecasts.mean() == pytest.approx(outcomes.mean(), abs=0.08)
     low = forecasts < np.median(forecasts)
     for half in (low, ~low):
         assert forecasts[half].mean() == pytest.approx(outcomes[half].mean(), abs=0.1)
-    assert outcomes[low].mean() < outcomes[~low].mean()  # it ranks the replicates that are likelier to replicate
+    assert outcomes[low].mean() < outcomes[~low].mean()  # it ranks the replicates that are likelier to hold
 
 
 def test_seeds_for_80_percent_reach_it_and_one_fewer_does_not():
-    got = forecast_verdict(-0.05, 0.0, 0.04, math.inf, -0.05, seeds=3)
+    # sd 0.01: the paper's single seed can tell -0.05 from 3x it, so "replicates" is reachable
+    got = forecast_verdict(-0.05, 0.0, 0.01, math.inf, -0.05, seeds=3)
     assert got.seeds_for_80 is not None
     k = got.seeds_for_80
-    at = replicate_probability(-0.05, 0.0, 0.04, math.inf, -0.05, list(range(2, 41)))[:k - 1]
+    at = replicate_probability(-0.05, 0.0, 0.01, math.inf, -0.05, list(range(2, 41)))[:k - 1]
     assert at[-1] >= 0.8 and np.all(at[:-1] < 0.8)
 
 
@@ -190,7 +193,7 @@ def test_missing_ladder_runs_are_one_line_naming_them_and_the_command(tmp_path, 
     code = main(["predict", "table1", "--from", "smoke-ladder", "--to", "smoke", "--runs-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert "54 of 54 runs have no results" in err and "reproduce.py run 'smoke-ladder-" in err
+    assert "108 of 108 runs have no results" in err and "reproduce.py run 'smoke-ladder-" in err
 
 
 @pytest.mark.parametrize("args, problem", [
@@ -266,14 +269,22 @@ def test_a_tiny_ladder_runs_end_to_end_then_predict_names_every_cell(tmp_path):
     lines = done.stdout.splitlines()
     columns = ["val_ppl", "arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "winogrande", "avg6"]
     for row in ("base", "gated"):
+        whole = next((ln for ln in lines if ln.split()[:3] == [row, "(every", "column)"]), None)
+        if whole is not None:  # a degenerate law (3 sizes x 2 budgets): one line, its reason and fix, no number
+            assert "no forecast: " in whole and "needs >= 3 sizes x 3 budgets" in whole, whole
+            continue
         for column in columns:
             line = next((ln for ln in lines if ln.split()[:2] == [row, column]), None)
             assert line is not None, f"{row} {column} missing:\n{done.stdout}"
-            assert "[" in line or "loss->accuracy" in line, line  # a forecast, or why there is none
-    assert (tmp_path / "ladder.png").stat().st_size > 10_000
+            assert "[" in line or "loss->accuracy" in line or "uninformative" in line, line  # or why there is none
+    if "figure: not drawn: no row has a law the ladder supports" in done.stdout:  # every row degenerate
+        assert not (tmp_path / "ladder.png").exists()
+    else:
+        assert (tmp_path / "ladder.png").stat().st_size > 10_000
     cells = [ln for ln in far.stdout.splitlines() if ln.split()[:1] in (["base"], ["gated"]) and len(ln.split()) > 2
-             and ln.split()[1] in columns]
-    assert len(cells) == 16 and all("not comparable: a smoke ladder says nothing about 450M" in ln for ln in cells)
+             and (ln.split()[1] in columns or ln.split()[1] == "(every")]
+    assert {ln.split()[0] for ln in cells} == {"base", "gated"}
+    assert all("not comparable: a smoke ladder says nothing about 450M" in ln for ln in cells)
 
 
 def test_the_registry_checks_a_declared_ladder(tmp_path):
@@ -287,7 +298,7 @@ def test_the_registry_checks_a_declared_ladder(tmp_path):
 
     rows = ladder_rows(Registry(), "table1", "smoke-ladder")
     assert list(rows) == [row.id for row in Registry().tables["table1"].rows]
-    assert all(len(specs) == 6 and all(s.startswith(f"smoke-ladder-{row}-d") for s in specs)
+    assert all(len(specs) == 12 and all(s.startswith(f"smoke-ladder-{row}-d") for s in specs)
                for row, specs in rows.items())
     registry, _ = subset_registry(tmp_path, ["base", "gated"])
     tables = registry / "tables.yaml"
