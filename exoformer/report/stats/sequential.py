@@ -389,18 +389,29 @@ def sequential_verdicts(design: Design, diffs: Sequence[np.ndarray], *, looks: i
     """The design's verdict of each claim after `looks` looks (default: as many as the seeds given allow).
 
     `diffs[i]`: claim i's per-seed paired differences (batch, seeds), seeds in the order they were run; look k
-    reads the first pairs[k] of them, so a verdict only ever uses the declared seed counts and boundaries.
+    reads the first pairs[k] of them, so a verdict only ever uses the declared seed counts and boundaries. A look
+    is taken when every claim still open has its seeds: a claim that stopped needs no more, and once
+    every claim has stopped no look follows.
     `futility=False` takes every look whatever the conditional power (the non-binding rule ignored)."""
-    arrays, taken = _check_looks(design, diffs, looks)
+    arrays, limit = _check_looks(design, diffs, looks)
     m, batch = len(design.claims), arrays[0].shape[0]
     out = Outcome(state=np.full((batch, m), OPEN), look=np.full((batch, m), -1), sign=np.zeros((batch, m)),
                   p=np.full((batch, m), np.nan), boundary_p=np.full((batch, m), np.nan),
-                  power_needed=np.full((batch, m), np.nan), sd=np.full((batch, m), np.nan), looks_taken=taken)
+                  power_needed=np.full((batch, m), np.nan), sd=np.full((batch, m), np.nan), looks_taken=0)
     stat = np.full((batch, m, design.looks), -np.inf)
     sign = np.zeros((batch, m, design.looks))
-    for k in range(taken):
+    for k in range(limit):
+        if not np.any(out.state == OPEN):  # every claim has stopped: no later look
+            break
+        short = [c.pairs[k] > a.shape[1] for c, a in zip(design.claims, arrays, strict=True)]
+        if any(s and bool(np.any(out.state[:, i] == OPEN)) for i, s in enumerate(short)):
+            break
+        out.looks_taken = k + 1
         measured = []
         for i, (c, d) in enumerate(zip(design.claims, arrays, strict=True)):
+            if short[i]:  # stopped before this look: nothing to measure
+                measured.append(None)
+                continue
             s = rep.seed_statistics(d[:, :c.pairs[k]], alpha=design.alpha, margin=c.margin)
             st, sign[:, i, k], p = _statistic(s, c.margin)
             is_open = out.state[:, i] == OPEN
@@ -415,20 +426,20 @@ def sequential_verdicts(design: Design, diffs: Sequence[np.ndarray], *, looks: i
 
 
 def _check_looks(design: Design, diffs: Sequence[np.ndarray], looks: int | None) -> tuple[list[np.ndarray], int]:
-    """The claims' seed arrays and the looks they allow (at most `looks`); one line when they do not fit."""
+    """The claims' seed arrays and the last look to try (`looks`, else the design's last); an explicit look
+    needs every claim's seeds."""
     m = len(design.claims)
     if len(diffs) != m:
         raise UserError(f"{len(diffs)} claims' seeds for a design of {m} claims", where="diffs",
                         fix="one (batch, seeds) array per claim of the design")
     arrays = [np.atleast_2d(np.asarray(d, dtype=float)) for d in diffs]
-    available = min(sum(n <= a.shape[1] for n in c.pairs) for c, a in zip(design.claims, arrays, strict=True))
     if looks is not None and not 1 <= looks <= design.looks:
         raise UserError(f"the design has looks 1-{design.looks}, not {looks}", where="looks",
                         fix=f"a look in 1-{design.looks}")
-    if looks is not None and looks > available:
+    if looks is not None and any(c.pairs[looks - 1] > a.shape[1] for c, a in zip(design.claims, arrays, strict=True)):
         raise UserError(f"look {looks} needs {design.claims[0].pairs[looks - 1]} paired seeds per claim; fewer "
                         "are run", where="looks", fix="run the next look's seeds first (`budget TABLE --next`)")
-    return arrays, available if looks is None else looks
+    return arrays, design.looks if looks is None else looks
 
 
 def _holm(design: Design, out: Outcome, stat: np.ndarray, sign: np.ndarray, k: int) -> None:
@@ -452,12 +463,15 @@ def _holm(design: Design, out: Outcome, stat: np.ndarray, sign: np.ndarray, k: i
         out.look = np.where(new, k, out.look)
 
 
-def _futility(design: Design, out: Outcome, measured: list[rep.SeedStatistics], k: int, *, stop: bool) -> None:
+def _futility(design: Design, out: Outcome, measured: list[rep.SeedStatistics | None], k: int, *,
+              stop: bool) -> None:
     """Conditional power of each open claim at the paper's effect; below the threshold it stops as futile."""
     table = design.boundary_table()
     m = len(design.claims)
     level = np.clip(m - np.sum(out.state == DECIDED, axis=1) - 1, 0, m - 1)
     for i, (c, s) in enumerate(zip(design.claims, measured, strict=True)):
+        if s is None:  # stopped at an earlier look
+            continue
         cp = _conditional_power(c, s, table[i, level, design.looks - 1])
         is_open = out.state[:, i] == OPEN
         out.power_needed[:, i] = np.where(is_open, cp, out.power_needed[:, i])
@@ -494,8 +508,10 @@ def verdict_line(design: Design, outcome: Outcome, i: int) -> str:
         return f"{head}: no look taken yet ({c.pairs[0]} paired seeds needed)"
     state, p, bound = int(outcome.state[0, i]), float(outcome.p[0, i]), float(outcome.boundary_p[0, i])
     test = f"p {p:.2g} {'<' if p <= bound else '>='} boundary {bound:.2g}"
+    at = int(outcome.look[0, i]) + 1
+    if state != OPEN and at < k:  # the numbers of the look it stopped at, named as such
+        test += f" at look {at}"
     if state == DECIDED:
-        at = int(outcome.look[0, i]) + 1
         if c.margin is not None:
             what = f"equivalent within +-{c.margin:g}"
         elif outcome.sign[0, i] == math.copysign(1.0, c.paper):

@@ -12,6 +12,10 @@ our runs (source "ours"; seed k of one row paired with seed k of the other, s42 
   the seeds that would give it, and the item-sampling figure beside it; the seed
   variance pooled over the table's rows only as a note ("if all rows share one spread: ..."), since one row
   scattering more than the others makes the pooled interval undercover. The rules: docs/replication.md.
+With a sequential design declared for the table (`budget TABLE --looks K`, `<runs root>/designs/TABLE.yaml`), each
+claim's verdict is the design's at its current look, from report/stats/sequential.py alone: the declared seeds and
+boundaries, Holm within the spending over the design's claims (docs/replication.md "Spending a fixed budget"); the
+fixed-seed verdict above stays beside it, not the basis for stopping.
 A verdict from cells that are not comparable with the paper's recipe (another preset, --set, a limited
 evaluation: report/reading/recipe.py) is marked † with what differs: at smoke scale it judges the harness, not the paper.
 Torch-free (numpy/scipy only).
@@ -24,10 +28,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from exoformer.eval.suites import SMOKE_PREFIX
+from exoformer.errors import UserError
 from exoformer.registry.registry import Registry
 from exoformer.registry.reported import source_legend
 from exoformer.registry.tables import TASKS, Table
 from exoformer.report.stats import replication as rep
+from exoformer.report.stats import sequential as sq
 from exoformer.report.reading.selection import Picked, Selection
 from exoformer.report.tables.build import (
     AVERAGE,
@@ -79,6 +85,10 @@ class Verdict:
     """The pooled figure ("if all rows share one spread: ..."), a note beside the verdict, never its basis."""
     family: str = ""
     """The Holm family the verdict was adjusted in, e.g. "all 6 claims of 2 tables"."""
+    look: str = ""
+    """The declared sequential design's verdict at the current look (sequential.verdict_line); "" without one."""
+    design: str = ""
+    """The table's declared design in one line (its look, the claims stopped); "" without one."""
 
     @property
     def label(self) -> str:
@@ -150,6 +160,8 @@ class Claimed:
     b: np.ndarray
     strata: np.ndarray | None
     why: str
+    order: tuple[int, ...] = ()
+    """Each pair's seed index (its position in the rows' spec lists): a design's look needs the first n."""
 
 
 def _seed_value(picked: Picked | None, column: str, spec: str, table: Table) -> float | None:
@@ -169,12 +181,13 @@ def claimed_pairs(built: BuiltTable, selection: Selection, claim: PaperDifferenc
     table = built.table
     rows = {r.id: r for r in table.rows}
     a_row, b_row = rows[claim.minuend], rows[claim.subtrahend]
-    pairs = []
+    pairs, order = [], []
     for k, (ra, rb) in enumerate(zip(selection.row_runs(a_row.specs), selection.row_runs(b_row.specs))):
         va = _seed_value(ra, claim.column, a_row.specs[k], table)
         vb = _seed_value(rb, claim.column, b_row.specs[k], table)
         if va is not None and vb is not None:
             pairs.append((ra, rb, va, vb))
+            order.append(k)
     if not pairs:
         return None
     whys = [c.why for c in (built.cell(a_row, claim.column), built.cell(b_row, claim.column)) if c.why]
@@ -185,9 +198,9 @@ def claimed_pairs(built: BuiltTable, selection: Selection, claim: PaperDifferenc
         b_items = [_per_sample(str(rb.path), tasks, table.convention) for _, rb, *_ in pairs]
         if all(x is not None for x in [*a_items, *b_items]):
             a, b, strata = rep.paired_items(a_items, b_items, tasks=list(tasks))
-            return Claimed(claim=claim, a=a, b=b, strata=strata, why=why)
+            return Claimed(claim=claim, a=a, b=b, strata=strata, why=why, order=tuple(order))
     return Claimed(claim=claim, a=np.array([[va] for *_, va, _ in pairs]), b=np.array([[vb] for *_, vb in pairs]),
-                   strata=None, why=why)
+                   strata=None, why=why, order=tuple(order))
 
 
 def claim_note(built: BuiltTable, selection: Selection, claimed: Claimed) -> str:
@@ -241,7 +254,79 @@ def _judge(registry: Registry, tables: list[_TableClaims], *, n_boot: int) -> li
     out = [v for t in tables for v in t.verdicts]
     for v in out:
         v.family = family
+    for t in tables:
+        design_verdicts(t)
     return out
+
+
+# ------------------------------------------------------------------------------------------------ a declared design
+
+def _first_seeds(order: tuple[int, ...]) -> int:
+    """How many of the first seeds (indices 0, 1, ...) are all paired: a look reads seeds in their declared order."""
+    n = 0
+    while n < len(order) and order[n] == n:
+        n += 1
+    return n
+
+
+def design_seeds(design: sq.Design, claims: list[PaperDifference], claimed: list[Claimed | None], *,
+                 runs_root: str) -> tuple[list[int], list[np.ndarray], list[int]]:
+    """For each claim of `design`: its index in `claims`, its per-seed differences (1, n) over the first seeds
+    that are all paired (the input of sequential.sequential_verdicts), and how many paired seeds are run."""
+    where = {(c.minuend, c.subtrahend, c.column): i for i, c in enumerate(claims)}
+    index, diffs, run = [], [], []
+    for dc in design.claims:
+        i = where.get((dc.minuend, dc.subtrahend, dc.column))
+        if i is None:
+            raise UserError(f"the declared design's claim {dc.label} is no longer a paper difference of "
+                            f"{design.table}", where=str(sq.design_path(runs_root, design.table)),
+                            fix="restore the claim in experiments/claims.yaml, or a new design in a fresh runs root")
+        c = claimed[i]
+        d = np.zeros(0) if c is None else (c.a - c.b).mean(axis=1)  # the verdict's per-seed differences
+        index.append(i)
+        diffs.append(d[None, :0 if c is None else _first_seeds(c.order)])
+        run.append(d.size)
+    return index, diffs, run
+
+
+def design_verdicts(t: _TableClaims) -> None:
+    """Each claim's verdict at the current look of the table's declared design, when the runs root holds one.
+
+    The current look is the last one whose seeds every claim still open has (the Holm levels of the design are
+    shared by its claims, so a look is taken for all at once); seeds run beyond it wait for that look."""
+    root = t.built.runs_root
+    design = sq.read_design(root, t.built.table.id) if root else None
+    if design is None:
+        return
+    index, diffs, run = design_seeds(design, [v.claim for v in t.verdicts], t.claimed, runs_root=root)
+    outcome = sq.sequential_verdicts(design, diffs)
+    k = outcome.looks_taken
+    for j, (i, dc) in enumerate(zip(index, design.claims, strict=True)):
+        t.verdicts[i].look = sq.verdict_line(design, outcome, j) + _waiting(design, dc, outcome, j, run[j])
+    states = [sq.STATE_WORDS[int(x)] for x in outcome.state[0]]
+    counts = ", ".join(f"{states.count(w)} {w}" for w in ("decided", "futile", "continue") if w in states)
+    head = (f"declared sequential design of {design.table} (digest {design.digest[:12]}): look {k} of "
+            f"{design.looks}; {counts}; {design.spending} spending, Holm within it over its "
+            f"{plural(len(design.claims), 'claim')} (docs/replication.md \"Spending a fixed budget\")")
+    for v in t.verdicts:
+        v.design = head
+        if not v.look:
+            v.look = "not in the declared design (read the fixed-seed verdict only)"
+
+
+def _waiting(design: sq.Design, dc: sq.DesignClaim, outcome: sq.Outcome, j: int, run: int) -> str:
+    """Seeds run beyond the current look: unused until their look is complete (or ever, once stopped)."""
+    k, stopped = outcome.looks_taken, outcome.state[0, j] != sq.OPEN
+    used = dc.pairs[int(outcome.look[0, j])] if stopped else dc.pairs[k - 1] if k else 0
+    if run <= used:
+        return ""
+    extra = plural(run - used, "paired seed")
+    if stopped:
+        return f" ({extra} run beyond it, not used: the claim has stopped)"
+    if k == design.looks:
+        return f" ({extra} beyond the design's last look, not used)"
+    return (f" ({extra} run beyond look {k} not used until look {k + 1} is complete: {dc.pairs[k]} paired seeds "
+            "for every claim still open)")
 
 
 def table_verdicts(registry: Registry, built: BuiltTable, *, n_boot: int = DEFAULT_BOOTSTRAP,
@@ -290,7 +375,7 @@ def verdict_rows(verdicts: list[Verdict]) -> list[dict[str, str]]:
         out.append({"claim": v.label, "paper": f"{v.claim.value:+.2f} [{v.claim.source}]",
                     "line": "not run" if c is None else c.line() + (f" {MARK}" if v.why else ""),
                     "verdict": v.verdict, "method": "" if c is None else c.methods(), "why": v.why,
-                    "note": v.note})
+                    "note": v.note, "look": v.look + (f" {MARK}" if v.look and v.why else ""), "design": v.design})
     return out
 
 
@@ -315,8 +400,13 @@ def render_verdicts(verdicts: list[Verdict], *, family: bool = False) -> list[st
         return []
     rows = verdict_rows(verdicts)
     lines = [f"row differences claimed by the paper: {headline(verdicts, family=family)}"]
+    lines.extend(dict.fromkeys(r["design"] for r in rows if r["design"]))
     for r in rows:
-        lines.append(f"  {r['claim']}: {r['line']}")
+        if r["look"]:  # the design's verdict leads; the fixed-seed one is beside it, never the stopping rule
+            lines.append(f"  {r['claim']}: {r['look']}")
+            lines.append(f"      (fixed-seed verdict, not the design's: {r['line']})")
+        else:
+            lines.append(f"  {r['claim']}: {r['line']}")
         if r["method"]:
             lines.append(f"      ({r['method']})")
         if r["note"]:
@@ -359,6 +449,16 @@ def render_maxima(built: BuiltTable, maxima: dict[str, float], better: dict[str,
     return lines
 
 
+def _line_html(r: dict[str, str]) -> str:
+    """The verdict cell: a declared design's line first, the fixed-seed verdict beside it."""
+    import html
+
+    if not r["look"]:
+        return html.escape(r["line"])
+    return (f'<span class="look">{html.escape(r["look"])}</span><br><span class="note">fixed-seed verdict, not the '
+            f"design's: {html.escape(r['line'])}</span>")
+
+
 def verdicts_html(verdicts: list[Verdict]) -> str:
     """The verdicts as an HTML section (the report's "Replication verdicts"), its headline first."""
     import html
@@ -369,7 +469,7 @@ def verdicts_html(verdicts: list[Verdict]) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours [95% interval], ours - paper's [95%]: verdict",
                                              "method"))
     body = "".join(f'<tr class="verdict-{html.escape(r["verdict"].replace(" ", "-"))}"><td class="label">'
-                   f'{html.escape(r["claim"])}</td><td>{html.escape(r["paper"])}</td><td>{html.escape(r["line"])}'
+                   f'{html.escape(r["claim"])}</td><td>{html.escape(r["paper"])}</td><td>{_line_html(r)}'
                    f'</td><td>{html.escape(r["method"])}'
                    + (f'<br><span class="note">note, not the verdict\'s basis: {html.escape(r["note"])}</span>'
                       if r["note"] else "") + "</td></tr>" for r in rows)
@@ -383,6 +483,8 @@ def verdicts_html(verdicts: list[Verdict]) -> str:
                   "</ul></div>")
     named = next((v.family for v in verdicts if v.family), "")
     family = f'<p class="note family">Holm over {html.escape(named)} (one family)</p>' if named else ""
+    family += "".join(f'<p class="design">{html.escape(head)}</p>'
+                      for head in dict.fromkeys(r["design"] for r in rows if r["design"]))
     chips = "".join(f'<span class="chip verdict-{html.escape(v.replace(" ", "-"))}">{html.escape(v)}: '
                     f'{plural(n, "claim")}</span>' for v, n in tally(verdicts))
     return (f'<section id="verdicts"><h2>Replication verdicts</h2><p class="headline">'
