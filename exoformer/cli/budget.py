@@ -214,11 +214,9 @@ def _print_design(design, root) -> None:
 
 def _next(args: argparse.Namespace, registry, alpha: float) -> int:
     """The design's verdicts at the current look, and the runs of the next look for the claims still open."""
-    import numpy as np
-
     from exoformer.report.stats import sequential as sq
     from exoformer.report.tables.compose import compose
-    from exoformer.report.tables.verdicts import claimed_pairs, paper_differences
+    from exoformer.report.tables.verdicts import claimed_pairs, design_seeds, paper_differences
 
     root = options.existing_runs_root(args)
     design = sq.read_design(root, args.table)
@@ -226,33 +224,35 @@ def _next(args: argparse.Namespace, registry, alpha: float) -> int:
         raise UserError(f"table {args.table} has no declared design", where=str(sq.design_path(root, args.table)),
                         fix=f"reproduce.py budget {args.table} --gpu-hours 500 --looks 3 (before any run)")
     read = compose(registry, root, tables=[args.table], preset=args.preset, overrides=args.overrides).tables[args.table]
-    claims = {(c.minuend, c.subtrahend, c.column): c for c in paper_differences(registry) if c.table == args.table}
-    diffs = []
-    for dc in design.claims:
-        claim = claims.get((dc.minuend, dc.subtrahend, dc.column))
-        pairs = None if claim is None else claimed_pairs(read.built, read.selection, claim)
-        diffs.append(np.zeros((1, 0)) if pairs is None else (pairs.a - pairs.b).mean(axis=1)[None, :])
-    shortest = min(d.shape[1] for d in diffs)
-    outcome = sq.sequential_verdicts(design, [d[:, :shortest] for d in diffs]) if shortest >= 2 else None
-    k = 0 if outcome is None else outcome.looks_taken
-    open_ = [i for i in range(len(design.claims)) if outcome is None or outcome.state[0, i] == sq.OPEN]
+    claims = [c for c in paper_differences(registry) if c.table == args.table]
+    claimed = [claimed_pairs(read.built, read.selection, c) for c in claims]
+    # the same seeds and the same look as `diff` (verdicts.design_seeds): a stopped claim holds no look back
+    _, diffs, _ = design_seeds(design, claims, claimed, runs_root=str(root))
+    outcome = sq.sequential_verdicts(design, diffs)
+    k = outcome.looks_taken
+    open_ = [i for i in range(len(design.claims)) if outcome.state[0, i] == sq.OPEN]
     rows = list(dict.fromkeys(r for i in open_ for r in (design.claims[i].minuend, design.claims[i].subtrahend)))
-    spent = sum(min(shortest, s[-1]) * (design.hours_per_run.get(r) or 0.0) for r, s in design.seeds.items())
+    table_rows = {r.id: r for r in registry.tables[args.table].rows}
+    have = {row: [pick is not None for pick in read.selection.row_runs(table_rows[row].specs)]
+            for row in design.seeds if row in table_rows}
+    spent = sum(sum(ran[:s[-1]]) * (design.hours_per_run.get(r) or 0.0) for r, s in design.seeds.items()
+                for ran in [have.get(r, [])])
     lines, commands = [], []
     for i, c in enumerate(design.claims):
-        lines.append(f"{c.label}: " + (sq.verdict_line(design, outcome, i) if outcome is not None
+        lines.append(f"{c.label}: " + (sq.verdict_line(design, outcome, i) if k
                                        else f"look 0 of {design.looks}: {c.pairs[0]} paired seeds needed"))
     if k < design.looks and open_:
-        table_rows = {r.id: r for r in registry.tables[args.table].rows}
         for row in rows:
             want = design.seeds[row][k]
             specs = table_rows[row].specs
             if want > len(specs):
-                commands.append(f"# {row}: look {k + 1} needs {want} seeds, the registry declares {len(specs)} "
-                                "(experiments/tables.yaml); add seed specs for it")
-            for spec in specs[shortest:want]:
-                commands.append(shlex.join(["reproduce.py", "run", spec, *(["--preset", args.preset]
-                                                                           if args.preset else [])]))
+                commands.append(f"# {row}: look {k + 1} needs {want} seeds, the registry declares {len(specs)}: add "
+                                "seeds to `seed:` of the table's sweep in experiments/main.yaml and the new specs to "
+                                "the row in experiments/tables.yaml")
+            for spec, ran in zip(specs[:want], have[row][:want]):
+                if not ran:
+                    commands.append(shlex.join(["reproduce.py", "run", spec, *(["--preset", args.preset]
+                                                                               if args.preset else [])]))
     left = None if design.budget_gpu_hours is None else design.budget_gpu_hours - spent
     if args.json:
         print(json.dumps({"table": args.table, "look": k, "looks": design.looks, "verdicts": lines,

@@ -136,8 +136,16 @@ def test_a_row_no_open_claim_needs_is_not_waited_for(six_seeds, capsys, monkeypa
         add_seeds(root, row, range(4))
     look2 = diff(directory, root, capsys)
     assert "look 2 of 3; 2 decided, 1 continue" in look2, look2
+    assert main(["budget", "table1", "--next", *reading(directory, root)]) == 0
+    plan = capsys.readouterr().out
+    assert "look 2 of 3" in plan and "next look (3 of 3)" in plan, plan
+    assert "run base-" not in plan and "-s" in plan, plan  # base serves no open claim; seeds already run are not asked
+    asked = re.findall(r"reproduce.py run (\S+)", plan)
+    assert sorted(asked) == sorted(f"{row}-s{SEEDS[k]}" for row in ("dynamic-e-exoformer", "gated") for k in (4, 5))
     for row in ("gated", "dynamic-e-exoformer"):
         add_seeds(root, row, range(4, 6))
+    assert main(["budget", "table1", "--next", *reading(directory, root)]) == 0
+    assert "look 3 of 3" in capsys.readouterr().out  # the same look as diff's, not held back by base
     lines = claim_lines(diff(directory, root, capsys))
     assert lines["dynamic-e-exoformer - gated, val_ppl"].startswith("look 3 of 3: p "), lines
     assert "at look 2: stop: decided at look 2" in lines["dynamic-e-exoformer - base, avg6"]
