@@ -1,9 +1,10 @@
 """Verb `budget`: what a fixed budget of GPU-hours can decide, claim by claim, and a declared sequential design.
 
-`budget TABLE --gpu-hours H` (or `--money M --price P`): the seeds per row that maximise the expected number of the table's claims decided
-at the paper's effect (report/stats/budget_allocation.py), from the seed spread `power TABLE` reads (measured, or
-`--seed-sd`) and the per-run cost of `plan` at the target preset (`--to`) on a profile; per claim its seeds, power
-and cost, the claims the budget cannot decide and what they would need, and the same at half and twice the budget.
+`budget TABLE --gpu-hours H` (or `--money M --price P`): the seeds per row that maximise the expected number of
+the table's claims decided at the paper's effect (report/stats/budget_allocation.py). The spread is the one
+`power TABLE` reads (measured, or `--seed-sd`); a run's cost is `plan`'s at the target preset (`--to`) on a
+profile. It prints per claim its seeds, power and cost, the claims the budget cannot decide and what they would
+need, and the same at half and twice the budget.
 `--looks K` writes the design (report/stats/sequential.py) into `<runs root>/designs/TABLE.yaml`, refused once any
 run of the table has results. `--next`: each claim's verdict at the current look, the seeds of the next look for
 the claims still open, and the budget left. Rules: docs/replication.md "Spending a fixed budget".
@@ -142,8 +143,9 @@ def budget_verb(args: argparse.Namespace) -> int:
                          allow_nan=False))
         return 0
     print(f"budget {args.table}: seeds per row that decide the most claims in expectation, power at the paper's "
-          f"effect, two-sided t at {alpha:g}/{len(claims)} (as `power`), priced at {about['preset']} on "
-          f"{about['profile']}; seed sd " + "; ".join(f"{m}: {w}" for m, w in about["sd_from"].items()))
+          f"effect, the verdict's direction test at {alpha:g}/{len(claims)} (as `power`), priced at "
+          f"{about['preset']} on {about['profile']}; seed sd "
+          + "; ".join(f"{m}: {w}" for m, w in about["sd_from"].items()))
     _print_report(args.gpu_hours, reports[1.0])
     print("at half the budget: ", end="")
     _print_report(0.5 * args.gpu_hours, reports[0.5], brief=True)
