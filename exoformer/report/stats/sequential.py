@@ -143,8 +143,8 @@ def look_seeds(final: int, looks: int) -> list[int]:
 # ------------------------------------------------------------------------------------------------ the design
 
 @dataclass(kw_only=True, slots=True)
-class DesignClaim:
-    """One claim of a design: its rows, the paper's difference, the planned spread and its boundaries."""
+class PlanClaim:
+    """What a design needs of a claim: its rows, the paper's difference, a seed sd, an equivalence margin."""
 
     label: str
     minuend: str
@@ -152,8 +152,14 @@ class DesignClaim:
     column: str
     paper: float
     sd: float
-    """The seed sd of a paired difference the design was planned with (power and futility's "would need")."""
+    """The seed sd of a paired difference the design is planned with (power and futility's "would need")."""
     margin: float | None = None
+
+
+@dataclass(kw_only=True, slots=True)
+class DesignClaim(PlanClaim):
+    """One claim of a declared design: the PlanClaim, its paired seeds and boundaries at each look."""
+
     pairs: list[int] = field(default_factory=list)
     """Paired seeds at each look."""
     boundaries: list[list[float]] = field(default_factory=list)
@@ -202,19 +208,6 @@ class Design:
 
 def _digest(content: dict) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, allow_nan=False).encode()).hexdigest()
-
-
-@dataclass(kw_only=True, slots=True, frozen=True)
-class PlanClaim:
-    """What a design needs of a claim: its rows, the paper's difference, a seed sd, an equivalence margin."""
-
-    label: str
-    minuend: str
-    subtrahend: str
-    column: str
-    paper: float
-    sd: float
-    margin: float | None = None
 
 
 def make_design(table: str, claims: Sequence[PlanClaim], seeds_per_row: Mapping[str, int], *, looks: int,
