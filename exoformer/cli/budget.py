@@ -116,12 +116,16 @@ def _print_report(budget: float, r: dict, *, brief: bool = False) -> None:
 def budget_verb(args: argparse.Namespace) -> int:
     from exoformer.report.stats.budget_allocation import allocate
     from exoformer.report.stats.power import check_alpha
+    from exoformer.report.stats.sequential import MAX_LOOKS
 
     registry = options.registry(args)
     options.check_table(registry, args.table)
     alpha = check_alpha(args.alpha, where="--alpha")
     if args.next:
         return _next(args, registry, alpha)
+    if args.looks is not None and not 1 <= args.looks <= MAX_LOOKS:
+        raise UserError(f"the looks of a design must be 1 to {MAX_LOOKS}, got {args.looks}", where="--looks",
+                        fix="--looks 3")
     args.gpu_hours = _budget_hours(args)
     if args.gpu_hours is None or not (math.isfinite(args.gpu_hours) and args.gpu_hours > 0):
         raise UserError(f"a positive budget is needed, got {args.gpu_hours!r}", where="--gpu-hours",

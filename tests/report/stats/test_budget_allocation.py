@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pytest
 
+from exoformer.cli import main
 from exoformer.errors import UserError
 from exoformer.report.stats import budget_allocation as ba
 from exoformer.report.stats import power as pw
@@ -198,3 +199,13 @@ def test_budget_verb_agrees_with_power_and_declares_a_design_once(tmp_path, caps
     code, _, err = _cli(capsys, "budget", "table1", "--gpu-hours", "500", *SDS, "--profile", "h100",
                         "--runs-dir", root, "--looks", "3")
     assert code == 2 and "already has results" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("looks", ["0", "11"])
+def test_looks_outside_one_to_ten_is_one_line(looks, tmp_path, capsys):
+    """--looks 0 once wrote no design and said nothing; now it is refused like any bad number."""
+    code = main(["budget", "table1", "--gpu-hours", "500", "--profile", "h100", "--seed-sd", "avg6=1.4",
+                 "--seed-sd", "val_ppl=0.25", "--looks", looks, "--runs-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--looks" in err[0] and "1 to 10" in err[0], err
+    assert not (tmp_path / "designs").exists()
