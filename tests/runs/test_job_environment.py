@@ -9,6 +9,7 @@ import os
 import platform
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -73,6 +74,9 @@ def test_every_local_job_starts_with_the_settings_and_the_launcher_keeps_its_own
     class FakeItem:
         claim = type("Claim", (), {"job_id": None, "folder": None})()
 
+        def __init__(self, n: int):
+            self.spec = SimpleNamespace(name=f"spec-{n}", train=SimpleNamespace(is_branch=False))  # no decay branch
+
     def fake_submit(executor, item):
         seen.append({key: os.environ.get(key) for key in (*GLIBC_MALLOC_ENV, "OMP_NUM_THREADS")})
         return FakeJob()
@@ -80,6 +84,6 @@ def test_every_local_job_starts_with_the_settings_and_the_launcher_keeps_its_own
     backend = LocalBackend(poll_s=0.0)
     monkeypatch.setattr(backend, "_executor", lambda root: None)
     monkeypatch.setattr(local_backend, "_submit_deaf_to_ctrl_c", fake_submit)
-    backend.launch([FakeItem(), FakeItem()], tmp_path)
+    backend.launch([FakeItem(0), FakeItem(1)], tmp_path)
     assert seen == [{**GLIBC_MALLOC_ENV, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}] * 2
     assert not any(key in os.environ for key in GLIBC_MALLOC_ENV)
