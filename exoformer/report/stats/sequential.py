@@ -336,14 +336,18 @@ class Outcome:
     """sd of one seed's paired difference at the claim's last look."""
     looks_taken: int
 
-    def seeds_used(self, design: Design) -> np.ndarray:
-        """(batch,) seeds run over all rows: a row stops when every claim on it has stopped."""
+    def row_seeds(self, design: Design) -> dict[str, np.ndarray]:
+        """Row -> (batch,) seeds it ran: a row stops when every claim on it has stopped."""
         last = np.where(self.state == OPEN, self.looks_taken - 1, self.look)
-        total = np.zeros(self.state.shape[0])
+        out = {}
         for row, counts in design.seeds.items():
             mine = [i for i, c in enumerate(design.claims) if row in (c.minuend, c.subtrahend)]
-            total += np.asarray(counts)[last[:, mine].max(axis=1)]
-        return total
+            out[row] = np.asarray(counts)[last[:, mine].max(axis=1)]
+        return out
+
+    def seeds_used(self, design: Design) -> np.ndarray:
+        """(batch,) seeds run over all rows."""
+        return sum(self.row_seeds(design).values(), np.zeros(self.state.shape[0]))
 
 
 def _statistic(s: rep.SeedStatistics, margin: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -479,16 +483,10 @@ def expected_use(design: Design, *, scale: float, reps: int = 4000, seed: int = 
     with the planned sds (claims drawn independently: the rows they share are not modelled)."""
     rng = np.random.default_rng(seed)
     diffs = [scale * c.paper + c.sd * rng.standard_normal((reps, c.pairs[-1])) for c in design.claims]
-    out = sequential_verdicts(design, diffs)
-    last = np.where(out.state == OPEN, out.looks_taken - 1, out.look)
-    seeds, hours = 0.0, 0.0
-    for row, counts in design.seeds.items():
-        mine = [i for i, c in enumerate(design.claims) if row in (c.minuend, c.subtrahend)]
-        used = np.asarray(counts)[last[:, mine].max(axis=1)].mean()
-        seeds += float(used)
-        price = design.hours_per_run.get(row)
-        hours = None if hours is None or price is None else hours + float(used) * price
-    return seeds, hours
+    used = {row: float(n.mean()) for row, n in sequential_verdicts(design, diffs).row_seeds(design).items()}
+    prices = [design.hours_per_run.get(row) for row in used]
+    hours = None if None in prices else sum(n * h for n, h in zip(used.values(), prices, strict=True))
+    return sum(used.values()), hours
 
 
 def verdict_line(design: Design, outcome: Outcome, i: int) -> str:
