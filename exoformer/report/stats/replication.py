@@ -321,14 +321,20 @@ def verdict_rates(truth: float, *, sd: float, paper: float, seeds: Sequence[int]
     return out
 
 
+def _widest_sd(paper: float, tolerance: float | None, alpha: float) -> float:
+    """The widest true seed sd at which the paper's single seed still rules out 3x its effect, were our mean
+    exact and equal to it: 2|paper| > z sd x 3 + tolerance (at or below 0: none does)."""
+    tol = float(tolerance_of(paper, tolerance))
+    z = float(stats.norm.ppf(1.0 - alpha / 2.0))
+    return ((SIZE_FACTOR - 1.0) * abs(paper) - tol) / (z * SIZE_FACTOR)
+
+
 def size_beyond_our_seeds(paper: float, *, sd: float, tolerance: float | None = None, alpha: float = ALPHA) -> bool:
     """True when no count of our seeds could rule out 3x the paper's effect, were ours equal to it.
 
-    With infinitely many seeds our mean is exact and the 3x interval keeps only the paper's one seed:
-    2|paper| must exceed z sd x 3 + tolerance. Past that, only more seeds of the paper's own would help."""
-    tol = float(tolerance_of(paper, tolerance))
-    z = float(stats.norm.ppf(1.0 - alpha / 2.0))
-    return (SIZE_FACTOR - 1.0) * abs(paper) <= z * sd * SIZE_FACTOR + tol
+    With infinitely many seeds our mean is exact and the 3x interval keeps only the paper's one seed
+    (`_widest_sd`). Past that, only more seeds of the paper's own would help."""
+    return sd >= _widest_sd(paper, tolerance, alpha)
 
 
 def size_ceiling(paper: float, *, sd: float, tolerance: float | None = None, sd_df: float = math.inf,
@@ -336,9 +342,7 @@ def size_ceiling(paper: float, *, sd: float, tolerance: float | None = None, sd_
     """P(`replicates`) with unboundedly many of our seeds were ours the paper's value: the chance the true sd
     lets the paper's single seed rule out 3x (`size_beyond_our_seeds`), over the sd's scaled inverse chi-square.
     Below 80%, no seed count plans it: the measured spread is too uncertain."""
-    tol = float(tolerance_of(paper, tolerance))
-    z = float(stats.norm.ppf(1.0 - alpha / 2.0))
-    limit = ((SIZE_FACTOR - 1.0) * abs(paper) - tol) / (z * SIZE_FACTOR)  # the widest sd that still tells 3x
+    limit = _widest_sd(paper, tolerance, alpha)
     if limit <= 0 or sd < 0:
         return 0.0
     if not math.isfinite(sd_df) or sd == 0:
