@@ -141,6 +141,10 @@ class RunDir:
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
 
+    def checkpoint(self, step: int) -> Path:
+        """Checkpoint `step`'s file (exoformer/train/checkpoint.py writes it; this module stays torch-free)."""
+        return self.checkpoints / checkpoint_name(step)
+
     @property
     def metrics_file(self) -> Path:
         return self.path / "metrics.jsonl"
@@ -544,6 +548,11 @@ def _read_rows(path: Path, spec_name: str) -> list[dict[str, Any]]:
 
 def is_hash12(name: str) -> bool:
     return len(name) == 12 and all(c in "0123456789abcdef" for c in name)
+
+
+def checkpoint_name(step: int) -> str:
+    """The file name of checkpoint `step`: zero-padded, so that names sort as steps do."""
+    return f"step_{step:08d}.pt"
 
 
 def run_dirs_of_spec(root: str | os.PathLike, name: str) -> list[RunDir]:

@@ -216,8 +216,8 @@ def parents_first(specs: list[Spec]) -> list[Spec]:
 
 
 def checkpoint_file(run_dir: Path, step: int) -> Path:
-    """Checkpoint `step` of a run, named as exoformer/train/checkpoint.py checkpoint_name writes it (torch-free)."""
-    return RunDir(run_dir).checkpoints / f"step_{step:08d}.pt"
+    """Checkpoint `step` of a run (RunDir.checkpoint: the name the trainer writes, torch-free)."""
+    return RunDir(run_dir).checkpoint(step)
 
 
 def check_branch_starts(registry: Registry, planned: list[PlannedRun], spec_sets: list[str]) -> None:

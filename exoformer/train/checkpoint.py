@@ -31,7 +31,7 @@ import torch
 from exoformer.errors import UserError
 from exoformer.faults import MACHINE_ERRNOS, ResumableFault, check_run_dir
 from exoformer.io import atomic_write_text, check_real_directories, fsync_dir, sha256_file, sha256_of
-from exoformer.rundir import RunDir
+from exoformer.rundir import RunDir, checkpoint_name
 from exoformer.train.distributed import working_alone
 
 NAME = re.compile(r"^step_(\d{8,})\.pt$")
@@ -43,10 +43,6 @@ RESUME_TOLERANT_FIELDS = frozenset({"compile", "checkpoint_every", "keep_checkpo
 
 _VERDICTS: dict[tuple, str | None] = {}
 """(path, size, mtime, inode, side-car digest) -> None (verified) or the reason it is not; per process."""
-
-
-def checkpoint_name(step: int) -> str:
-    return f"step_{step:08d}.pt"
 
 
 def checkpoint_dir(run_or_checkpoint_dir: str | os.PathLike) -> Path:
@@ -367,7 +363,7 @@ def load_branch_start(runs_root: str | os.PathLike, model_config: dict, train_co
     parent, step = branch.branch_from, branch.branch_step
     refusals = []
     for run_dir in parent_run_dirs(runs_root, str(parent)):
-        path = RunDir(run_dir).checkpoints / checkpoint_name(int(step))
+        path = RunDir(run_dir).checkpoint(int(step))
         if not path.is_file():
             continue
         state, problem = _load_verified(path, map_location)
@@ -400,8 +396,7 @@ def branch_refusal(state: dict[str, Any], model_config: dict, branch: Any) -> st
         parent = TrainConfig.from_dict(state["train_config"], where="the checkpoint's train_config")
     except UserError as err:
         return err.problem
-    problem = branch_problem(parent, branch, tolerant=RESUME_TOLERANT_FIELDS)
-    return None if problem is None or problem.startswith("the parent keeps no") else problem
+    return branch_problem(parent, branch, tolerant=RESUME_TOLERANT_FIELDS, kept=True)
 
 
 def world_size_change(written_by: int, world_size: int) -> str:

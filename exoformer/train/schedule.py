@@ -63,10 +63,12 @@ def first_schedule_difference(a: TrainConfig, b: TrainConfig, until: int) -> int
     return None
 
 
-def branch_problem(parent: TrainConfig, branch: TrainConfig, *, tolerant: frozenset[str] = frozenset()) -> str | None:
+def branch_problem(parent: TrainConfig, branch: TrainConfig, *, tolerant: frozenset[str] = frozenset(),
+                   kept: bool = False) -> str | None:
     """Why `branch` cannot start from `parent`'s checkpoint at branch.branch_step (None when it can): another
     recipe outside BRANCH_FIELDS and `tolerant`, a parent that is itself a branch or too short, or schedules
-    that differ before the start (a decay or momentum cool-down already begun), or no checkpoint kept there."""
+    that differ before the start (a decay or momentum cool-down already begun), or no checkpoint kept there
+    (not asked when `kept`: the checkpoint is in hand)."""
     if parent.is_branch:
         return f"the parent is itself a branch (of {parent.branch_from})"
     theirs, ours = parent.to_dict(), branch.to_dict()
@@ -83,7 +85,7 @@ def branch_problem(parent: TrainConfig, branch: TrainConfig, *, tolerant: frozen
         return (f"the schedules differ at step {step} < {start} (LR {lr_multiplier_for(parent, step):.4g} vs "
                 f"{lr_multiplier_for(branch, step):.4g}, momentum {momentum_for(parent, step):.4g} vs "
                 f"{momentum_for(branch, step):.4g}): start the branch no later than its own decay")
-    if not (parent.keep_every and start % parent.keep_every == 0) and start != parent.steps:
+    if not kept and not (parent.keep_every and start % parent.keep_every == 0) and start != parent.steps:
         return (f"the parent keeps no checkpoint at step {start} (its train.keep_every is {parent.keep_every}): "
                 "set the parent's keep_every to a divisor of every branch start")
     return None
