@@ -74,7 +74,7 @@ def reconcile(run_dir: Path, claim: locking.Claim | None, view: SlurmView, *, wr
         return status
     fresh = rd.read_status()  # the job may have started or finished between the two looks
     if fresh is None or fresh.state not in runs.ACTIVE_STATES or fresh.updated != status.updated \
-            or rd.job_lock_held():
+            or rd.job_lock_held() or _handed_over(Path(run_dir), claim):
         return fresh
     if fresh.state == runs.PENDING and not any(rd.logs.glob("attempt-*.log")):
         if write:  # queued, never started: it was never run
@@ -88,6 +88,16 @@ def reconcile(run_dir: Path, claim: locking.Claim | None, view: SlurmView, *, wr
     fresh.log = gone.log or fresh.log
     fresh.pid = None
     return _write(rd, fresh, write)
+
+
+def _handed_over(run_dir: Path, claim: locking.Claim | None) -> bool:
+    """Whether the run's claim now names other jobs than the one it was judged by. The manifest is read before
+    Slurm is asked: a link job that submitted the run's next array and ended in between looks gone, but it
+    handed the run over (`<root>/<spec>/<hash12>`: the root two levels up)."""
+    if claim is None:
+        return False
+    now = claims_by_run(locking.read_manifest(run_dir.parent.parent)).get((run_dir.parent.name, run_dir.name))
+    return now is not None and (now.job_id, now.eval_job_id) != (claim.job_id, claim.eval_job_id)
 
 
 def _write(rd: RunDir, status: runs.Status, write: bool) -> runs.Status:

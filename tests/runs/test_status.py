@@ -184,3 +184,18 @@ def test_a_run_without_its_identity_file_reads_damaged_in_any_state(tmp_path, ru
     assert row["reason"].startswith("identity.json missing or unreadable: no such file (fix: `reproduce.py run "
                                     "base-s42")
     assert "DAMAGED" in status.format_table([row]) and row["reason"] in status.format_table([row])
+
+
+def test_a_link_job_that_handed_the_run_over_is_not_gone(tmp_path, spec, run_dir):
+    """The manifest is read before Slurm is asked. A link job may submit the run's next array, record it and end
+    in between: judged by the claim read first, its job looks gone. The run stays queued (was: STATUS deleted,
+    and the next link found nothing to submit)."""
+    runs.write_status(run_dir, runs.Status(state=runs.PENDING, backend="slurm"))
+    judged = claim_for(spec, run_dir, backend="slurm", job_id="39")
+    ended = FakeSlurm({"39": "COMPLETED"})
+    now = claim_for(spec, run_dir, backend="slurm", job_id="44")
+    locking.record_claims(tmp_path, locking.read_manifest(tmp_path), [now])
+    assert status.reconcile(run_dir, judged, ended).state == runs.PENDING
+    assert runs.read_status(run_dir).state == runs.PENDING
+    locking.record_claims(tmp_path, locking.read_manifest(tmp_path), [judged])  # not handed over: gone
+    assert status.reconcile(run_dir, judged, ended) is None and runs.read_status(run_dir) is None
