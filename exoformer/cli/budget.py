@@ -18,7 +18,7 @@ import math
 import shlex
 
 from exoformer.cli import options
-from exoformer.cli.power import _given_sds, _metrics, _seed_sds
+from exoformer.cli.power import _given_sds, _metrics
 from exoformer.errors import UserError
 
 
@@ -48,6 +48,7 @@ def _claims(args: argparse.Namespace, registry, root):
     """The table's claims with the sd each is planned with, and the GPU-hours of one run of each row."""
     from exoformer.registry.profiles import load_profile
     from exoformer.report.stats.budget_allocation import BudgetClaim
+    from exoformer.report.stats.power import MAX_MAGNITUDE
     from exoformer.report.tables.seed_plan import measured_spreads
     from exoformer.runs.plan import cost_profile_name, plan
 
@@ -55,7 +56,7 @@ def _claims(args: argparse.Namespace, registry, root):
     if not spreads:
         raise UserError(f"table {args.table} has no paper difference to plan (experiments/claims.yaml)",
                         where="TABLE", fix="name a table whose rows the paper compares, e.g. table1")
-    bare, per_metric = _seed_sds(args.seed_sd)
+    bare, per_metric = options.seed_sds(args.seed_sd, high=MAX_MAGNITUDE, bare=True)
     given = _given_sds(args.table, _metrics(spreads), bare, per_metric)
     missing = [s.claim.column for s in spreads if s.sd is None and s.claim.column not in given]
     if missing:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 
@@ -100,3 +101,35 @@ class Verb:
 
     def __init__(self, name: str, help: str, add_arguments, run) -> None:  # noqa: A002 - argparse's word
         self.name, self.help, self.add_arguments, self.run = name, help, add_arguments, run
+
+
+def seed_sds(texts: list[str], *, high: float, bare: bool, columns=None) -> tuple[float | None, dict[str, float]]:
+    """--seed-sd as given: (a bare number or None; metric -> sd). Each sd a finite number in (0, high] (bare: in
+    [0, high]), once per metric; a bare number, where `bare` allows one, serves every metric and stands alone;
+    `columns`, when given, names the metrics allowed."""
+    forms = "SD or METRIC=SD" if bare else "METRIC=SD"
+    fix = "--seed-sd avg6=0.5 --seed-sd val_ppl=0.07"
+    alone, per_metric = None, {}
+    for text in texts:
+        metric, sep, value = (part.strip() for part in text.rpartition("="))
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if (sep and not metric) or (not sep and not bare) or not math.isfinite(number):
+            raise UserError(f"expected {forms} with a finite number, got {text!r}", where="--seed-sd", fix=fix)
+        if not (0 <= number <= high if bare else 0 < number <= high):
+            raise UserError(f"must be a number in {'[' if bare else '('}0, {high:,.0f}], got {text!r}",
+                            where="--seed-sd", fix=fix)
+        if alone is not None or (not sep and per_metric) or metric in per_metric:
+            raise UserError(f"{metric + ' is' if metric in per_metric else 'a bare number is'} given with another "
+                            "--seed-sd for it (once per metric; a bare number serves every metric)",
+                            where="--seed-sd", fix="one bare number, or one METRIC=SD per metric" if bare else fix)
+        if sep and columns is not None and metric not in columns:
+            raise UserError(f"the table has no column {metric!r}; its columns are {', '.join(columns)}",
+                            where="--seed-sd", fix=f"--seed-sd {columns[-1]}=SD")
+        if sep:
+            per_metric[metric] = number
+        else:
+            alone = number
+    return alone, per_metric

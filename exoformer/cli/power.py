@@ -53,33 +53,6 @@ def _bounded(value: float, *, flag: str, high: float, example: str) -> None:
                         fix=f"e.g. {flag} {example}")
 
 
-def _seed_sds(texts: list[str]) -> tuple[float | None, dict[str, float]]:
-    """--seed-sd as given: (a bare number, or None; metric -> sd), each a finite number in range."""
-    from exoformer.report.stats.power import MAX_MAGNITUDE
-
-    bare, per_metric = None, {}
-    for text in texts:
-        metric, sep, value = text.rpartition("=")
-        try:
-            number = float(value)
-        except ValueError:
-            number = math.nan
-        if (sep and not metric.strip()) or math.isnan(number):
-            raise UserError(f"expected SD or METRIC=SD with a number, got {text!r}", where="--seed-sd",
-                            fix="--seed-sd avg6=0.5 --seed-sd val_ppl=0.2")
-        _bounded(number, flag="--seed-sd", high=MAX_MAGNITUDE, example="0.8")
-        metric = metric.strip()
-        if bare is not None or (not sep and per_metric) or metric in per_metric:
-            raise UserError(f"{metric + ' is' if metric in per_metric else 'a bare number is'} given with another "
-                            "--seed-sd for it (a bare number serves every claim)", where="--seed-sd",
-                            fix="one bare number, or one METRIC=SD per metric")
-        if sep:
-            per_metric[metric] = number
-        else:
-            bare = number
-    return bare, per_metric
-
-
 def power_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("table", nargs="?", metavar="TABLE",
                         help="a table id: plan its paper differences from the runs we have (see `list`)")
@@ -111,7 +84,7 @@ def power_verb(args: argparse.Namespace) -> int:
     from exoformer.report.stats.power import MAX_HOURS_PER_RUN, MAX_ITEMS, MAX_MAGNITUDE, check_alpha
     from exoformer.report.tables.seed_plan import ClaimSpread, plan_claims
 
-    bare_sd, metric_sds = _seed_sds(args.seed_sd)
+    bare_sd, metric_sds = options.seed_sds(args.seed_sd, high=MAX_MAGNITUDE, bare=True)
     if args.table is not None:
         if args.effect:
             raise UserError("give a TABLE or --effect, not both", where="--effect",

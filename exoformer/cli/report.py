@@ -86,13 +86,14 @@ def diff_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def diff_verb(args: argparse.Namespace) -> int:
-    from exoformer.report.tables.diff import diff_table, exit_code, parse_seed_sds, render_diff
+    from exoformer.report.tables.diff import MAX_PRIOR_SD, diff_table, exit_code, render_diff
     from exoformer.report.tables.verdicts import check_bootstrap, column_maxima, render_maxima, render_verdicts, table_verdicts
 
     n_boot = check_bootstrap(args.bootstrap)
     registry, report = _composed(args, _table_check(args.target), tables=[args.target])
     built = report.tables[args.target].built
-    result = diff_table(built, parse_seed_sds(args.seed_sd, built.table.columns))
+    _, given = options.seed_sds(args.seed_sd, high=MAX_PRIOR_SD, bare=False, columns=built.table.columns)
+    result = diff_table(built, given)
     verdicts = render_verdicts(table_verdicts(registry, built, n_boot=n_boot))
     if verdicts:  # the paper's claimed differences lead: the point of the comparison, before its cells
         print("\n".join(verdicts) + "\n")

@@ -407,26 +407,6 @@ MAX_PRIOR_SD = 1e6
 """The largest --seed-sd `diff` takes, in the column's units: far above any metric's range."""
 
 
-def parse_seed_sds(texts: list[str], columns) -> dict[str, float]:
-    """--seed-sd METRIC=SD (repeatable) -> {metric: sd}: a positive finite sd per column of the table, once."""
-    out: dict[str, float] = {}
-    for text in texts:
-        metric, sep, value = (part.strip() for part in text.partition("="))
-        try:
-            sd = float(value)
-        except ValueError:
-            sd = math.nan
-        if not sep or not (math.isfinite(sd) and 0 < sd <= MAX_PRIOR_SD) or metric in out:
-            raise UserError(f"expected METRIC=SD once per metric with SD in (0, {MAX_PRIOR_SD:,.0f}], got {text!r}",
-                            where="--seed-sd",
-                            fix="--seed-sd avg6=0.5 --seed-sd val_ppl=0.07")
-        if metric not in columns:
-            raise UserError(f"the table has no column {metric!r}; its columns are {', '.join(columns)}",
-                            where="--seed-sd", fix=f"--seed-sd {columns[-1]}=SD")
-        out[metric] = sd
-    return out
-
-
 def _num(value: float | None, signed: bool = False) -> str:
     if value is None:
         return "-"

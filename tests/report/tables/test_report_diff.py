@@ -15,7 +15,7 @@ from synthetic import make_run, read_table, uniform
 from exoformer.cli import main
 from exoformer.registry.reported import DEFAULT_REPORTED
 from exoformer.errors import UserError
-from exoformer.report.tables.diff import (OUTSIDE, WITHIN, diff_table, exit_code, parse_seed_sds, prediction_test,
+from exoformer.report.tables.diff import (OUTSIDE, WITHIN, diff_table, exit_code, prediction_test,
                                           prior_seed_sd, render_diff, task_prior)
 from exoformer.report.stats.rank import kendall_tau_b
 
@@ -140,12 +140,15 @@ def test_seed_sd_flag_replaces_the_prior_and_is_named(tmp_path, capsys):
     assert "given" in line and "OUTSIDE beyond chance" in line
 
 
-@pytest.mark.parametrize("text", ["avg6", "avg6=0", "avg6=nan", "avg6=x", "nope=1"])
+@pytest.mark.parametrize("text", ["avg6", "avg6=0", "avg6=nan", "avg6=x", "nope=1", "avg6=2e6"])
 def test_bad_seed_sd_is_a_one_line_error(text):
+    from exoformer.cli.options import seed_sds
+    from exoformer.report.tables.diff import MAX_PRIOR_SD
+
     with pytest.raises(UserError, match="--seed-sd"):
-        parse_seed_sds([text], ("val_ppl", "avg6"))
+        seed_sds([text], high=MAX_PRIOR_SD, bare=False, columns=("val_ppl", "avg6"))
     with pytest.raises(UserError, match="once per metric"):
-        parse_seed_sds(["avg6=1", "avg6=2"], ("val_ppl", "avg6"))
+        seed_sds(["avg6=1", "avg6=2"], high=MAX_PRIOR_SD, bare=False, columns=("val_ppl", "avg6"))
 
 
 def test_acc_acc_norm_swap_is_flagged(tmp_path):
