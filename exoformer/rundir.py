@@ -555,13 +555,17 @@ def checkpoint_name(step: int) -> str:
     return f"step_{step:08d}.pt"
 
 
-def run_dirs_of_spec(root: str | os.PathLike, name: str) -> list[RunDir]:
-    """The `<root>/<name>/<hash12>/` directories (with or without a spec file yet), sorted by name."""
+def run_dirs_of_spec(root: str | os.PathLike, name: str, *, moved_aside: bool = False) -> list[RunDir]:
+    """The `<root>/<name>/<hash12>/` directories (with or without a spec file yet), sorted by name; with
+    `moved_aside`, those --force moved aside (`<hash12>.old-<time>`) after them."""
     base = os.path.join(root, name)
     try:
-        entries = sorted(e.name for e in os.scandir(base) if is_hash12(e.name) and e.is_dir(follow_symlinks=False))
+        found = [e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False)]
     except OSError:
         return []
+    entries = sorted(n for n in found if is_hash12(n))
+    if moved_aside:
+        entries += sorted(n for n in found if is_hash12(n[:12]) and n[12:].startswith(".old-"))
     return [RunDir(os.path.join(base, entry)) for entry in entries]
 
 

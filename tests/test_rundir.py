@@ -81,3 +81,17 @@ def test_val_curve_reads_the_author_convention_and_cross_entropy_by_name_and_old
     assert rd.val_curve() == ([10.0, 20.0, 30.0], [3.0, 2.002, 1.5015])
     assert rd.val_curve("official") == rd.val_curve()
     assert rd.val_curve("ce") == ([10.0, 20.0, 30.0], [3.0, 2.0, 1.5])
+
+
+def test_run_dirs_of_spec_lists_hash_folders_and_on_request_those_moved_aside(tmp_path):
+    from exoformer.rundir import run_dirs_of_spec
+
+    spec = tmp_path / "base-s42"
+    for name in ("bbbbbbbbbbbb", "aaaaaaaaaaaa", "aaaaaaaaaaaa.old-20261204T020000", "notes", "cccc"):
+        (spec / name).mkdir(parents=True)
+    (spec / "dddddddddddd").symlink_to(spec / "aaaaaaaaaaaa")
+    names = [os.path.basename(rd.path) for rd in run_dirs_of_spec(tmp_path, "base-s42")]
+    assert names == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
+    aside = [os.path.basename(rd.path) for rd in run_dirs_of_spec(tmp_path, "base-s42", moved_aside=True)]
+    assert aside == ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "aaaaaaaaaaaa.old-20261204T020000"]
+    assert run_dirs_of_spec(tmp_path, "missing") == []

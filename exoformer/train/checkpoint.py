@@ -31,7 +31,7 @@ import torch
 from exoformer.errors import UserError
 from exoformer.faults import MACHINE_ERRNOS, ResumableFault, check_run_dir
 from exoformer.io import atomic_write_text, check_real_directories, fsync_dir, sha256_file, sha256_of
-from exoformer.rundir import RunDir, checkpoint_name
+from exoformer.rundir import RunDir, checkpoint_name, run_dirs_of_spec
 from exoformer.train.distributed import working_alone
 
 NAME = re.compile(r"^step_(\d{8,})\.pt$")
@@ -344,14 +344,6 @@ def check_resumable(state: dict[str, Any], model_config: dict, train_config: dic
                             "kept aside)")
 
 
-def parent_run_dirs(runs_root: str | os.PathLike, parent: str) -> list[Path]:
-    """The run directories of spec `parent` under a runs root (one per hash it was run with), in name order, those
-    moved aside by --force (`<hash12>.old-<time>`) last."""
-    folder = Path(runs_root) / parent
-    found = [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
-    return sorted(found, key=lambda p: (".old-" in p.name, p.name))
-
-
 def load_branch_start(runs_root: str | os.PathLike, model_config: dict, train_config: dict, *,
                       map_location: str | torch.device = "cpu") -> tuple[Path, dict[str, Any]]:
     """(path, state) of the parent's verified checkpoint that a decay branch starts from: the one at
@@ -362,8 +354,8 @@ def load_branch_start(runs_root: str | os.PathLike, model_config: dict, train_co
     branch = TrainConfig.from_dict(train_config)
     parent, step = branch.branch_from, branch.branch_step
     refusals = []
-    for run_dir in parent_run_dirs(runs_root, str(parent)):
-        path = RunDir(run_dir).checkpoint(int(step))
+    for run_dir in run_dirs_of_spec(runs_root, str(parent), moved_aside=True):
+        path = run_dir.checkpoint(int(step))
         if not path.is_file():
             continue
         state, problem = _load_verified(path, map_location)

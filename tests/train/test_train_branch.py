@@ -34,12 +34,12 @@ def _lines_after(run: Path, step: int) -> list[dict]:
 @pytest.fixture(scope="module")
 def parent_root(tiny_data, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("runs")
-    assert train(tiny_model(), _parent(tiny_data), root / "parent" / "aaaa").step == PARENT_STEPS
+    assert train(tiny_model(), _parent(tiny_data), root / "parent" / "aaaaaaaaaaaa").step == PARENT_STEPS
     return root
 
 
 def test_parent_keeps_its_branch_points_past_retention(parent_root):
-    folder = parent_root / "parent" / "aaaa" / "checkpoints"
+    folder = parent_root / "parent" / "aaaaaaaaaaaa" / "checkpoints"
     steps = sorted(load_checkpoint(p)["step"] for p in checkpoint_files(folder))
     assert steps == [8, 16, 24, 25, 30]  # keep_every 8 pinned; checkpoint_every 5 keeps the newest 2 (25, 30)
 
