@@ -36,6 +36,7 @@ def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry 
                       + [math.log(c.value) for c in f.cells.values() if c.value is not None and c.value > 1
                          and c.column == PERPLEXITY], default=1.0)
     skipped = [row for row, law in f.laws.items() if law.degenerate()]
+    drawn = set()  # the marks the key explains: only those on the figure
     for i, (row, law) in enumerate(f.laws.items()):
         if row in skipped:
             continue
@@ -55,11 +56,14 @@ def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry 
             loss, lo, hi = math.log(cell.value), max(math.log(max(cell.lo, 1.0 + 1e-12)), floor), math.log(cell.hi)
             ax.errorbar([x], [loss], yerr=[[loss - lo], [hi - loss]], fmt=marker, color=style.colour, ms=7,
                         mfc="white", mew=1.5, capsize=3, zorder=4)
+            drawn.add("forecast")
             if not f.comparable and cell.ours is not None:
                 ax.scatter([x], [math.log(cell.ours)], marker="x", color=style.colour, s=50, zorder=5)
+                drawn.add("ours")
             if not f.comparable and f.paper_scale and cell.paper is not None:
                 ax.scatter([x], [math.log(cell.paper)], marker="*", color=style.colour, s=90, edgecolors="black",
                            linewidths=0.5, zorder=5)
+                drawn.add("paper")
     ax.set_xscale("log")
     ax.set_yscale("log")
     from matplotlib.ticker import FuncFormatter, NullFormatter
@@ -74,11 +78,11 @@ def draw_forecast(f: TableForecast, path: str | os.PathLike, registry: Registry 
     ax.set_title(f"{f.table}: ladder {f.group} -> preset {f.preset}", fontsize=10)
     ax.grid(True, which="both", alpha=0.25)
     handles, labels = ax.get_legend_handles_labels()
-    key = [plt.Line2D([], [], color="0.3", marker="o", ls="none", ms=5, label="ladder run"),
-           plt.Line2D([], [], color="0.3", marker="o", mfc="white", ls="none", ms=7,
-                      label="forecast, 95% for one run"),
-           plt.Line2D([], [], color="0.3", marker="x", ls="none", ms=7, label=f"our {f.preset} run"),
-           plt.Line2D([], [], color="0.3", marker="*", mec="black", ls="none", ms=9, label="paper")]
+    marks = {"forecast": dict(marker="o", mfc="white", ms=7, label="forecast, 95% for one run"),
+             "ours": dict(marker="x", ms=7, label=f"our {f.preset} run"),
+             "paper": dict(marker="*", mec="black", ms=9, label="paper")}
+    key = [plt.Line2D([], [], color="0.3", marker="o", ls="none", ms=5, label="ladder run")]
+    key += [plt.Line2D([], [], color="0.3", ls="none", **mark) for name, mark in marks.items() if name in drawn]
     ax.legend(handles + key, labels + [k.get_label() for k in key], fontsize=7, loc="center left",
               bbox_to_anchor=(1.01, 0.5), frameon=False)
     note = f.comparable or ("lines: each row's law at its target size, up to the target's tokens; interval bars cut "

@@ -176,6 +176,14 @@ def test_a_degenerate_row_prints_one_line_no_number_and_is_not_drawn(monkeypatch
     assert out["laws"]["base"]["E"] is not None and out["laws"]["base"]["outside"]  # smoke is far below the ladder
     assert "warning: base at smoke: " in text
     assert draw_forecast(got, tmp_path / "f.png", registry) and (tmp_path / "f.png").stat().st_size > 10_000
+    from exoformer.report.forecast import figure
+
+    keys = []
+    monkeypatch.setattr(figure, "write", lambda fig, *a: keys.extend(
+        t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()))
+    draw_forecast(got, tmp_path / "key.png", registry)
+    assert "ladder run" in keys and "forecast, 95% for one run" in keys
+    assert "paper" not in keys and "our smoke run" not in keys  # the key explains only the marks drawn
     for row in rows:  # every row degenerate: no figure at all, rather than empty axes
         rows[row] = runs(row, SIZES[:3], [0.4e9, 0.8e9], 7)
     none = lf.forecast_table(registry, tmp_path, "table1", "smoke-ladder", preset="smoke", bootstrap=50)
