@@ -89,7 +89,7 @@ def predict_verb(args: argparse.Namespace) -> int:
         if fit.degenerate():
             print(f"{label}{fit.degenerate()}")
             continue
-        print(f"{label}L(N, D) = {fit.E:.4g} + {fit.A:.4g}/N^{fit.alpha:.3f} + {fit.B:.4g}/D^{fit.beta:.3f}  "
+        print(f"{label}L(N, D) = {fit.formula()}  "
               f"(n={fit.n}, residual sd {fit.sigma:.3g}, {fit.dof} dof; out-of-sample misfit "
               f"{100 * fit.misfit:.2g}% per e-fold)")
     shown = [row for row in rows if row.loss is not None]
@@ -99,7 +99,7 @@ def predict_verb(args: argparse.Namespace) -> int:
         print(f"{printable(row.group or '-'):<12} {_count(row.params):>8} {_count(row.tokens):>8} {row.loss:>8.4f}  "
               f"[{row.lo:.4f}, {row.hi:.4f}]  [{row.run_lo:.4f}, {row.run_hi:.4f}]")
     if shown:
-        print("95% (law): the expected loss, t with n-5 dof x the residual-bootstrap sd, or the ladder's own "
+        print("95% (law): the expected loss, t with n-k dof (k = 5 or 6 parameters) x the residual-bootstrap sd, or the ladder's own "
               "out-of-sample misfit x the distance outside it if wider; 95% (one run): plus the runs' spread about "
               "the law (docs/forecast.md)")
     for line in warnings:

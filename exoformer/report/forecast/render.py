@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from exoformer.report.forecast.accuracy import AccuracyFit
+from exoformer.report.forecast.law import INTERACTION_P, N_PARAMS, pinned
 from exoformer.report.forecast.table_forecast import CellForecast, TableForecast
 from exoformer.report.tables.build import PERPLEXITY
 
@@ -56,14 +57,16 @@ def render_forecast(f: TableForecast, prices: dict[str, tuple[str, float]]) -> s
         lines.append(f"{f.comparable} (its data, vocabulary or suite differ from {f.preset}'s): the numbers below "
                      "extrapolate the ladder's own law")
     width = max(len(r) for r in f.laws)
-    lines.append("loss law per row, L = ln(val_ppl) = E + A/N^alpha + B/D^beta:")
+    lines.append("loss law per row, L = ln(val_ppl) = E + A/N^alpha + B/(D N^gamma)^beta (gamma 0 unless an F test "
+                 "keeps it):")
     for row, law in f.laws.items():
         t = f.targets[row]
         if law.degenerate():
             continue  # no number: its one line, with the reason and the fix, is in the cells below
         lines.append(f"  {row:<{width}} E {law.E:.3f}  A {law.A:.4g}  alpha {law.alpha:.3f}  B {law.B:.4g}  "
-                     f"beta {law.beta:.3f}  (n={law.n}, residual sd {law.sigma:.3g}, {law.dof} dof, out-of-sample "
-                     f"misfit {100 * law.misfit:.2g}% per e-fold; target N {count(t.params)})")
+                     f"beta {law.beta:.3f}  gamma {law.gamma:.3f}{_kept(law)}{_faded(law)}  (n={law.n}, residual sd "
+                     f"{law.sigma:.3g}, {law.dof} dof, out-of-sample misfit {100 * law.misfit:.2g}% per e-fold; "
+                     f"target N {count(t.params)})")
     for row, law in f.laws.items():
         t = f.targets[row]
         if not law.degenerate() and (outside := law.outside(t.params, t.tokens)):
@@ -92,7 +95,7 @@ def render_forecast(f: TableForecast, prices: dict[str, tuple[str, float]]) -> s
     lines.append(_rate(f, "ours", f"our {f.preset} runs"))
     lines += _multiplier_lines(f)
     lines += _claim_lines(f, prices)
-    lines.append("intervals: 95% for one run at the target: the law's residual bootstrap (t with n-5 dof), or its "
+    lines.append("intervals: 95% for one run at the target: the law's residual bootstrap (t with n-k dof, k its 5 or 6 parameters), or its "
                  "out-of-sample misfit x the distance outside the ladder if wider, plus one run's scatter; accuracies "
                  "add the loss->accuracy curve's bootstrap and residual spread (docs/forecast.md)")
     lines += f.ladder.notes
@@ -150,10 +153,31 @@ def _claim_lines(f: TableForecast, prices: dict[str, tuple[str, float]]) -> list
     return out
 
 
+def _faded(law) -> str:
+    """A word on an alpha its runs do not place, where that is allowed (law.LawFit.size_negligible)."""
+    if law.size_negligible and "alpha" in " ".join(pinned(law.E, law.alpha, law.beta)):
+        return " (alpha at its bound: the size term is below the runs' scatter from the largest size on)"
+    return ""
+
+
+def _kept(law) -> str:
+    """Why gamma is what it is, in a few words."""
+    p = law.interaction_p
+    if not math.isfinite(p):
+        return " (not tested: the ladder cannot tell it from the size term)"
+    if law.k > N_PARAMS:
+        return f" (F test p {p:.2g})"
+    if p < INTERACTION_P:
+        return f" (F test p {p:.2g}, kept at 0: with gamma the fit pins another parameter at an edge)"
+    return f" (F test p {p:.2g}: kept at 0)"
+
+
 def _law_numbers(law) -> dict:
     """The law's numbers, or None for each when it is degenerate: such a law prints no number, in JSON too."""
-    names = ("E", "A", "alpha", "B", "beta", "sigma")
-    return {name: None if law.degenerate() else getattr(law, name) for name in names}
+    names = ("E", "A", "alpha", "B", "beta", "gamma", "sigma")
+    numbers = {name: None if law.degenerate() else getattr(law, name) for name in names}
+    p = law.interaction_p
+    return {**numbers, "gamma_f_test_p": p if math.isfinite(p) else None}
 
 
 def forecast_json(f: TableForecast, prices: dict[str, tuple[str, float]]) -> dict:
