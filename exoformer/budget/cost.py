@@ -255,22 +255,32 @@ def forward_flops_per_token(model: ModelConfig, seq_len: int) -> float:
     return flops_per_token(model, seq_len) / 3.0
 
 
-def eval_requests(spec: Spec) -> tuple[int, float]:
-    """(loglikelihood requests, tokens per request) of the spec's evaluation suite, with its `eval.limit`."""
+def scored_documents(spec: Spec) -> dict[str, tuple[int, int]]:
+    """Task (the table's name for it) -> (documents scored, choices each) of the spec's evaluation suite, with its
+    `eval.limit`: the scored split's documents, or the limit where it is smaller."""
     limit = spec.eval.limit
     if spec.eval.suite == "smoke":
         from exoformer.data.smoke.tasks import N_CHOICES, SPLITS
 
-        docs = {task: list(SPLITS[task].values())[-1] for task in N_CHOICES}
-        requests = sum(n * (docs[task] if limit is None else min(limit, docs[task])) for task, n in N_CHOICES.items())
+        counts = {task.removeprefix("smoke_"): (list(SPLITS[task].values())[-1], n) for task, n in N_CHOICES.items()}
+    else:
+        from exoformer.eval.task_facts import TASK_FACTS
+
+        counts = {name: (f.documents, f.choices) for name, f in TASK_FACTS.items()}
+    return {task: (docs if limit is None else min(limit, docs), choices) for task, (docs, choices) in counts.items()}
+
+
+def eval_requests(spec: Spec) -> tuple[int, float]:
+    """(loglikelihood requests, tokens per request) of the spec's evaluation suite, with its `eval.limit`."""
+    requests = sum(docs * choices for docs, choices in scored_documents(spec).values())
+    if spec.eval.suite == "smoke":
         per_request = SMOKE_TOKENS_ZERO_SHOT + SMOKE_TOKENS_PER_SHOT * spec.eval.num_fewshot
         return requests, float(min(per_request, spec.model.seq_len))
     from exoformer.eval.task_facts import TASK_FACTS
 
-    counts = [(f.choices * (f.documents if limit is None else min(f.documents, limit)), f.tokens_per_request)
-              for f in TASK_FACTS.values()]
-    requests = sum(n for n, _ in counts)
-    return requests, sum(n * t for n, t in counts) / max(1, requests)
+    per_task = {name: f.tokens_per_request for name, f in TASK_FACTS.items()}
+    tokens = sum(docs * choices * per_task[task] for task, (docs, choices) in scored_documents(spec).items())
+    return requests, tokens / max(1, requests)
 
 
 def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True) -> dict[str, float]:

@@ -109,3 +109,19 @@ def test_cluster_doc_cost_figures_are_what_plan_prints(tmp_path):
     h100 = load_profile("h100")
     per_row = [eval_cost(p.spec, h100).gpu_hours for p in paper]
     assert f"**{max(per_row):.2f} GPU-hours per row, {sum(per_row):.1f} for the nine rows" in page
+
+
+def test_scored_documents_follow_the_limit_and_the_suite():
+    """The documents a run scores per task: the forecast's binomial split reads them (docs/forecast.md)."""
+    from exoformer.budget.cost import eval_requests, scored_documents
+    from exoformer.eval.task_facts import TASK_FACTS
+
+    registry = Registry()
+    smoke = registry.resolve("base-s42", preset="smoke")
+    ladder = registry.resolve("smoke-ladder-base-d64-b2")
+    paper = registry.resolve("base-s42")
+    assert scored_documents(smoke) == {"arc_easy": (150, 4), "arc_challenge": (96, 4), "hellaswag": (150, 4),
+                                       "openbookqa": (120, 4), "piqa": (150, 2), "winogrande": (150, 2)}
+    assert {task: docs for task, (docs, _) in scored_documents(ladder).items()} == dict.fromkeys(TASK_FACTS, 30)
+    assert scored_documents(paper) == {name: (f.documents, f.choices) for name, f in TASK_FACTS.items()}
+    assert eval_requests(smoke)[0] == sum(d * c for d, c in scored_documents(smoke).values())

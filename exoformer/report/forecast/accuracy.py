@@ -7,9 +7,12 @@ The ceiling `top` is bounded by the task's maximum (100%) above and its chance l
 an accuracy a task cannot reach. A cell whose 95% interval is wider than UNINFORMATIVE of the range from chance to
 the maximum says "uninformative" instead of a number (docs/forecast.md).
 
-Its uncertainty comes from a residual bootstrap of the fit (replicates paired with the loss law's), and one run's
-accuracy scatters about the curve by the fit's residual spread (items and seeds) plus the run's own loss scatter
-carried through the curve's slope. Pure numpy/scipy.
+Its uncertainty comes from a residual bootstrap of the fit (replicates paired with the loss law's). One run's
+accuracy scatters about the curve by two parts: the run's own (seed, data order, the row), and the sampling of
+the task's documents, binomial in the documents scored. The ladder scores fewer documents than the target, so the
+fit's residual variance is split: what the ladder's binomial variance does not explain is the run's part, and the
+target's own binomial variance is added to it (`one_run_sd`). The run's loss scatter is carried through the
+curve's slope by the caller. Pure numpy/scipy.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ class AccuracyFit:
     boot: np.ndarray
     """(replicates, 3)."""
     maximum: float = MAXIMUM
+    excess: float | None = None
+    """sd of a run about the curve beyond its documents' binomial sampling (%); None when the ladder's document
+    counts are unknown, and then the whole residual spread is a run's."""
 
     @property
     def dof(self) -> int:
@@ -65,10 +71,28 @@ class AccuracyFit:
         losses = np.resize(np.asarray(loss_replicates, float), len(self.boot))
         return sigmoid(losses, self.boot[:, 0], self.boot[:, 1], self.boot[:, 2], chance=self.chance)
 
+    def one_run_sd(self, loss: float, documents: int | None) -> float:
+        """sd of one run's accuracy about the curve at `loss` when it scores `documents` documents: the run's own
+        part plus the binomial sampling of those documents (the fit's residual sd when either is unknown)."""
+        if self.excess is None or not documents:
+            return self.sigma
+        return math.sqrt(self.excess ** 2 + binomial_variance(float(self.predict(loss)[()]), documents))
+
     def slope(self, loss: float) -> float:
         """d acc / d loss at `loss` (for the run's own loss scatter)."""
         h = 1e-4 * max(1.0, abs(loss))
         return float((self.predict(loss + h) - self.predict(loss - h))[()] / (2 * h))
+
+
+def binomial_variance(accuracy, documents) -> np.ndarray | float:
+    """Variance (%^2) of an accuracy measured on `documents` documents whose expected accuracy is `accuracy` %."""
+    p = np.clip(np.asarray(accuracy, float), 0.0, MAXIMUM)
+    return p * (MAXIMUM - p) / np.asarray(documents, float)
+
+
+def run_excess(residual_variance: float, binomial: np.ndarray) -> float:
+    """sd of the runs' own scatter: the residual variance less the mean binomial variance of the points, at least 0."""
+    return math.sqrt(max(0.0, residual_variance - float(np.mean(binomial))))
 
 
 def uninformative(lo: float, hi: float, chance: float, maximum: float = MAXIMUM) -> str:
@@ -96,14 +120,17 @@ def _fit_once(loss: np.ndarray, acc: np.ndarray, chance: float, start: np.ndarra
     return got if np.all(np.isfinite(got)) else None
 
 
-def fit_accuracy(task: str, loss, acc, *, chance: float, bootstrap: int = 300, seed: int = 0,
+def fit_accuracy(task: str, loss, acc, *, chance: float, documents=None, bootstrap: int = 300, seed: int = 0,
                  maximum: float = MAXIMUM) -> AccuracyFit | str:
-    """The curve of one task over the ladder's (loss, accuracy %) points, or why there is none (a cell's words)."""
+    """The curve of one task over the ladder's (loss, accuracy %) points, or why there is none (a cell's words);
+    `documents` (per point) splits the residual spread into the runs' own and their documents' sampling."""
     if not 0 <= chance < maximum <= MAXIMUM:
         raise ValueError(f"chance {chance} and maximum {maximum} must satisfy 0 <= chance < maximum <= {MAXIMUM}")
     loss, acc = np.asarray(loss, float), np.asarray(acc, float)
-    keep = np.isfinite(loss) & np.isfinite(acc)
+    docs = None if documents is None else np.broadcast_to(np.asarray(documents, float), loss.shape)
+    keep = np.isfinite(loss) & np.isfinite(acc) & (True if docs is None else np.isfinite(docs) & (docs > 0))
     loss, acc = loss[keep], acc[keep]
+    docs = None if docs is None else docs[keep]
     if len(loss) < MIN_ACCURACY_POINTS:
         return f"{TOO_FEW} ({len(loss)} runs with {task}; it needs {MIN_ACCURACY_POINTS})"
     span = float(np.ptp(loss)) or 1.0
@@ -124,4 +151,6 @@ def fit_accuracy(task: str, loss, acc, *, chance: float, bootstrap: int = 300, s
             boot.append(got)
     if len(boot) < bootstrap / 2:
         return NO_FIT
-    return AccuracyFit(chance=chance, params=params, sigma=sigma, n=len(loss), boot=np.array(boot), maximum=maximum)
+    excess = None if docs is None else run_excess(sigma ** 2, binomial_variance(fitted, docs))
+    return AccuracyFit(chance=chance, params=params, sigma=sigma, n=len(loss), boot=np.array(boot), maximum=maximum,
+                       excess=excess)

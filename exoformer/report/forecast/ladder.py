@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exoformer.budget.cost import flops_per_token, model_compute_params
+from exoformer.budget.cost import flops_per_token, model_compute_params, scored_documents
 from exoformer.errors import UserError
 from exoformer.registry.ladders import ladder_rows
 from exoformer.registry.registry import Registry
@@ -33,6 +33,8 @@ class LadderRun:
     """ln(val_ppl) of the run: the law's loss."""
     values: dict[str, float]
     """Column -> the run's value in the table's units (% for accuracies), and task -> accuracy (%)."""
+    documents: dict[str, int] = field(default_factory=dict)
+    """Task -> the documents its evaluation scored (its eval.limit, or the task's split)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,8 @@ class Target:
     params: float
     tokens: float
     flops_per_token: float
+    documents: dict[str, int] = field(default_factory=dict)
+    """Task -> the documents a run at the target scores."""
 
 
 @dataclass(slots=True)
@@ -92,7 +96,7 @@ def read_ladder(registry: Registry, runs_root: str | os.PathLike, table_id: str,
                 continue
             params, tokens, per_token = point(spec)
             got.append(LadderRun(spec=name, params=params, tokens=tokens, flops_per_token=per_token,
-                                 loss=math.log(ppl), values=values))
+                                 loss=math.log(ppl), values=values, documents=_documents(spec)))
         out.runs[row_id] = got
     if missing:
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
@@ -114,11 +118,16 @@ def _values(rows, table, name: str) -> dict[str, float]:
     return out
 
 
+def _documents(spec: Spec) -> dict[str, int]:
+    return {task: docs for task, (docs, _) in scored_documents(spec).items()}
+
+
 def targets(selection: Selection, registry: Registry, table_id: str, preset: str) -> dict[str, Target]:
     """Row id -> the point its paper run (first spec) is forecast at under `preset`."""
     out = {}
     for row in registry.tables[table_id].rows:
         spec = selection.spec(row.specs[0], preset)
         params, tokens, per_token = point(spec)
-        out[row.id] = Target(spec=row.specs[0], preset=preset, params=params, tokens=tokens, flops_per_token=per_token)
+        out[row.id] = Target(spec=row.specs[0], preset=preset, params=params, tokens=tokens, flops_per_token=per_token,
+                             documents=_documents(spec))
     return out

@@ -18,7 +18,8 @@ from exoformer.eval.task_facts import TASK_FACTS
 from exoformer.registry.registry import Registry
 from exoformer.registry.reported import load_reported
 from exoformer.report.tables.compose import compose
-from exoformer.report.forecast.accuracy import MAXIMUM, AccuracyFit, fit_accuracy, uninformative
+from exoformer.report.forecast.accuracy import (MAXIMUM, AccuracyFit, binomial_variance, fit_accuracy, run_excess,
+                                                uninformative)
 from exoformer.report.forecast.ladder import Ladder, Target, read_ladder, targets
 from exoformer.report.forecast.verdicts import VerdictForecast, forecast_verdict
 from exoformer.report.forecast.law import LawFit, fit_law, tokens_to_reach
@@ -142,21 +143,22 @@ def forecast_table(registry: Registry, runs_root: str | os.PathLike, table_id: s
     all_runs = [r for runs in ladder.runs.values() for r in runs]
     accuracy = {task: fit_accuracy(task, [r.loss for r in all_runs], [r.values.get(task, math.nan) for r in all_runs],
                                    chance=100.0 / TASK_FACTS[task].choices, bootstrap=min(200, max(50, bootstrap // 4)),
-                                   seed=seed) for task in TASKS if task in table.columns or AVERAGE in table.columns}
+                                   documents=[r.documents.get(task, math.nan) for r in all_runs], seed=seed)
+                for task in TASKS if task in table.columns or AVERAGE in table.columns}
     out = TableForecast(table=table_id, group=group, preset=preset, ladder=ladder, laws=laws, targets=aims, cells={},
                         accuracy=accuracy, comparable=comparable, paper_scale=paper_scale)
     sound = [f for f in laws.values() if not f.degenerate()]
     out.pooled_dof = sum(f.dof for f in sound)
     out.pooled_sigma = (math.sqrt(sum(f.sigma ** 2 * f.dof for f in sound) / out.pooled_dof) if out.pooled_dof
                         else math.nan)
-    avg_sigma, avg_dof = _average_scatter(accuracy, all_runs)
+    avg_excess, avg_dof = _average_scatter(accuracy, all_runs)
     for row in table.rows:
         fit, aim = laws[row.id], aims[row.id]
         loss = float(fit.predict(aim.params, aim.tokens)[0])
         loss_reps = fit.replicates(aim.params, aim.tokens)[:, 0]
         for column in table.columns:
             cell = (CellForecast(row=row.id, column=column, why=fit.degenerate()) if fit.degenerate() else
-                    _cell(row.id, column, fit, loss, loss_reps, accuracy, avg_sigma, avg_dof, aim))
+                    _cell(row.id, column, fit, loss, loss_reps, accuracy, avg_excess, avg_dof, aim))
             rep_cell = reported.get((table_id, row.id, column))
             cell.paper = None if rep_cell is None else rep_cell.value
             cell.ours = ours.get((row.id, column))
@@ -168,7 +170,7 @@ def forecast_table(registry: Registry, runs_root: str | os.PathLike, table_id: s
 
 
 def _cell(row: str, column: str, fit: LawFit, loss: float, loss_reps: np.ndarray,
-          accuracy: dict[str, AccuracyFit | str], avg_sigma: float, avg_dof: float, aim: Target) -> CellForecast:
+          accuracy: dict[str, AccuracyFit | str], avg_excess: float, avg_dof: float, aim: Target) -> CellForecast:
     cell = CellForecast(row=row, column=column)
     if column == PERPLEXITY:
         lo, hi = fit.interval(aim.params, aim.tokens, level=LEVEL, one_run=True)
@@ -187,7 +189,11 @@ def _cell(row: str, column: str, fit: LawFit, loss: float, loss_reps: np.ndarray
         length = min(len(f.boot) for f in fits)
         reps = np.mean([f.replicates(loss_reps)[:length] for f in fits], axis=0)
         slope = float(np.mean([f.slope(loss) for f in fits]))
-        sigma, dof = (fits[0].sigma, fits[0].dof) if column in TASKS else (avg_sigma, avg_dof)
+        # one run at the target: its own scatter about the curve plus its documents' sampling (accuracy.py)
+        if column in TASKS:
+            sigma, dof = fits[0].one_run_sd(loss, aim.documents.get(column)), fits[0].dof
+        else:
+            sigma, dof = math.sqrt(avg_excess ** 2 + _average_binomial(fits, loss, aim.documents)), avg_dof
         scatter = math.sqrt(sigma ** 2 + (slope * fit.sigma) ** 2)
         half = _half(LEVEL, dof) * math.sqrt(float(np.var(reps, ddof=1)) + scatter ** 2)
         # the law's misfit floor on the loss, carried through the curve's slope (independent of the rest)
@@ -204,15 +210,26 @@ def _cell(row: str, column: str, fit: LawFit, loss: float, loss_reps: np.ndarray
     return cell
 
 
+def _average_binomial(fits: list[AccuracyFit], loss: float, documents: dict[str, int]) -> float:
+    """Binomial variance (%^2) of the mean of the task accuracies at `loss` with those documents; 0 where unknown."""
+    parts = [binomial_variance(float(f.predict(loss)[()]), documents[t]) if documents.get(t) else 0.0
+             for t, f in zip(TASKS, fits)]
+    return float(np.sum(parts)) / len(fits) ** 2
+
+
 def _average_scatter(accuracy: dict[str, AccuracyFit | str], runs) -> tuple[float, float]:
-    """Residual sd of the ladder's avg6 about the mean of the task curves (n - 3 dof), NaN without every curve."""
+    """sd of the ladder's avg6 about the mean of the task curves beyond its documents' binomial sampling
+    (accuracy.py `run_excess`), with n - 3 dof; NaN without every curve."""
     fits = [accuracy.get(t) for t in TASKS]
     if any(not isinstance(f, AccuracyFit) for f in fits):
         return math.nan, math.nan
-    resid = [r.values[AVERAGE] - float(np.mean([f.predict(r.loss) for f in fits]))
-             for r in runs if AVERAGE in r.values]
+    kept = [r for r in runs if AVERAGE in r.values]
+    resid = [r.values[AVERAGE] - float(np.mean([f.predict(r.loss) for f in fits])) for r in kept]
     dof = len(resid) - 3
-    return (math.sqrt(float(np.sum(np.square(resid))) / dof), float(dof)) if dof >= 1 else (math.nan, math.nan)
+    if dof < 1:
+        return math.nan, math.nan
+    binomial = np.array([_average_binomial(fits, r.loss, r.documents) for r in kept])
+    return run_excess(float(np.sum(np.square(resid))) / dof, binomial), float(dof)
 
 
 def references(registry: Registry, table_id: str) -> list[str]:

@@ -148,6 +148,42 @@ def test_the_accuracy_curve_recovers_a_known_sigmoid_and_refuses_too_few_points(
     assert isinstance(few, str) and few.startswith(TOO_FEW)
 
 
+@pytest.mark.slow
+def test_one_run_accuracy_intervals_cover_at_their_rate_when_the_target_scores_more_documents():
+    """A ladder scored on 30 documents a task, a target on 150: the curve's residual spread is mostly the ladder's
+    binomial sampling, which the target does not share. 200 simulated ladders (MC se 1.5 points at 95%): each run's
+    true accuracy is the curve plus its own scatter (sd 2 points), then 30 (ladder) or 150 (target) documents are
+    drawn. Before (the whole residual spread as the target's scatter) the interval covers nearly always at about
+    1.5x the width; after (accuracy.py `one_run_sd`) near its 95%."""
+    from scipy import stats
+
+    rng = np.random.default_rng(17)
+    top, k, l0, chance, own = 90.0, 6.0, 0.8, 25.0, 2.0
+    target_loss, documents = 0.65, 150
+    hits = {"before": 0, "after": 0}
+    widths = {"before": [], "after": []}
+    for i in range(200):
+        loss = rng.uniform(0.5, 1.3, 108)
+        truth = np.clip(sigmoid(loss, top, k, l0, chance=chance) + rng.normal(0, own, loss.size), 0, 100)
+        acc = 100 * rng.binomial(30, truth / 100) / 30
+        fit = fit_accuracy("arc_easy", loss, acc, chance=chance, documents=30, bootstrap=50, seed=i)
+        assert isinstance(fit, AccuracyFit)
+        fresh = float(np.clip(sigmoid(target_loss, top, k, l0, chance=chance) + rng.normal(0, own), 0, 100))
+        observed = 100 * rng.binomial(documents, fresh / 100) / documents
+        centre = float(fit.predict(target_loss)[()])
+        curve_var = float(np.var(fit.replicates(np.full(len(fit.boot), target_loss)), ddof=1))
+        quantile = stats.t.ppf(0.975, fit.dof)
+        for name, sd in (("before", fit.sigma), ("after", fit.one_run_sd(target_loss, documents))):
+            half = quantile * math.sqrt(curve_var + sd ** 2)
+            hits[name] += abs(observed - centre) <= half
+            widths[name].append(half)
+    before, after = hits["before"] / 200, hits["after"] / 200
+    ratio = float(np.median(np.array(widths["before"]) / np.array(widths["after"])))
+    print(f"\none-run accuracy interval coverage: before {100 * before:.1f}%, after {100 * after:.1f}%; "
+          f"width before / after {ratio:.2f}")
+    assert before >= 0.985 and 0.92 <= after <= 0.98 and ratio >= 1.3
+
+
 # ------------------------------------------------------------------------------------------------ refusals
 
 def _ladder(losses: dict[str, list[tuple[float, float, float]]]) -> Ladder:
