@@ -100,6 +100,10 @@ tr.verdict-direction-only td, .chip.verdict-direction-only, tr.verdict-size-unde
 tr.verdict-not-powered td, .chip.verdict-not-powered, tr.verdict-inconclusive td, .chip.verdict-inconclusive {
   background: #fff4cc; } tr.verdict-one-seed td, .chip.verdict-one-seed { background: #eef0f6; }
 tr.verdict-not-run td, .chip.verdict-not-run { color: #999; }
+tr.verdict-look-decided td, tr.verdict-look-equivalent td { background: #d9f2d9; }
+tr.verdict-look-contradicts td { background: #f8d0d0; }
+tr.verdict-look-futile td, tr.verdict-look-undecided td { background: #fff4cc; }
+tr.verdict-look-continue td { background: #eef0f6; }
 p.headline { font-size: 1.05em; font-weight: 600; margin-bottom: 0.3em; }
 .chip { display: inline-block; padding: 1px 8px; margin: 0 6px 4px 0; border: 1px solid #ccc; border-radius: 3px; }
 details.empty { margin: 0.15em 0; font-size: 0.9em; color: #555; } details.empty summary { cursor: pointer; }

@@ -23,6 +23,7 @@ Torch-free (numpy/scipy only).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,6 +90,9 @@ class Verdict:
     """The declared sequential design's verdict at the current look (sequential.verdict_line); "" without one."""
     design: str = ""
     """The table's declared design in one line (its look, the claims stopped); "" without one."""
+    look_state: str = ""
+    """The claim's state at the design's current look, in one word (LOOK_STATES); "" without a design or outside
+    it. The HTML row takes its colour from it, since the design's verdict is the one that counts."""
 
     @property
     def label(self) -> str:
@@ -303,6 +307,7 @@ def design_verdicts(t: _TableClaims) -> None:
     k = outcome.looks_taken
     for j, (i, dc) in enumerate(zip(index, design.claims, strict=True)):
         t.verdicts[i].look = sq.verdict_line(design, outcome, j) + _waiting(design, dc, outcome, j, run[j])
+        t.verdicts[i].look_state = _look_state(design, outcome, j)
     states = [sq.STATE_WORDS[int(x)] for x in outcome.state[0]]
     counts = ", ".join(f"{states.count(w)} {w}" for w in ("decided", "futile", "continue") if w in states)
     head = (f"declared sequential design of {design.table} (digest {design.digest[:12]}): look {k} of "
@@ -312,6 +317,23 @@ def design_verdicts(t: _TableClaims) -> None:
         v.design = head
         if not v.look:
             v.look = "not in the declared design (read the fixed-seed verdict only)"
+
+
+LOOK_STATES = ("decided", "equivalent", "contradicts", "futile", "undecided", "continue")
+"""A claim's state at the current look: decided (the paper's direction), equivalent (within its margin),
+contradicts (decided the other way), futile, undecided at the last look, or continue (more looks to come)."""
+
+
+def _look_state(design: sq.Design, outcome: sq.Outcome, j: int) -> str:
+    state = int(outcome.state[0, j])
+    if state == sq.DECIDED:
+        claim = design.claims[j]
+        if claim.margin is not None:
+            return "equivalent"
+        return "decided" if outcome.sign[0, j] == math.copysign(1.0, claim.paper) else "contradicts"
+    if state == sq.FUTILE:
+        return "futile"
+    return "undecided" if outcome.looks_taken == design.looks else "continue"
 
 
 def _waiting(design: sq.Design, dc: sq.DesignClaim, outcome: sq.Outcome, j: int, run: int) -> str:
@@ -375,7 +397,8 @@ def verdict_rows(verdicts: list[Verdict]) -> list[dict[str, str]]:
         out.append({"claim": v.label, "paper": f"{v.claim.value:+.2f} [{v.claim.source}]",
                     "line": "not run" if c is None else c.line() + (f" {MARK}" if v.why else ""),
                     "verdict": v.verdict, "method": "" if c is None else c.methods(), "why": v.why,
-                    "note": v.note, "look": v.look + (f" {MARK}" if v.look and v.why else ""), "design": v.design})
+                    "note": v.note, "look": v.look + (f" {MARK}" if v.look and v.why else ""), "design": v.design,
+                    "look_state": v.look_state})
     return out
 
 
@@ -459,6 +482,14 @@ def _line_html(r: dict[str, str]) -> str:
             f"design's: {html.escape(r['line'])}</span>")
 
 
+def _row_class(r: dict[str, str]) -> str:
+    """A verdict row's colour: the design's state at its look where one is declared, else the fixed-seed verdict."""
+    import html
+
+    kind = f"look-{r['look_state']}" if r["look_state"] else r["verdict"].replace(" ", "-")
+    return f"verdict-{html.escape(kind)}"
+
+
 def verdicts_html(verdicts: list[Verdict]) -> str:
     """The verdicts as an HTML section (the report's "Replication verdicts"), its headline first."""
     import html
@@ -468,7 +499,7 @@ def verdicts_html(verdicts: list[Verdict]) -> str:
     rows = verdict_rows(verdicts)
     head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours [95% interval], ours - paper's [95%]: verdict",
                                              "method"))
-    body = "".join(f'<tr class="verdict-{html.escape(r["verdict"].replace(" ", "-"))}"><td class="label">'
+    body = "".join(f'<tr class="{_row_class(r)}"><td class="label">'
                    f'{html.escape(r["claim"])}</td><td>{html.escape(r["paper"])}</td><td>{_line_html(r)}'
                    f'</td><td>{html.escape(r["method"])}'
                    + (f'<br><span class="note">note, not the verdict\'s basis: {html.escape(r["note"])}</span>'

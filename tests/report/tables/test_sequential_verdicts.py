@@ -224,6 +224,12 @@ def test_claims_and_the_html_report_give_the_looks_and_without_a_design_nothing_
     page = (report / "index.html").read_text()
     assert '<span class="look">look 2 of 3: p ' in page and "stop: decided at look 2" in page
     assert '<p class="design">declared sequential design of table1' in page
+    # the row's colour is the design's state at its look, not the fixed-seed verdict beside it
+    assert page.count('<tr class="verdict-look-decided">') == 1 and page.count('<tr class="verdict-look-continue">') == 2
+    from exoformer.report.pages.html import PAGE_STYLE
+    from exoformer.report.tables.verdicts import LOOK_STATES
+
+    assert all(f"tr.verdict-look-{state} td" in PAGE_STYLE for state in LOOK_STATES)
 
 
 def _design_like() -> sq.Design:
