@@ -128,7 +128,9 @@ def fit_accuracy(task: str, loss, acc, *, chance: float, documents=None, bootstr
         raise ValueError(f"chance {chance} and maximum {maximum} must satisfy 0 <= chance < maximum <= {MAXIMUM}")
     loss, acc = np.asarray(loss, float), np.asarray(acc, float)
     docs = None if documents is None else np.broadcast_to(np.asarray(documents, float), loss.shape)
-    keep = np.isfinite(loss) & np.isfinite(acc) & (True if docs is None else np.isfinite(docs) & (docs > 0))
+    if docs is not None and not np.all(np.isfinite(docs) & (docs > 0)):
+        docs = None  # a run whose documents are unknown: no split, the whole spread is a run's (as before)
+    keep = np.isfinite(loss) & np.isfinite(acc)
     loss, acc = loss[keep], acc[keep]
     docs = None if docs is None else docs[keep]
     if len(loss) < MIN_ACCURACY_POINTS:

@@ -146,6 +146,11 @@ def test_the_accuracy_curve_recovers_a_known_sigmoid_and_refuses_too_few_points(
     assert fit.sigma == pytest.approx(1.0, rel=0.3)
     few = fit_accuracy("arc_easy", loss[:MIN_ACCURACY_POINTS - 1], acc[:MIN_ACCURACY_POINTS - 1], chance=25.0)
     assert isinstance(few, str) and few.startswith(TOO_FEW)
+    # documents known for every run split the spread; one unknown keeps the whole spread a run's, every run kept
+    split = fit_accuracy("arc_easy", loss, acc, chance=25.0, documents=1000, bootstrap=50)
+    assert split.excess is not None and split.one_run_sd(3.6, 10_000) < split.sigma
+    unknown = fit_accuracy("arc_easy", loss, acc, chance=25.0, documents=[1000] * 39 + [math.nan], bootstrap=50)
+    assert unknown.excess is None and unknown.n == 40 and unknown.one_run_sd(3.6, 150) == unknown.sigma
 
 
 @pytest.mark.slow
