@@ -52,15 +52,22 @@ def wait_all_ended(target: str, args: list[str], runs_dir: Path, timeout: float)
         time.sleep(3)
 
 
-def accounting(slurm_cluster, job_ids: set[str]) -> dict[str, dict[str, str]]:
-    """sacct rows (JobID -> State, Start, End, JobName) of these jobs' arrays."""
+def accounting(slurm_cluster, job_ids: set[str], *, settle_s: float = 60) -> dict[str, dict[str, str]]:
+    """sacct rows (JobID -> State, Start, End, JobName) of these jobs' arrays, once every one of `job_ids` has ended
+    (or after `settle_s`). A run's STATUS says SUCCEEDED before its job's process exits, and the accounting follows
+    the process, so a job can still read RUNNING for a moment."""
     arrays = ",".join(sorted({j.split("_")[0] for j in job_ids}))
-    out = slurm_cluster.run("sacct", "-X", "-n", "-P", "-j", arrays, "-o", "JobID,State,Start,End,JobName")
-    rows = {}
-    for line in out.splitlines():
-        jid, state, start, end, name = line.split("|")
-        rows[jid] = {"state": state, "start": start, "end": end, "name": name}
-    return rows
+    deadline = time.monotonic() + settle_s
+    while True:
+        out = slurm_cluster.run("sacct", "-X", "-n", "-P", "-j", arrays, "-o", "JobID,State,Start,End,JobName")
+        rows = {}
+        for line in out.splitlines():
+            jid, state, start, end, name = line.split("|")
+            rows[jid] = {"state": state, "start": start, "end": end, "name": name}
+        ended = all(j in rows and rows[j]["state"] not in ("PENDING", "RUNNING", "COMPLETING") for j in job_ids)
+        if ended or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.5)
 
 
 def _once_each(specs, root: Path, *, jobs_per_run: int = 1) -> list[Path]:
