@@ -301,7 +301,7 @@ def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True) -> di
               "validate": t.final_val_tokens * forward / (rate * CPU_FORWARD_SPEEDUP),
               "evaluate": CPU_EVAL_SETUP_S + requests * CPU_EVAL_S_PER_REQUEST
               + eval_forward / (rate * (CPU_BF16_SCORING_SPEEDUP if spec.eval.precision == "bf16"
-                                        else CPU_FORWARD_SPEEDUP)),
+                                        else CPU_FORWARD_SPEEDUP)) if spec.eval.enabled else 0.0,
               "analyse": CPU_ANALYSE_S if spec.analysis.enabled else 0.0}
 
 

@@ -47,6 +47,9 @@ class EvalConfig:
     """Examples per task; null = all (anything else is not the paper's number)."""
     precision: str = "bf16"
     """Scoring precision (exoformer/eval/precision.py): 'bf16' as the author's run_eval.py, or 'fp32'."""
+    enabled: bool = True
+    """Score the tasks. Off for ladder runs that feed only the loss law (experiments/ladder.yaml): they still
+    validate. Hashed only when off, so every other spec keeps its hash."""
 
     def __post_init__(self) -> None:
         if self.suite not in SUITES:
@@ -148,7 +151,7 @@ class Spec:
         """The fields that decide the result; exactly these are hashed. A spec on the bundled smoke world also
         hashes that world's identity (exoformer.data.smoke_key), since its corpus and tasks are code."""
         out = {"model": self.model.to_dict(), "train": self.train.to_dict(),
-               "eval": _plain(asdict(self.eval)), "analysis": _plain(asdict(self.analysis))}
+               "eval": _eval_fields(self.eval), "analysis": _plain(asdict(self.analysis))}
         if self.train.data == SMOKE_DATA or self.eval.suite == SMOKE_DATA:
             out["smoke_world"] = smoke_key()
         return out
@@ -171,6 +174,13 @@ class Spec:
         return {"name": self.name, "group": self.group, "variant": self.variant, "shape": self.shape,
                 "preset": self.preset, "seed": self.seed, **self.semantic(),
                 "placement": asdict(self.placement), "hash": self.hash}
+
+
+def _eval_fields(config: EvalConfig) -> dict:
+    fields = _plain(asdict(config))
+    if config.enabled:
+        del fields["enabled"]
+    return fields
 
 
 def _plain(d: dict) -> dict:
@@ -325,5 +335,6 @@ STAGES = ("train", "validate", "evaluate", "analyse")
 
 
 def wanted_stages(spec: Spec) -> tuple[str, ...]:
-    """The stages this spec runs (its analysis can be switched off)."""
-    return tuple(s for s in STAGES if s != "analyse" or spec.analysis.enabled)
+    """The stages this spec runs (its evaluation and its analysis can be switched off)."""
+    off = {"evaluate": not spec.eval.enabled, "analyse": not spec.analysis.enabled}
+    return tuple(s for s in STAGES if not off.get(s, False))

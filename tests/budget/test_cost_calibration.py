@@ -126,3 +126,12 @@ def test_scored_documents_follow_the_limit_and_the_suite():
     assert {task: docs for task, (docs, _) in scored_documents(ladder).items()} == dict.fromkeys(TASK_FACTS, 30)
     assert scored_documents(paper) == {name: (f.documents, f.choices) for name, f in TASK_FACTS.items()}
     assert eval_requests(smoke)[0] == sum(d * c for d, c in scored_documents(smoke).values())
+
+
+def test_a_run_without_evaluation_is_priced_without_it():
+    """`eval.enabled: false` (the ladder's loss-only runs) costs no evaluate stage and nothing else changes."""
+    registry, cpu = Registry(), load_profile("cpu")
+    scored = cpu_stage_seconds(registry.resolve("base-s42", preset="smoke"), cpu)
+    unscored = cpu_stage_seconds(registry.resolve("base-s42", preset="smoke", overrides=["eval.enabled=false"]), cpu)
+    assert scored["evaluate"] > 1.0 and unscored["evaluate"] == 0.0
+    assert {k: v for k, v in unscored.items() if k != "evaluate"} == {k: v for k, v in scored.items() if k != "evaluate"}

@@ -65,7 +65,7 @@ SEMANTIC = (
      ("n_layer", "n_head", "d_model", "vocab_size", "seq_len", "rope_theta", "norm_eps", "init_std", "init_cutoff",
       "dynamic_hidden", "coef_init")]
     + [f"train.{f.name}" for f in fields(TrainConfig) if f.name != "seed" and f.type in ("int", "float", "bool")]
-    + ["eval.num_fewshot", "eval.batch_size", "analysis.n_sequences", "analysis.enabled"]
+    + ["eval.num_fewshot", "eval.batch_size", "eval.enabled", "analysis.n_sequences", "analysis.enabled"]
 )
 
 

@@ -67,18 +67,18 @@ def test_a_branch_without_its_parent_is_refused_in_one_line(registry, tmp_path, 
     name, parent = "smoke-ladder-base-d48-b1", "smoke-ladder-base-d48-b4"
     with pytest.raises(UserError) as err:
         plan(registry, name, runs_root=tmp_path)
-    assert err.value.problem == f"parent {parent} has no checkpoint at step 64 yet: run it first"
+    assert err.value.problem == f"parent {parent} has no checkpoint at step 48 yet: run it first"
     assert main(["run", name, "--runs-dir", str(tmp_path)]) == 2
     printed = capsys.readouterr().err.strip()
     assert len(printed.splitlines()) == 1 and "run it first" in printed
-    path = checkpoint_file(runs.run_dir_for(registry.resolve(parent), tmp_path), 64)
+    path = checkpoint_file(runs.run_dir_for(registry.resolve(parent), tmp_path), 48)
     path.parent.mkdir(parents=True)
     path.write_bytes(b"")  # the plan only looks for the file; the training loop verifies it
     assert [p.action for p in plan(registry, name, runs_root=tmp_path)] == ["run"]
 
 
 def test_a_set_that_breaks_the_branch_is_refused_naming_it(registry, tmp_path):
-    broken = r"cannot start from smoke-ladder-base-d48-b4 at step 64: the schedules differ"
+    broken = r"cannot start from smoke-ladder-base-d48-b4 at step 48: the schedules differ"
     with pytest.raises(UserError, match=broken):
         plan(registry, "smoke-ladder-base-d48-*", runs_root=tmp_path, overrides=["train.decay_fraction=0.3"])
 
@@ -86,7 +86,7 @@ def test_a_set_that_breaks_the_branch_is_refused_naming_it(registry, tmp_path):
 def test_branch_identity_names_parent_and_start_and_enters_the_hash(registry):
     spec = registry.resolve("smoke-ladder-base-d48-b1")
     identity = runs.identity_for(registry, spec)
-    assert (identity.branch_from, identity.branch_step) == ("smoke-ladder-base-d48-b4", 64)
+    assert (identity.branch_from, identity.branch_step) == ("smoke-ladder-base-d48-b4", 48)
     other = registry.resolve("smoke-ladder-base-d48-b1", overrides=["train.branch_step=32"])
     assert other.hash != spec.hash
     assert runs.identity_for(registry, registry.resolve("smoke-ladder-base-d48-b4")).branch_from is None
@@ -144,7 +144,7 @@ def test_validate_refuses_a_branch_that_starts_after_its_decay(tmp_path):
     directory = tmp_path / "registry"
     shutil.copytree(DEFAULT_REGISTRY, directory)
     ladder = directory / "ladder.yaml"
-    ladder.write_text(ladder.read_text().replace("train.branch_step: 80}", "train.branch_step: 96}"))
+    ladder.write_text(ladder.read_text().replace("train.branch_step: 80,", "train.branch_step: 96,"))
     with pytest.raises(UserError, match=r"cannot start from smoke-ladder-base-d48-b4 at step 96: the schedules differ "
                                         r"at step 81"):
         validate(Registry(directory))

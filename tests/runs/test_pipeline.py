@@ -107,6 +107,14 @@ def test_disabled_analysis_is_not_run(tmp_path, fakes):
     assert fakes.calls == ["train", "validate", "evaluate"]
 
 
+def test_disabled_evaluation_is_not_run_and_the_run_succeeds(tmp_path, fakes):
+    spec = Registry().resolve("base-s42", preset="smoke", overrides=["train.steps=2", "eval.enabled=false"])
+    run_dir = runs.prepare(spec, runs.run_dir_for(spec, tmp_path))
+    assert pipeline.run_pipeline(run_dir, spec, backend="inline") == pipeline.DONE
+    assert fakes.calls == ["train", "validate", "analyse"]
+    assert runs.read_status(run_dir).state == runs.SUCCEEDED
+
+
 def test_real_stage_functions_are_imported():
     from exoformer.analysis.stage import analyse_stage
     from exoformer.eval.stage import evaluate_stage, validate_stage
