@@ -118,9 +118,9 @@ def test_scored_documents_follow_the_limit_and_the_suite():
 
     registry = Registry()
     smoke = registry.resolve("base-s42", preset="smoke")
-    ladder = registry.resolve("smoke-ladder-base-d64-b2", overrides=["eval.limit=30"])
+    ladder = registry.resolve("smoke-ladder-base-d64-b1", overrides=["eval.limit=30"])
     paper = registry.resolve("base-s42")
-    assert scored_documents(registry.resolve("smoke-ladder-base-d64-b2")) == scored_documents(smoke)  # every document
+    assert scored_documents(registry.resolve("smoke-ladder-base-d64-b1")) == scored_documents(smoke)  # every document
     assert scored_documents(smoke) == {"arc_easy": (150, 4), "arc_challenge": (96, 4), "hellaswag": (150, 4),
                                        "openbookqa": (120, 4), "piqa": (150, 2), "winogrande": (150, 2)}
     assert {task: docs for task, (docs, _) in scored_documents(ladder).items()} == dict.fromkeys(TASK_FACTS, 30)
