@@ -49,7 +49,7 @@ class EvalConfig:
     """Scoring precision (exoformer/eval/precision.py): 'bf16' as the author's run_eval.py, or 'fp32'."""
     enabled: bool = True
     """Score the tasks. Off for ladder runs that feed only the loss law (experiments/ladder.yaml): they still
-    validate. Hashed only when off, so every other spec keeps its hash."""
+    validate. Hashed only when off (to_dict), so every other spec keeps its hash."""
 
     def __post_init__(self) -> None:
         if self.suite not in SUITES:
@@ -63,6 +63,11 @@ class EvalConfig:
         for name in ("batch_size", "num_fewshot", "limit"):
             check_size(getattr(self, name), where=f"eval.{name}")
         check_scoring_precision(self.precision)
+
+    def to_dict(self) -> dict:
+        """Every field, except `enabled` while it is on, so that the hash of every spec that scores is the one it
+        had before the field existed (as TrainConfig.to_dict leaves out its unset ladder fields)."""
+        return {k: v for k, v in asdict(self).items() if not (k == "enabled" and v)}
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -151,7 +156,7 @@ class Spec:
         """The fields that decide the result; exactly these are hashed. A spec on the bundled smoke world also
         hashes that world's identity (exoformer.data.smoke_key), since its corpus and tasks are code."""
         out = {"model": self.model.to_dict(), "train": self.train.to_dict(),
-               "eval": _eval_fields(self.eval), "analysis": _plain(asdict(self.analysis))}
+               "eval": self.eval.to_dict(), "analysis": _plain(asdict(self.analysis))}
         if self.train.data == SMOKE_DATA or self.eval.suite == SMOKE_DATA:
             out["smoke_world"] = smoke_key()
         return out
@@ -174,13 +179,6 @@ class Spec:
         return {"name": self.name, "group": self.group, "variant": self.variant, "shape": self.shape,
                 "preset": self.preset, "seed": self.seed, **self.semantic(),
                 "placement": asdict(self.placement), "hash": self.hash}
-
-
-def _eval_fields(config: EvalConfig) -> dict:
-    fields = _plain(asdict(config))
-    if config.enabled:
-        del fields["enabled"]
-    return fields
 
 
 def _plain(d: dict) -> dict:
