@@ -42,17 +42,21 @@ import json, sys, time
 t0 = time.process_time()
 from exoformer.runs import pipeline
 from exoformer.cli import main as cli_main
-record = {"stages": {}, "first_stage_at": None}
+record = {"stages": {}, "first_stage_at": None, "by_run": {}}
 def wrap(name, fn):
     def timed(ctx):
-        if record["first_stage_at"] is None:
-            record["first_stage_at"] = time.process_time()
+        run = record["by_run"].setdefault(ctx.spec.name, {"stages": {}})
         start = time.process_time()
+        if record["first_stage_at"] is None:
+            record["first_stage_at"] = start
+        run.setdefault("first_stage_at", start)
         try:
             return fn(ctx)
         finally:
-            record["stages"][name] = record["stages"].get(name, 0.0) + time.process_time() - start
-            record["last_stage_end"] = time.process_time()
+            spent = time.process_time() - start
+            record["stages"][name] = record["stages"].get(name, 0.0) + spent
+            run["stages"][name] = run["stages"].get(name, 0.0) + spent
+            record["last_stage_end"] = run["last_stage_end"] = time.process_time()
     return timed
 for name, fn in list(pipeline.STAGE_FUNCTIONS.items()):
     pipeline.STAGE_FUNCTIONS[name] = wrap(name, fn)
@@ -144,6 +148,47 @@ def cost_model(specs: list[str], overrides: list[str]) -> dict[str, float]:
     return {stage: sum(r[stage] for r in rows) / len(rows) for stage in rows[0]}
 
 
+def one_job(target: str, threads: int, out: Path | None) -> int:
+    """CPU seconds of each run of one job process that runs several (a parent, then its decay branches), against
+    the cost model's price of each as that job runs it (cpu_stage_seconds with `after`). A run's `setup_s` is the
+    CPU time before its first stage: the interpreter and imports for the first run, the pipeline's own work
+    between runs for the others."""
+    from exoformer.budget.cost import cpu_stage_seconds
+    from exoformer.registry.profiles import load_profile
+    from exoformer.registry.registry import Registry
+
+    load = os.getloadavg()
+    reg, cpu = Registry(), load_profile("cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        command = ["run", target, "--backend", "inline", "--runs-dir", str(Path(tmp) / "runs")]
+        record = run_child(command, Path(tmp) / "record.json", threads)
+    order = sorted(record["by_run"], key=lambda name: record["by_run"][name]["first_stage_at"])
+    runs, previous_end, first = [], 0.0, None
+    for name in order:
+        run = record["by_run"][name]
+        spec = reg.resolve(name)
+        model = cpu_stage_seconds(spec, cpu, after=first)
+        setup = run["first_stage_at"] - previous_end
+        if first is None:  # the job's start: also what the interpreter spent before the child's first line
+            setup += max(0.0, record["process_cpu_s"] - record["end"])
+        stages = {stage: run["stages"].get(stage, 0.0) for stage in STAGES}
+        runs.append({"spec": name, "setup_s": setup, **{f"{k}_s": v for k, v in stages.items()},
+                     "total_cpu_s": setup + sum(stages.values()), "recipe": spec_recipe(spec), "cost_model_s": model,
+                     "cost_model_total_s": sum(model.values())})
+        previous_end, first = run["last_stage_end"], first or spec
+    result = {"target": target, "load_average": load, "load_average_end": os.getloadavg(), "cores": os.cpu_count(),
+              "threads": threads, "runs": runs, "process_cpu_s": record["process_cpu_s"], "wall_s": record["wall_s"]}
+    print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores; one job process, "
+          f"{threads} torch thread(s); CPU seconds per run:")
+    for r in runs:
+        print(f"  {r['spec']:<28} setup {r['setup_s']:5.1f}  " + "  ".join(f"{s} {r[f'{s}_s']:5.1f}" for s in STAGES)
+              + f"  total {r['total_cpu_s']:6.1f}  cost model {r['cost_model_total_s']:6.1f} "
+              f"({r['cost_model_total_s'] / r['total_cpu_s'] - 1:+.0%})")
+    if out:
+        out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--specs", nargs="+", default=["base-s42", "dynamic-e-exoformer-s42"],
@@ -157,7 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="run a candidate recipe: passed to `run --set` and to the cost model (repeatable)")
     parser.add_argument("--keep", type=Path, default=None, help="runs root to keep (default: a temporary one)")
+    parser.add_argument("--one-job", metavar="TARGET", default=None,
+                        help="instead: run TARGET (a stable run and its decay branches, e.g. 'smoke-ladder-base-d64-*') "
+                             "in one process, as a local job runs a parent and its branches; each run measured apart")
     args = parser.parse_args(argv)
+    if args.one_job:
+        return one_job(args.one_job, args.threads, args.out)
 
     load = os.getloadavg()
     per_spec = []

@@ -197,9 +197,9 @@ def choose_mfu(spec: Spec, profile: Profile, measurement: Measurement | None = N
             f"measured by {MEASURED_TOOL} on {measurement.device} {measurement.date}{how}")
 
 
-def estimate(spec: Spec, profile: Profile, *, memory: SpecMemory | None = None) -> Cost:
+def estimate(spec: Spec, profile: Profile, *, memory: SpecMemory | None = None, after: Spec | None = None) -> Cost:
     """The spec's cost on the profile (a decay branch: its own steps); `memory`: its spec_memory when the caller
-    has it already."""
+    has it already; `after`: the run it follows in the same job (cpu_stage_seconds; CPU-minutes only)."""
     flops = run_flops(spec)
     try:
         memory = memory or spec_memory(spec, profile)
@@ -215,8 +215,9 @@ def estimate(spec: Spec, profile: Profile, *, memory: SpecMemory | None = None) 
         return Cost(flops=flops, gpu_hours=flops / rate / 3600.0, cpu_minutes=None, mfu=mfu, mfu_source=source,
                     memory_gb=mem_gb, memory_source=mem_source)
     if profile.cpu is not None:
-        return Cost(flops=flops, gpu_hours=None, cpu_minutes=sum(cpu_stage_seconds(spec, profile).values()) / 60.0,
-                    memory_gb=mem_gb, memory_source=mem_source)
+        seconds = cpu_stage_seconds(spec, profile, after=after)
+        return Cost(flops=flops, gpu_hours=None, cpu_minutes=sum(seconds.values()) / 60.0, memory_gb=mem_gb,
+                    memory_source=mem_source)
     return Cost(flops=flops, gpu_hours=None, cpu_minutes=None, memory_gb=mem_gb, memory_source=mem_source)
 
 
@@ -233,6 +234,9 @@ CPU_STARTUP_S = 3.0
 CPU_TRAIN_SETUP_S = 2.5
 """Per training run: torch._dynamo (imported by torch's optimisers when they are built), the GPT-2 BPE under the
 compact vocabulary, the model, the data checksums and the final checkpoint."""
+CPU_TRAIN_SETUP_IN_JOB_S = 0.5
+"""Per training run in a job that has trained before (a decay branch after its parent): what is left once torch._dynamo
+and the BPE are loaded: the model, the data checksums, the checkpoints read and written, the run's records."""
 CPU_FORWARD_SPEEDUP = 1.2
 """fp32 forward-only passes (validation) per FLOP against a training step (no backward, no optimiser)."""
 CPU_BF16_SCORING_SPEEDUP = 2.0
@@ -283,9 +287,12 @@ def eval_requests(spec: Spec) -> tuple[int, float]:
     return requests, tokens / max(1, requests)
 
 
-def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True) -> dict[str, float]:
+def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True,
+                      after: Spec | None = None) -> dict[str, float]:
     """CPU seconds of each stage of one job at one torch thread (section comment above); `train=False` for a
-    checkpoint run, which imports weights instead of training."""
+    checkpoint run, which imports weights instead of training. `after`: the run this one follows in the same job
+    process (a decay branch in its parent's local job): no start-up, the lighter CPU_TRAIN_SETUP_IN_JOB_S, and no
+    evaluation setup when that run evaluated."""
     assert profile.cpu is not None
     rate = profile.cpu.gflops * 1e9
     t, forward = spec.train, forward_flops_per_token(spec.model, spec.train.seq_len)
@@ -295,11 +302,13 @@ def cpu_stage_seconds(spec: Spec, profile: Profile, *, train: bool = True) -> di
     requests, per_request = eval_requests(spec)
     eval_forward = (requests * min(per_request, spec.model.seq_len)
                     * forward_flops_per_token(spec.model, spec.model.seq_len))
-    return {"startup": CPU_STARTUP_S,
-              "train": CPU_TRAIN_SETUP_S + run_flops(spec) / rate + in_run_val / (rate * CPU_FORWARD_SPEEDUP)
+    setup = CPU_TRAIN_SETUP_S if after is None else CPU_TRAIN_SETUP_IN_JOB_S
+    eval_setup = 0.0 if after is not None and after.eval.enabled else CPU_EVAL_SETUP_S
+    return {"startup": CPU_STARTUP_S if after is None else 0.0,
+              "train": setup + run_flops(spec) / rate + in_run_val / (rate * CPU_FORWARD_SPEEDUP)
               if train else 0.0,
               "validate": t.final_val_tokens * forward / (rate * CPU_FORWARD_SPEEDUP),
-              "evaluate": CPU_EVAL_SETUP_S + requests * CPU_EVAL_S_PER_REQUEST
+              "evaluate": eval_setup + requests * CPU_EVAL_S_PER_REQUEST
               + eval_forward / (rate * (CPU_BF16_SCORING_SPEEDUP if spec.eval.precision == "bf16"
                                         else CPU_FORWARD_SPEEDUP)) if spec.eval.enabled else 0.0,
               "analyse": CPU_ANALYSE_S if spec.analysis.enabled else 0.0}

@@ -360,13 +360,20 @@ def _final_checkpoint_problem(rd: RunDir, spec: Spec) -> str | None:
 
 class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
     """The callable submitit runs: `PipelineJob()(run_dir, spec, backend)`. Stateless, so that submitit's default
-    `checkpoint()` (resubmit self with the same arguments) resumes from the run directory."""
+    `checkpoint()` (resubmit self with the same arguments) resumes from the run directories.
 
-    def __call__(self, run_dir: str, spec: Spec, backend: str, part: str = "all") -> dict[str, Any]:
+    `then`: (run_dir, spec) of runs this one-task job runs after the first, in this process, each only once the
+    one before it is done: the local backend runs a stable run's decay branches in its job, which spares each
+    branch the start of a process (exoformer/budget/cost.py prices it so)."""
+
+    def __call__(self, run_dir: str, spec: Spec, backend: str, part: str = "all",
+                 then: tuple[tuple[str, Spec], ...] = ()) -> dict[str, Any]:
         collect_then_freeze_at_exit()  # the next job (or the table) waits for this process's exit
         job_id, rank, tasks = _job_id_and_rank()
+        if then and tasks != 1:
+            raise ValueError("runs that follow another in its job need a one-task job")
         if tasks == 1:
-            return self.run_rank(run_dir, spec, backend, job_id=job_id, rank=0, part=part)
+            return self.run_in_order([(run_dir, spec), *then], backend, job_id=job_id, part=part)
         if run_source(spec) == CHECKPOINT:  # it imports instead of training: nothing to share, rank 0 runs alone
             if rank != 0:
                 return {"state": "rank-idle", "rank": rank}
@@ -385,6 +392,31 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
                     import torch.distributed
 
                     torch.distributed.destroy_process_group()
+
+    def run_in_order(self, in_order: list[tuple[str, Spec]], backend: str, *, job_id: str | None,
+                     part: str) -> dict[str, Any]:
+        """Each run in turn on rank 0 of a one-task job. A run already SUCCEEDED with every stage recorded (a
+        requeued job that finished it before) is passed over. A run starts only once the one before it is done
+        and no stop was asked for it; otherwise it stays queued, or says why it did not start when the run
+        before it failed or was interrupted (a plain `run` starts it again)."""
+        results: list[dict[str, Any]] = []
+        for i, (run_dir, spec) in enumerate(in_order):
+            if i and RunDir(run_dir).stop_requested():
+                break  # Ctrl-C in the launcher: it stays queued, and the launcher puts it back to un-run
+            if i and results[-1].get("outcome") != DONE:
+                _did_not_start(in_order[i:], in_order[i - 1][1].name, results[-1])
+                break
+            if _finished(RunDir(run_dir), spec):
+                results.append({"state": runs.SUCCEEDED, "outcome": DONE, "run_dir": run_dir})
+                continue
+            try:
+                results.append(self.run_rank(run_dir, spec, backend, job_id=job_id, rank=0, part=part))
+            except BaseException as err:
+                if not isinstance(err, (KeyboardInterrupt, SystemExit)):  # FAILED, or INTERRUPTED by the machine
+                    status = RunDir(run_dir).read_status()
+                    _did_not_start(in_order[i + 1:], spec.name, {"state": status.state if status else None})
+                raise
+        return results[0] if len(results) == 1 else {**results[0], "then": results[1:]}
 
     def run_rank(self, run_dir: str, spec: Spec, backend: str, *, job_id: str | None, rank: int,
                  part: str = "all") -> dict[str, Any]:
@@ -406,6 +438,27 @@ class PipelineJob(_JobBase):  # type: ignore[misc,valid-type]
                 _requeue_through_submitit()
         status = RunDir(run_dir).read_status()
         return {"state": status.state if status else None, "outcome": outcome, "run_dir": run_dir}
+
+
+def _finished(rd: RunDir, spec: Spec) -> bool:
+    """SUCCEEDED with a record of every stage the spec wants: nothing left for a job to do."""
+    status = rd.read_status()
+    return status is not None and status.state == runs.SUCCEEDED and not rd.missing_stage_records(wanted_stages(spec))
+
+
+def _did_not_start(waiting: list[tuple[str, Spec]], before: str, result: dict[str, Any]) -> None:
+    """The runs a job did not start because `before`, run ahead of them in it, did not finish. After a failure or
+    an interruption each says so and reads INTERRUPTED (a plain `run` starts it); after a stop asked for (Ctrl-C
+    in the launcher) they stay queued, and the launcher puts them back to un-run."""
+    if result.get("outcome") == STOPPED:
+        return
+    why = "failed" if result.get("state") == runs.FAILED else "was interrupted"
+    for run_dir, _ in waiting:
+        rd = RunDir(run_dir)
+        status = rd.read_status()
+        if status is not None and status.state == runs.PENDING and not rd.job_lock_held():
+            rd.update_status(state=runs.INTERRUPTED, pid=None, reason=f"not started: {before}, run before it in "
+                             f"the same job, {why}; run the same command to start it")
 
 
 def _requeue_through_submitit() -> None:

@@ -20,7 +20,8 @@ and the reason says so in the same words.
 
 A WSD ladder's decay branch (train.branch_from, docs/forecast.md "The CPU ladder") comes after its parent in the
 plan, and is refused (UserError) when it would launch while its parent neither launches with it nor has its
-checkpoint at the branch's start. Its cost is its own steps only (exoformer/budget/cost.py).
+checkpoint at the branch's start. Its cost is its own steps only (exoformer/budget/cost.py), and when its parent
+launches with it, no process start of its own: the local backend runs it in its parent's job, after it.
 
 Torch-free, so `plan` answers at once.
 """
@@ -178,8 +179,9 @@ def plan(registry: Registry, target: str, *, preset: str | None = None, override
 def plan_specs(registry: Registry, specs: list[Spec], *, runs_root: str | Path | None = None,
                overrides: list[str] | tuple[str, ...] = (), force: bool = False, retry_failed: bool = False,
                profile: str | None = None, write: bool = False,
-               cost: Callable[[Spec, Profile], Cost] = estimate) -> list[PlannedRun]:
-    """`plan` for resolved specs (each once); `cost` prices one spec on a profile (training by default)."""
+               cost: Callable[..., Cost] = estimate) -> list[PlannedRun]:
+    """`plan` for resolved specs (each once); `cost` prices one spec on a profile (training by default), and a
+    decay branch that launches with its parent as it runs there, after it in its job (`after=parent`)."""
     root = runs.runs_root(None if runs_root is None else str(runs_root))
     check_runs_root_path(root, where="--runs-dir" if runs_root is not None else "the runs root")
     specs = parents_first(specs)
@@ -188,7 +190,7 @@ def plan_specs(registry: Registry, specs: list[Spec], *, runs_root: str | Path |
     view = SlurmView()
     view.expect(manifest.get(spec.hash) for spec in specs)
     profiles: dict[str, Profile] = {}
-    planned, seen = [], set()
+    planned, seen, launching = [], set(), {}
     for spec in specs:
         if spec.hash in seen:
             continue  # the same spec twice on one command line
@@ -199,10 +201,13 @@ def plan_specs(registry: Registry, specs: list[Spec], *, runs_root: str | Path |
         claim = manifest.get(spec.hash)
         action, reason, state = assess(spec, root, claim=claim, view=view, force=force, retry_failed=retry_failed,
                                        write=write)
+        parent = launching.get(spec.train.branch_from) if spec.train.is_branch and action in LAUNCHING else None
+        price = cost(spec, profiles[name]) if parent is None else cost(spec, profiles[name], after=parent)
+        if action in LAUNCHING:
+            launching[spec.name] = spec
         planned.append(PlannedRun(spec=spec, root=root, run_dir=runs.run_dir_for(spec, root), action=action,
-                                  reason=reason, state=state, claim=claim, profile=name,
-                                  cost=cost(spec, profiles[name]), force=force, retry_failed=retry_failed,
-                                  identity=runs.identity_for(registry, spec, overrides)))
+                                  reason=reason, state=state, claim=claim, profile=name, cost=price, force=force,
+                                  retry_failed=retry_failed, identity=runs.identity_for(registry, spec, overrides)))
     check_branch_starts(registry, planned, spec_sets)
     return planned
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from exoformer.runs.backends.base import queued_in_a_job
 from exoformer.rundir import INTERRUPTED, PENDING, RUNNING, SUCCEEDED, RunDir, parse_time
 from exoformer.train.progress import duration
 
@@ -254,7 +255,8 @@ class RunProgress:
             status = rd.read_status()
             planned = self.planned_s.get(run_dir)
             if status is None or status.state == PENDING:
-                if run_dir in submitted and status is not None:  # its job is on its way: a process, the imports
+                if run_dir in submitted and status is not None and not queued_in_a_job(status.reason):
+                    # its job is on its way: a process, the imports
                     starting.append(JobView(name=name, stage=None, step=0, total_steps=steps, elapsed_s=0.0,
                                             planned_s=planned))
                 else:

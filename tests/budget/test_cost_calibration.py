@@ -77,6 +77,25 @@ def test_plan_prices_the_measured_main_job_within_30_percent(measured, tmp_path)
     assert abs(estimate - job["cpu_s"]) <= TOLERANCE * job["cpu_s"], (estimate, job["cpu_s"])
 
 
+def test_a_branch_in_its_parents_job_is_priced_within_30_percent_of_its_measurement(measured):
+    """bench_main_job.py --one-job: a ladder's stable run, then its decay branches, in one process, as a local job
+    runs them. Each branch priced after its parent (no process start, the in-job training setup) is within 30% of
+    its measured CPU time, and what it spent before its first stage is far below a process start."""
+    reg, cpu = Registry(), load_profile("cpu")
+    jobs = measured["in_parent_job"]["jobs"]
+    assert len(jobs) >= 3 and all(job["threads"] == 1 for job in jobs)
+    for job in jobs:
+        first, *branches = job["runs"]
+        parent = reg.resolve(first["spec"])
+        assert len(branches) == 3 and first["recipe"] == spec_recipe(parent)
+        for row in branches:
+            spec = reg.resolve(row["spec"])
+            assert row["recipe"] == spec_recipe(spec) and spec.train.branch_from == parent.name
+            estimate = sum(cpu_stage_seconds(spec, cpu, after=parent).values())
+            assert abs(estimate - row["total_cpu_s"]) <= TOLERANCE * row["total_cpu_s"], (row["spec"], estimate)
+            assert row["setup_s"] < 0.1 * CPU_STARTUP_S
+
+
 def test_checkpoint_evaluation_cost_is_the_measured_stages_after_training(measured):
     """A checkpoint run imports instead of training; the rest of the job is the same stages."""
     reg, cpu = Registry(), load_profile("cpu")

@@ -77,7 +77,7 @@ def test_every_local_job_starts_with_the_settings_and_the_launcher_keeps_its_own
         def __init__(self, n: int):
             self.spec = SimpleNamespace(name=f"spec-{n}", train=SimpleNamespace(is_branch=False))  # no decay branch
 
-    def fake_submit(executor, item):
+    def fake_submit(executor, job_items):
         seen.append({key: os.environ.get(key) for key in (*GLIBC_MALLOC_ENV, "OMP_NUM_THREADS")})
         return FakeJob()
 

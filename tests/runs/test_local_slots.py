@@ -144,7 +144,8 @@ def test_the_launch_loop_starts_jobs_as_the_policy_says(monkeypatch, tmp_path):
             self.n, self.claim = n, Claim()
             self.spec = SimpleNamespace(name=f"spec-{n}", train=SimpleNamespace(is_branch=False))  # no decay branch
 
-    def fake_submit(executor, item):
+    def fake_submit(executor, job_items):
+        (item,) = job_items  # no decay branch follows a run in its job
         job = FakeJob(item.n)
         started.append(job)
         events.append(("start", item.n, sum(not j.finished for j in started)))

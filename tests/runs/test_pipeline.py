@@ -172,3 +172,63 @@ def test_a_run_split_into_a_training_job_and_an_evaluation_job(run_dir, spec, fa
     assert pipeline.run_pipeline(run_dir, spec, backend="slurm", part="after-train") == pipeline.DONE
     assert fakes.calls == list(pipeline.STAGES)  # each stage once: the evaluation job did not train again
     assert runs.read_status(run_dir).state == runs.SUCCEEDED
+
+
+# ------------------------------------------------------------------- runs that follow another in its job
+
+@pytest.fixture()
+def queued_job(tmp_path):
+    """Three queued runs of one job, as the local backend gives it a stable run and two decay branches (the fake
+    stages do not care what they train)."""
+    registry, out = Registry(), []
+    for steps in (4, 2, 3):
+        spec = registry.resolve("base-s42", preset="smoke", overrides=[f"train.steps={steps}"])
+        run_dir = runs.prepare(spec, runs.run_dir_for(spec, tmp_path))
+        runs.RunDir(run_dir).write_status(runs.Status(state=runs.PENDING, backend="local", reason="queued by run"))
+        out.append((str(run_dir), spec))
+    return out
+
+
+def _run_job(job):
+    (first_dir, first), *then = job
+    return pipeline.PipelineJob()(first_dir, first, "local", "all", tuple(then))
+
+
+def test_a_job_runs_the_runs_that_follow_its_first_in_order_and_passes_over_finished_ones(queued_job, fakes):
+    result = _run_job(queued_job)
+    assert fakes.calls == list(pipeline.STAGES) * 3
+    assert [r["outcome"] for r in [result, *result["then"]]] == [pipeline.DONE] * 3
+    assert all(runs.read_status(d).state == runs.SUCCEEDED for d, _ in queued_job)
+    pids = {json.loads((runs.RunDir(d).path / "provenance.json").read_text())["job"]["pid"] for d, _ in queued_job}
+    assert len(pids) == 1  # one process ran them all
+    _run_job(queued_job)  # a requeued job: nothing left to do, nothing rewritten
+    assert fakes.calls == list(pipeline.STAGES) * 3
+    assert all(len(list((runs.RunDir(d).path / "logs").glob("attempt-*.log"))) == 1 for d, _ in queued_job)
+
+
+def test_after_a_failure_the_runs_behind_it_say_why_and_a_plain_run_starts_them(queued_job, fakes):
+    fakes.fail = "train"
+    with pytest.raises(ValueError, match="intentional failure"):
+        _run_job(queued_job)
+    assert fakes.calls == ["train"] and runs.read_status(queued_job[0][0]).state == runs.FAILED
+    for run_dir, _ in queued_job[1:]:
+        status = runs.read_status(run_dir)
+        assert status.state == runs.INTERRUPTED, status
+        assert status.reason == (f"not started: {queued_job[0][1].name}, run before it in the same job, failed; "
+                                 "run the same command to start it")
+
+
+def test_after_a_stop_asked_for_the_runs_behind_it_stay_queued_for_the_launcher(queued_job, fakes):
+    """Ctrl-C in the launcher: the first run saves and stops; the launcher puts the unstarted ones back to un-run."""
+    fakes.interrupt = True
+    runs.RunDir(queued_job[0][0]).request_stop()
+    result = _run_job(queued_job)
+    assert result["outcome"] == pipeline.STOPPED and fakes.calls == ["train"]
+    assert [runs.read_status(d).state for d, _ in queued_job] == [runs.INTERRUPTED, runs.PENDING, runs.PENDING]
+    assert [runs.read_status(d).reason for d, _ in queued_job[1:]] == ["queued by run"] * 2
+
+
+def test_a_stop_asked_for_a_follower_keeps_it_from_starting(queued_job, fakes):
+    runs.RunDir(queued_job[2][0]).request_stop()
+    _run_job(queued_job)
+    assert fakes.calls == list(pipeline.STAGES) * 2 and runs.read_status(queued_job[2][0]).state == runs.PENDING

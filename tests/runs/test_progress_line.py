@@ -260,6 +260,23 @@ def test_jobs_submitted_but_not_training_yet_read_starting(tmp_path):
                                       "1 queued; ETA ")
 
 
+def test_a_branch_waiting_in_its_parents_job_reads_queued_not_starting(tmp_path):
+    """A decay branch's claim names its parent's job from the start, but the branch starts only when its parent
+    ends (exoformer/runs/backends/local.py jobs_of): until then it is queued."""
+    from exoformer.runs.backends.base import QUEUED_IN_JOB
+
+    parent, branch = tmp_path / "p" / "h", tmp_path / "b" / "h"
+    rd = _status(parent, "RUNNING", stage="train", started=T0)
+    _step(rd, 1)
+    _status(branch, "PENDING")
+    RunDir(branch).update_status(reason=QUEUED_IN_JOB.format(parent="p"))
+    _submitted(tmp_path, parent, branch)
+    progress = RunProgress([("p", parent, STEPS), ("b", branch, STEPS)], concurrency=2, stream=_Terminal(),
+                           clock=lambda: T0.timestamp() + 20)
+    assert progress.line().startswith(f"run: 0/2 done, 1 running (p train 1/{STEPS}"), progress.line()
+    assert progress.line().endswith("1 queued") or "1 queued;" in progress.line()
+
+
 def test_render_counts_starting_jobs_apart_from_running_ones():
     starting = [JobView(name=n, stage=None, step=0, total_steps=STEPS, elapsed_s=0.0, planned_s=60.0) for n in "ab"]
     running = JobView(name="c", stage="evaluate", step=STEPS, total_steps=STEPS, elapsed_s=50.0, planned_s=60.0)

@@ -65,6 +65,15 @@ class Backend(Protocol):
         """Whether the job of a run that holds no job lock is still queued or starting."""
 
 
+QUEUED_IN_JOB = "queued: runs in the job of {parent}, after it"
+"""The STATUS reason of a run that waits inside another run's job (a decay branch in its parent's local job)."""
+
+
+def queued_in_a_job(reason: str | None) -> bool:
+    """Whether a queued run waits inside another run's job (QUEUED_IN_JOB): that job is live, its own start is not."""
+    return bool(reason) and reason.startswith(QUEUED_IN_JOB.split("{", 1)[0])
+
+
 def launcher_liveness(claim: locking.Claim | None) -> Liveness:
     """The launcher process of a claim, recognised by its PID and process identity (a recycled PID is not it)."""
     if claim is None:

@@ -17,7 +17,7 @@ from exoformer.environ import glibc_malloc_env, quiet_progress_env, temporary_en
 from exoformer.errors import UserError
 from exoformer.limits import check_option
 from exoformer.runs import locking
-from exoformer.runs.backends.base import Item, Liveness, launcher_liveness, said_timed_out
+from exoformer.runs.backends.base import QUEUED_IN_JOB, Item, Liveness, launcher_liveness, said_timed_out
 from exoformer.registry.profiles import Profile
 from exoformer.registry.spec import Spec
 from exoformer.rundir import JOBS_DIR, RunDir, Status
@@ -37,7 +37,7 @@ class LocalBackend:
     name = "local"
     waits = True
     orders_branches = True
-    """A decay branch starts only after its parent's job in the same launch has ended (next_ready)."""
+    """A decay branch whose parent launches with it runs in its parent's job, after it (jobs_of)."""
     submits_under_lock = False
     on_this_machine = True
 
@@ -94,7 +94,10 @@ class LocalBackend:
     def launch(self, items: list[Item], root: Path, *, record: Callable[[list[locking.Claim]], None] | None = None,
                on_done: Callable[[Item], None] | None = None) -> None:
         executor = self._executor(root)
-        queue, running = list(items), []
+        queue, running = jobs_of(items), []
+        for first, *then in queue:
+            for item in then:
+                RunDir(item.run_dir).update_status(reason=QUEUED_IN_JOB.format(parent=first.spec.name))
         threads = str(self.threads_per_job or os.environ.get("OMP_NUM_THREADS") or 1)
         # inherited by the job processes
         with temporary_env({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, **quiet_progress_env(),
@@ -102,20 +105,18 @@ class LocalBackend:
             try:
                 while queue or running:
                     while queue and len(running) < self._slots(len(queue), len(running)):
-                        item = next_ready(queue, [pair[0] for pair in running])
-                        if item is None:  # every queued one is a decay branch whose parent still runs
-                            break
-                        queue.remove(item)
-                        job = _submit_deaf_to_ctrl_c(executor, item)
-                        item.claim.job_id, item.claim.folder = str(job.job_id), str(job.paths.folder)
+                        job_items = queue.pop(0)
+                        job = _submit_deaf_to_ctrl_c(executor, job_items)
+                        for item in job_items:
+                            item.claim.job_id, item.claim.folder = str(job.job_id), str(job.paths.folder)
                         if record:
-                            record([item.claim])
-                        running.append((item, job))
+                            record([item.claim for item in job_items])
+                        running.append((job_items, job))
                     time.sleep(self.poll_s)
                     for pair in [p for p in running if p[1].done()]:
                         running.remove(pair)
-                        if on_done:
-                            on_done(pair[0])
+                        for item in pair[0] if on_done else ():
+                            on_done(item)
             except KeyboardInterrupt:
                 self._stop(running)
                 raise
@@ -129,8 +130,9 @@ class LocalBackend:
         """Ctrl-C in the launcher (the jobs ignore it): each job is asked to stop for good and gets SIGTERM, so
         training saves at its next step and the run ends INTERRUPTED; what still runs after `grace_s` is killed.
         No job outlives the launcher."""
-        for item, job in running:
-            RunDir(item.run_dir).request_stop()
+        for job_items, job in running:
+            for item in job_items:
+                RunDir(item.run_dir).request_stop()
             _signal(job, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and not all(job.done() for _, job in running):
@@ -143,24 +145,34 @@ class LocalBackend:
                 _signal(job, signal.SIGKILL)
 
 
-def next_ready(queue: list[Item], running: list[Item]) -> Item | None:
-    """The first queued item that may start now: any run, except a decay branch (train.branch_from) whose parent
-    is still queued or running in this launch; it starts from that parent's checkpoint (docs/forecast.md)."""
-    pending = {item.spec.name for item in queue} | {item.spec.name for item in running}
-    for item in queue:
-        if not (item.spec.train.is_branch and item.spec.train.branch_from in pending):
-            return item
-    return None
+def jobs_of(items: list[Item]) -> list[list[Item]]:
+    """The launch's items as jobs, in order: each run followed by the decay branches (train.branch_from) of it in
+    this launch, so that a branch starts from its parent's checkpoint in its parent's process, without a process
+    start of its own (docs/forecast.md "The CPU ladder"); every other run a job of its own."""
+    names = {item.spec.name for item in items}
+
+    def parent(item: Item) -> str | None:
+        t = item.spec.train
+        return t.branch_from if t.is_branch and t.branch_from in names else None
+
+    jobs = {item.spec.name: [item] for item in items if parent(item) is None}
+    for item in items:
+        if parent(item) is not None:
+            jobs[parent(item)].append(item)
+    return list(jobs.values())
 
 
-def _submit_deaf_to_ctrl_c(executor, item: Item):
-    """Start a local job with SIGINT ignored (inherited by its controller and tasks), so that a Ctrl-C reaches
-    only the launcher, which then stops the jobs in order (LocalBackend._stop)."""
+def _submit_deaf_to_ctrl_c(executor, job_items: list[Item]):
+    """Start a local job of one run and those that follow it (jobs_of) with SIGINT ignored (inherited by its
+    controller and tasks), so that a Ctrl-C reaches only the launcher, which then stops the jobs in order
+    (LocalBackend._stop)."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         from exoformer.runs.pipeline import PipelineJob
 
-        return executor.submit(PipelineJob(), str(item.run_dir), item.spec, "local")
+        first, *then = job_items
+        return executor.submit(PipelineJob(), str(first.run_dir), first.spec, "local", "all",
+                               tuple((str(item.run_dir), item.spec) for item in then))
     finally:
         signal.signal(signal.SIGINT, previous)
 
