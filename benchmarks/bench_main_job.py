@@ -13,6 +13,8 @@ CPU seconds and their ratios, with the load average beside them.
         [--out FILE.json]
 
 `--set` measures a candidate recipe (e.g. `--set train.steps=100`) before it goes into experiments/presets.yaml.
+`--one-job 'smoke-ladder-base-d64-*'` measures instead one process that runs a ladder's stable run and then its decay
+branches, as a local job runs them; results/bench_main_job.json keeps such jobs under `in_parent_job`.
 """
 
 from __future__ import annotations
