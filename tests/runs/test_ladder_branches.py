@@ -238,13 +238,18 @@ def test_a_local_job_runs_the_branches_after_their_parent_as_they_run_alone_bitw
         (path,) = sorted((run_dir / "checkpoints").glob("step_00000040*.pt"))
         return torch.load(path, weights_only=True)
 
+    def same(a, b) -> bool:
+        if isinstance(a, torch.Tensor):
+            return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+        if isinstance(a, dict):
+            return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        if isinstance(a, (list, tuple)):
+            return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(same, a, b))
+        return a == b
+
     ours, theirs = final(dirs[names[1]]), final(branch_alone)
-    for key in ("model", "muon", "adamw"):
-        flat_ours, flat_theirs = torch.utils._pytree.tree_flatten(ours[key])[0], \
-            torch.utils._pytree.tree_flatten(theirs[key])[0]
-        assert len(flat_ours) == len(flat_theirs) > 0
-        for a, b in zip(flat_ours, flat_theirs):
-            assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b, key
+    for key in ("model", "muon", "adamw", "loader", "rng"):
+        assert ours[key] and same(ours[key], theirs[key]), key
 
     def lines(run_dir):
         return [{k: v for k, v in json.loads(line).items() if k not in ("ms_per_step", "tokens_per_s")}
