@@ -212,6 +212,7 @@ def test_a_local_job_runs_the_branches_after_their_parent_as_they_run_alone_bitw
     import torch
 
     from ladder_registry import subset_registry
+    from same_state import assert_same_tensors
     from smoke_runs import cli
 
     from exoformer.runs import locking
@@ -238,18 +239,10 @@ def test_a_local_job_runs_the_branches_after_their_parent_as_they_run_alone_bitw
         (path,) = sorted((run_dir / "checkpoints").glob("step_00000040*.pt"))
         return torch.load(path, weights_only=True)
 
-    def same(a, b) -> bool:
-        if isinstance(a, torch.Tensor):
-            return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
-        if isinstance(a, dict):
-            return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-        if isinstance(a, (list, tuple)):
-            return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(same, a, b))
-        return a == b
-
     ours, theirs = final(dirs[names[1]]), final(branch_alone)
     for key in ("model", "muon", "adamw", "loader", "rng"):
-        assert ours[key] and same(ours[key], theirs[key]), key
+        assert ours[key], key
+        assert_same_tensors(ours[key], theirs[key], key)
 
     def lines(run_dir):
         return [{k: v for k, v in json.loads(line).items() if k not in ("ms_per_step", "tokens_per_s")}

@@ -13,16 +13,12 @@ export (the first node's name) cannot start this job.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from datetime import datetime
-from pathlib import Path
 
 import torch
+from same_state import assert_same_tensors
 from test_backend_slurm import cli, specs_of, tiny, wait_ended
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
-from test_train_resume import assert_same_tensors  # noqa: E402
 
 from exoformer.runs import rundirs as runs
 from exoformer.train.checkpoint import latest_checkpoint, load_checkpoint

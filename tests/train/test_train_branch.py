@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_train_resume import assert_same_tensors
+from same_state import assert_same_tensors
 from train_tiny import tiny_model, tiny_train
 
 from exoformer.errors import UserError

@@ -2,7 +2,7 @@ import math
 import shutil
 
 import torch
-from test_train_resume import assert_same_tensors
+from same_state import assert_same_tensors
 from train_tiny import tiny_model, tiny_train
 
 from exoformer.train.checkpoint import latest_checkpoint, load_checkpoint

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
+from same_state import assert_same_tensors
 from train_run_tiny import EXIT_PREEMPTED
 from train_tiny import tiny_model, tiny_train
 
@@ -20,21 +20,6 @@ from exoformer.train.loop import train
 RUNNER = Path(__file__).parent / "train_run_tiny.py"
 KILL_SEED = 25
 """Chooses the step after which SIGTERM is sent: seeded, so a failure names a step that reproduces it."""
-
-
-def assert_same_tensors(a, b, where=""):
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for k in a:
-            assert_same_tensors(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same_tensors(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
 
 
 def train_lines(run: Path) -> list[dict]:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 from test_train_ddp import free_port
-from test_train_resume import RUNNER, assert_same_tensors, train_lines
+from same_state import assert_same_tensors
+from test_train_resume import RUNNER, train_lines
 from train_tiny import tiny_model, tiny_train
 
 from exoformer.train.checkpoint import checkpoint_name, latest_checkpoint, load_checkpoint
